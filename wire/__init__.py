@@ -1,0 +1,5 @@
+"""streamfix's protocol core: sans-IO stream repair for LLM gateway responses.
+
+Nothing in this package imports mitmproxy or does I/O: repairers are fed bytes (or
+parsed SSE events) and return bytes. ``addons/`` wires them into mitmproxy.
+"""

@@ -1,0 +1,51 @@
+"""Which repairs are on, and the per-flow facts repairers need from the request."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+TruncationPolicy = Literal["incomplete", "completed", "off"]
+
+
+@dataclass(frozen=True, slots=True)
+class Rules:
+    """One switch per repair rule; all on by default. The addon maps its options here."""
+
+    # /v1/responses
+    status: bool = True
+    """function_call items get ``status`` (in_progress on added, completed on done/output)."""
+    item_order: bool = True
+    """An item still open when the next one is added is closed first; late closes dropped."""
+    output_index: bool = True
+    """``output_index`` dense, equal to the item's position in the final ``output``."""
+    sequence: bool = True
+    """``sequence_number`` strictly increasing across inserted and dropped events."""
+    usage: bool = True
+    """``usage`` always has integer input/output/total tokens."""
+    schema_fill: bool = True
+    """Required fields CPA leaves out (created_at, model, item_id, summary_index...)."""
+    terminal_output: bool = True
+    """The terminal event's ``output`` lists the announced items, in order."""
+    response_id: bool = True
+    """``response.id`` stays the same across lifecycle events."""
+    # /v1/chat/completions
+    tool_index: bool = True
+    """``tool_calls[].index`` renumbered 0..n-1 per choice by first appearance."""
+    tool_header: bool = True
+    """A re-sent tool-call header does not announce the call's name twice."""
+    # truncation (all APIs)
+    truncation: TruncationPolicy = "incomplete"
+    """What a truncation verdict does to a Responses terminal: ``incomplete`` (the spec),
+    ``completed`` (keep response.completed), ``off`` (no terminal rewrite on any API)."""
+
+
+@dataclass(slots=True)
+class FlowContext:
+    """What the client asked for, as far as repairs need it (never the prompt itself)."""
+
+    model: str | None = None
+    started_at: int = field(default_factory=lambda: int(time.time()))
+    request: dict[str, Any] | None = None
+    """The parsed client request body, for the verdict's caps; None if not JSON."""

@@ -1,0 +1,121 @@
+"""Drives an event repairer over a byte stream, failing open.
+
+:class:`StreamRepair` is what the mitmproxy addon installs as ``flow.response.stream``
+(through a thin wrapper): ``feed(chunk) -> bytes`` per upstream read, ``close() -> bytes``
+at the end. If the repairer raises, the flow switches to passthrough: every byte not yet
+sent (held events, the event being repaired, the parser's buffer, all later chunks) goes
+out as it came, and :attr:`StreamRepair.error` says why. Nothing is lost.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from .sse import Event, SseParser
+
+
+class EventRepairer:
+    """Base for the per-API repairers: fed parsed SSE events, returns bytes to send.
+
+    A subclass implements :meth:`event` and :meth:`end`. An event it holds back (to
+    decide later) goes into :attr:`held`, so that on an error the driver can still send
+    its original bytes. :attr:`notes` collects log lines about bad input (never content).
+    """
+
+    def __init__(self) -> None:
+        self.held: list[Event] = []
+        self.notes: list[str] = []
+        self.changed = 0
+        """How many events were rewritten, inserted or dropped (for receipts)."""
+
+    def event(self, ev: Event) -> list[bytes]:
+        raise NotImplementedError
+
+    def end(self) -> list[bytes]:
+        """The stream ended (after the last event): flush what is held."""
+        out = [e.raw for e in self.held]
+        self.held.clear()
+        return out
+
+    def note(self, text: str) -> None:
+        if len(self.notes) < 100:
+            self.notes.append(text)
+
+    def parse(self, ev: Event) -> dict[str, Any] | None:
+        """The event's data as a JSON object, or None (with a note) if it is not one."""
+        data = ev.data
+        if data is None or data == b"[DONE]":
+            return None
+        try:
+            obj = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            self.note(f"event data is not JSON ({len(data)} bytes), passed through")
+            return None
+        if not isinstance(obj, dict):
+            self.note("event data is JSON but not an object, passed through")
+            return None
+        return obj
+
+
+class StreamRepair:
+    """Bytes in, repaired bytes out; any repairer exception switches to passthrough."""
+
+    __slots__ = ("repairer", "parser", "error", "bytes_in", "bytes_out")
+
+    def __init__(self, repairer: EventRepairer) -> None:
+        self.repairer = repairer
+        self.parser: SseParser | None = SseParser()
+        self.error: BaseException | None = None
+        self.bytes_in = 0
+        self.bytes_out = 0
+
+    def feed(self, chunk: bytes) -> bytes:
+        self.bytes_in += len(chunk)
+        if self.parser is None:
+            out = chunk
+        else:
+            out = self._run(self.parser.feed(chunk), eof=False)
+        self.bytes_out += len(out)
+        return out
+
+    def close(self) -> bytes:
+        if self.parser is None:
+            return b""
+        out = self._run(self.parser.close(), eof=True)
+        self.parser = None
+        self.bytes_out += len(out)
+        return out
+
+    def _run(self, events: list[Event], eof: bool) -> bytes:
+        out: list[bytes] = []
+        rep = self.repairer
+        for i, ev in enumerate(events):
+            try:
+                out += rep.event(ev)
+            except Exception as e:  # fail open: everything not yet sent goes out raw
+                return b"".join(out) + self._fail(e, events[i:], eof)
+        if eof:
+            try:
+                out += rep.end()
+            except Exception as e:
+                return b"".join(out) + self._fail(e, [], eof)
+        return b"".join(out)
+
+    def _fail(self, e: BaseException, rest: list[Event], eof: bool) -> bytes:
+        self.error = e
+        held = b"".join(ev.raw for ev in self.repairer.held)
+        self.repairer.held.clear()
+        tail = b""
+        if not eof and self.parser is not None:
+            tail = b"".join(ev.raw for ev in self.parser.close())
+        self.parser = None
+        return held + b"".join(ev.raw for ev in rest) + tail
+
+
+def repair_body(repairer: EventRepairer, body: bytes) -> tuple[bytes, BaseException | None]:
+    """A whole buffered SSE body (replay, ``mitmdump -nr``): same path, one chunk."""
+    s = StreamRepair(repairer)
+    out = s.feed(body) + s.close()
+    return out, s.error
