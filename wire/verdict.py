@@ -16,6 +16,8 @@ This module is a first cut of the interface; the truncation issue owns its rules
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -62,6 +64,13 @@ class Verdict:
     _native: Evidence | None = None
     _upstream: Evidence | None = None
     notes: list[Evidence] = field(default_factory=list)
+    resolver: Callable[["Verdict"], None] | None = None
+    """Called at the start of :meth:`decide`; the addon uses it to look up the matching
+    upstream flow (by :meth:`digest`) and report its StopReason via :meth:`upstream`."""
+    _text: Any = field(default_factory=hashlib.blake2b)
+    _args: Any = field(default_factory=hashlib.blake2b)
+    text_len: int = 0
+    args_len: int = 0
 
     def _on(self, source: str) -> bool:
         return source in self.enabled
@@ -90,6 +99,24 @@ class Verdict:
         """The complete arguments string of a tool call, at its end (last call wins)."""
         self.last_tool_args = arguments
 
+    def observe_text(self, delta: str) -> None:
+        """Generated text as the client sees it (message text, not reasoning), in order."""
+        if delta:
+            b = delta.encode("utf-8", "surrogatepass")
+            self._text.update(b)
+            self.text_len += len(b)
+
+    def observe_args(self, delta: str) -> None:
+        """Tool-call argument text as the client sees it, all calls, in order."""
+        if delta:
+            b = delta.encode("utf-8", "surrogatepass")
+            self._args.update(b)
+            self.args_len += len(b)
+
+    def digest(self) -> tuple[str, int, str, int]:
+        """(text hash, text bytes, args hash, args bytes): what the upstream leg must match."""
+        return (self._text.hexdigest(), self.text_len, self._args.hexdigest(), self.args_len)
+
     def native(self, says: Outcome, detail: str) -> None:
         if self._on("native"):
             self._native = Evidence("native", says, detail)
@@ -100,6 +127,9 @@ class Verdict:
 
     # --- the decision ------------------------------------------------------------
     def decide(self) -> Decision:
+        if self.resolver is not None:
+            resolver, self.resolver = self.resolver, None
+            resolver(self)
         if self._native is not None and self._native.says != "complete":
             return Decision(self._native.says, (self._native,), native=True)
         if self._upstream is not None:
