@@ -1,0 +1,53 @@
+"""Which API a request speaks, and the repairer for it.
+
+The path decides (query string ignored, any prefix allowed, so ``/v1/responses``,
+``/responses`` and ``/openai/v1/responses`` are all Responses):
+
+- ``.../responses``                 -> ``responses``
+- ``.../chat/completions``          -> ``chat``
+- ``.../messages``                  -> ``messages`` (Anthropic)
+- ``...:streamGenerateContent`` / ``...:generateContent`` -> ``gemini``
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any, Literal
+
+from .rules import FlowContext, Rules
+from .stream import EventRepairer
+from .verdict import Verdict
+
+Api = Literal["responses", "chat", "messages", "gemini"]
+
+# api -> (module, stream repairer class, non-stream JSON repair function)
+_REGISTRY: dict[str, tuple[str, str, str]] = {
+    "responses": ("wire.responses", "ResponsesRepairer", "repair_responses_json"),
+    "chat": ("wire.chat", "ChatRepairer", "repair_chat_json"),
+    "messages": ("wire.messages", "MessagesRepairer", "repair_messages_json"),
+    "gemini": ("wire.gemini", "GeminiRepairer", "repair_gemini_json"),
+}
+
+
+def api_for_path(path: str) -> Api | None:
+    p = path.split("?", 1)[0].rstrip("/")
+    if p.endswith("/responses") or p == "responses":
+        return "responses"
+    if p.endswith("/chat/completions"):
+        return "chat"
+    if p.endswith("/messages"):
+        return "messages"
+    if p.endswith(":streamGenerateContent") or p.endswith(":generateContent"):
+        return "gemini"
+    return None
+
+
+def stream_repairer(api: str, rules: Rules, ctx: FlowContext, verdict: Verdict) -> EventRepairer:
+    mod, cls, _ = _REGISTRY[api]
+    return getattr(importlib.import_module(mod), cls)(rules, ctx, verdict)
+
+
+def json_repairer(api: str) -> Callable[[dict[str, Any], Rules, FlowContext, Verdict], bool]:
+    mod, _, fn = _REGISTRY[api]
+    return getattr(importlib.import_module(mod), fn)
