@@ -1,0 +1,150 @@
+"""A stand-in upstream that replays ``recordings/`` with realistic pacing.
+
+    python -m streamfix.replay --port 18317
+
+Which recording answers a request, first match wins:
+
+1. the path prefix ``/rec/<name>/`` (``/rec/responses-devin-toolcall/v1/responses``), so a
+   client's base URL can pick one;
+2. the request header ``X-Streamfix-Recording: <name>``;
+3. the request body's ``model`` equal to a recording's name;
+4. otherwise the first buggy recording for the path's API (and the request's ``stream``
+   flag).
+
+An SSE body is written one event per write with ``pacing.delay_ms`` between events (or in
+``bytes:N`` slices), so the stream arrives the way a gateway sends it. Test knobs, as
+request headers: ``X-Streamfix-Delay-Ms`` overrides the pause, ``X-Streamfix-Encoding:
+gzip`` compresses the body on the fly (sync-flushed per write), ``X-Streamfix-Close: 1``
+bursts the whole body and closes the connection at once.
+
+``GET /`` lists the recordings. Listens on 127.0.0.1 unless told otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import zlib
+from pathlib import Path
+
+from aiohttp import web
+
+from wire.apis import api_for_path
+from wire.sse import SseParser
+
+from .recordings import ROOT, Recording, all_recordings
+
+
+def sse_pieces(body: bytes, chunk: str) -> list[bytes]:
+    """How the body is cut into writes: per event, or every N bytes."""
+    if chunk.startswith("bytes:"):
+        n = max(1, int(chunk[6:]))
+        return [body[i : i + n] for i in range(0, len(body), n)]
+    p = SseParser()
+    return [e.raw for e in p.feed(body) + p.close()]
+
+
+class Replay:
+    def __init__(self, root: Path = ROOT) -> None:
+        self.recordings = {r.name: r for r in all_recordings(root)}
+
+    def pick(self, path: str, headers, body: dict | None) -> tuple[Recording | None, str]:
+        if path.startswith("/rec/"):
+            name, _, rest = path[5:].partition("/")
+            return self.recordings.get(name), "/" + rest
+        name = headers.get("x-streamfix-recording")
+        if name:
+            return self.recordings.get(name), path
+        model = (body or {}).get("model")
+        if isinstance(model, str) and model in self.recordings:
+            return self.recordings[model], path
+        api = api_for_path(path)
+        want_stream = bool((body or {}).get("stream")) or ":streamGenerateContent" in path
+        for kinds in (("buggy",), ("buggy", "clean")):
+            for r in self.recordings.values():
+                if r.api == api and r.kind in kinds and r.streaming == want_stream:
+                    return r, path
+        return None, path
+
+    async def index(self, request: web.Request) -> web.Response:
+        lines = [f"{r.name:40} {r.api:10} {r.kind:6} {r.request['path']}" for r in self.recordings.values()]
+        return web.Response(text="streamfix replay upstream; recordings:\n" + "\n".join(lines) + "\n")
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        raw = await request.read()
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = None
+        rec, _ = self.pick(request.path_qs, request.headers, body if isinstance(body, dict) else None)
+        if rec is None:
+            return web.json_response({"error": {"message": f"no recording for {request.path}"}}, status=404)
+        headers = {k: v for k, v in rec.headers.items() if k.lower() not in ("content-length", "transfer-encoding")}
+        headers["x-streamfix-recording"] = rec.name
+        if not rec.streaming:
+            return web.Response(status=rec.status, body=rec.body, headers=headers)
+
+        delay = float(request.headers.get("x-streamfix-delay-ms", rec.delay * 1000)) / 1000
+        gz = request.headers.get("x-streamfix-encoding", "") == "gzip"
+        close = request.headers.get("x-streamfix-close") == "1"
+        if gz:
+            headers["content-encoding"] = "gzip"
+        resp = web.StreamResponse(status=rec.status, headers=headers)
+        if close:
+            resp.force_close()
+        await resp.prepare(request)
+        z = zlib.compressobj(wbits=16 + zlib.MAX_WBITS) if gz else None
+        pieces = sse_pieces(rec.body, rec.meta.get("pacing", {}).get("chunk", "event"))
+        for i, piece in enumerate(pieces):
+            if i and delay and not close:
+                await asyncio.sleep(delay)
+            data = z.compress(piece) + z.flush(zlib.Z_SYNC_FLUSH) if z else piece
+            if data:
+                await resp.write(data)
+        if z:
+            await resp.write(z.flush())
+        await resp.write_eof()
+        return resp
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_get("/", self.index)
+        app.router.add_route("*", "/{tail:.*}", self.handle)
+        return app
+
+
+async def serve(host: str, port: int, root: Path = ROOT) -> tuple[web.AppRunner, int]:
+    runner = web.AppRunner(Replay(root).app(), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    sock = site._server.sockets[0]  # type: ignore[union-attr]
+    return runner, sock.getsockname()[1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m streamfix.replay", description="Replay recordings/ as a paced upstream.")
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=18317, help="0 picks a free port")
+    ap.add_argument("--recordings", type=Path, default=ROOT)
+    a = ap.parse_args(argv)
+
+    async def run() -> None:
+        runner, port = await serve(a.host, a.port, a.recordings)
+        print(f"streamfix replay upstream listening on http://{a.host}:{port}", flush=True)
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await runner.cleanup()
+
+    try:
+        asyncio.run(run())
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

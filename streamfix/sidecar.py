@@ -1,0 +1,111 @@
+"""Run the sidecar: mitmdump (or mitmweb) with streamfix's addons in front of a gateway.
+
+    python -m streamfix.sidecar                       # demo: in front of the replay upstream
+    python -m streamfix.sidecar --upstream http://127.0.0.1:8317   # in front of a real CPA
+    python -m streamfix.sidecar --upstream http://127.0.0.1:8317 --upstream-proxy 127.0.0.1:8080
+    python -m streamfix.sidecar --web                 # mitmweb, bodies kept for the views
+
+Everything after ``--`` goes to mitmdump as it is (``-- --set streamfix_truncation=completed``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _tool(name: str) -> str:
+    here = Path(sys.executable).parent / name
+    return str(here) if here.exists() else (shutil.which(name) or name)
+
+
+def start_replay(host: str = "127.0.0.1") -> tuple[subprocess.Popen, str]:
+    """Start the replay upstream on a free port; returns (process, base URL)."""
+    p = subprocess.Popen(
+        [sys.executable, "-m", "streamfix.replay", "--host", host, "--port", "0"],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    assert p.stdout is not None
+    line = p.stdout.readline()
+    if "listening on " not in line:
+        p.kill()
+        raise SystemExit(f"replay upstream did not start: {line!r}")
+    return p, line.rsplit("listening on ", 1)[1].strip()
+
+
+def mitm_command(
+    upstream: str, listen: str, upstream_proxy: str | None, web: bool, keep_bodies: bool, extra: list[str]
+) -> list[str]:
+    host, _, port = listen.rpartition(":")
+    cmd = [_tool("mitmweb" if web else "mitmdump"), "--mode", f"reverse:{upstream}@{host or '127.0.0.1'}:{port}"]
+    if upstream_proxy:
+        phost, _, pport = upstream_proxy.rpartition(":")
+        cmd += ["--mode", f"regular@{phost or '127.0.0.1'}:{pport}"]
+    cmd += ["-s", str(ROOT / "addons" / "repair.py")]
+    for extra_addon in ("upstream.py", "views.py"):
+        if (ROOT / "addons" / extra_addon).exists():
+            cmd += ["-s", str(ROOT / "addons" / extra_addon)]
+    if keep_bodies or web:
+        cmd += ["--set", "streamfix_keep_bodies=true"]
+    if web:
+        cmd += ["--set", "web_host=127.0.0.1", "--set", "web_open_browser=false"]
+    return cmd + extra
+
+
+BANNER = """\
+streamfix sidecar: clients -> http://{listen} -> {upstream}{demo}
+Try:
+  curl -sN http://{listen}/v1/responses -H 'content-type: application/json' \\
+       -d '{{"model":"responses-devin-toolcall","stream":true,"input":"hi"}}'
+  curl -sN http://{listen}/v1/chat/completions -H 'content-type: application/json' \\
+       -d '{{"model":"chat-devin-truncated-toolcall","stream":true,"messages":[]}}'
+Point a client's base URL at http://{listen}/v1 . Ctrl-C stops.
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    extra: list[str] = []
+    if "--" in argv:
+        i = argv.index("--")
+        argv, extra = argv[:i], argv[i + 1 :]
+    ap = argparse.ArgumentParser(prog="scripts/sidecar", description=__doc__.split("\n")[0])
+    ap.add_argument("--upstream", help="the gateway (CPA) base URL, e.g. http://127.0.0.1:8317; "
+                    "default: a built-in upstream replaying recordings/")
+    ap.add_argument("--listen", default="127.0.0.1:8318", help="where clients connect (default %(default)s)")
+    ap.add_argument("--upstream-proxy", metavar="HOST:PORT",
+                    help="also listen as the regular proxy CPA uses for its upstream (docs/upstream-leg.md)")
+    ap.add_argument("--web", action="store_true", help="run mitmweb instead of mitmdump")
+    ap.add_argument("--keep-bodies", action="store_true", help="keep original and repaired bodies on each flow")
+    a = ap.parse_args(argv)
+
+    replay = None
+    upstream = a.upstream
+    if not upstream:
+        replay, upstream = start_replay()
+    print(BANNER.format(listen=a.listen, upstream=upstream,
+                        demo=" (built-in replay of recordings/)" if replay else ""), flush=True)
+    cmd = mitm_command(upstream, a.listen, a.upstream_proxy, a.web, a.keep_bodies, extra)
+    mitm = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        return mitm.wait()
+    except KeyboardInterrupt:
+        mitm.send_signal(signal.SIGINT)
+        return mitm.wait()
+    finally:
+        if replay is not None:
+            replay.terminate()
+            replay.wait()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
