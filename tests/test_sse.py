@@ -1,0 +1,121 @@
+"""wire/sse.py: the incremental SSE parser and serializer."""
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from wire.sse import Event, SseParser, format_event
+
+
+def parse(data: bytes, cuts: list[int] | None = None) -> list[Event]:
+    p = SseParser()
+    out: list[Event] = []
+    last = 0
+    for c in sorted(set(cuts or [])):
+        out += p.feed(data[last:c])
+        last = c
+    out += p.feed(data[last:])
+    return out + p.close()
+
+
+def test_fields_and_raw_bytes():
+    body = b"event: response.created\ndata: {\"a\":1}\nid: 7\nretry: 10\n\n"
+    [ev] = parse(body)
+    assert ev.raw == body
+    assert ev.event == "response.created"
+    assert ev.data == b'{"a":1}'
+    assert ev.fields == [(b"event", b"response.created"), (b"data", b'{"a":1}'), (b"id", b"7"), (b"retry", b"10")]
+    assert ev.complete
+
+
+def test_multiline_data_joined_by_lf():
+    [ev] = parse(b"data: one\ndata:two\ndata:  three\n\n")
+    # one leading space is stripped, not two (WHATWG)
+    assert ev.data == b"one\ntwo\n three"
+
+
+def test_comments_keep_alive_and_done():
+    evs = parse(b": keep-alive\n\ndata: [DONE]\n\n")
+    assert [e.raw for e in evs] == [b": keep-alive\n\n", b"data: [DONE]\n\n"]
+    assert evs[0].is_comment_only and evs[0].data is None
+    assert evs[1].data == b"[DONE]"
+
+
+def test_line_ends_crlf_and_cr():
+    crlf = parse(b"event: x\r\ndata: 1\r\n\r\n")
+    cr = parse(b"event: x\rdata: 1\r\r")
+    for [ev] in (crlf, cr):
+        assert (ev.event, ev.data) == ("x", b"1")
+    assert crlf[0].eol == b"\r\n" and cr[0].eol == b"\r"
+
+
+def test_cr_at_chunk_end_waits_for_possible_lf():
+    p = SseParser()
+    assert p.feed(b"data: 1\r") == []  # could be CRLF
+    assert p.feed(b"\n") == []
+    [ev] = p.feed(b"\r\n")
+    assert ev.raw == b"data: 1\r\n\r\n" and ev.data == b"1"
+
+
+def test_lone_cr_terminator_at_eof_completes_event():
+    evs = parse(b"data: 1\r\r")
+    assert len(evs) == 1 and evs[0].complete and evs[0].data == b"1"
+
+
+def test_unterminated_tail_is_returned_incomplete():
+    evs = parse(b"data: 1\n\ndata: tail")
+    assert [e.complete for e in evs] == [True, False]
+    assert evs[1].raw == b"data: tail" and evs[1].data == b"tail"
+
+
+def test_extra_blank_line_is_its_own_event():
+    # CPA's Responses framer ends the body with one extra "\n" after the terminal event
+    evs = parse(b"data: 1\n\n\n")
+    assert [e.raw for e in evs] == [b"data: 1\n\n", b"\n"]
+    assert evs[1].fields == [] and evs[1].data is None
+
+
+def test_bom_is_ignored_for_fields_but_kept_in_raw():
+    [ev] = parse(b"\xef\xbb\xbfdata: 1\n\n")
+    assert ev.data == b"1" and ev.raw.startswith(b"\xef\xbb\xbf")
+
+
+def test_utf8_split_across_chunks():
+    body = "data: {\"t\":\"héllo ✓\"}\n\n".encode()
+    cut = body.index("✓".encode()) + 1
+    [ev] = parse(body, [cut])
+    assert ev.data.decode() == '{"t":"héllo ✓"}'
+
+
+def test_with_data_keeps_other_fields_and_eol():
+    [ev] = parse(b": c\r\nevent: a\r\nid: 1\r\ndata: x\r\ndata: y\r\n\r\n")
+    out = ev.with_data(b"new", event="b")
+    assert out == b":c\r\nevent: b\r\nid: 1\r\ndata: new\r\n\r\n".replace(b":c", b": c")
+    [again] = parse(out)
+    assert (again.event, again.data) == ("b", b"new")
+
+
+def test_format_event():
+    assert format_event(b'{"a":1}', "x") == b'event: x\ndata: {"a":1}\n\n'
+    assert format_event(b"a\nb") == b"data: a\ndata: b\n\n"
+
+
+_line = st.sampled_from(
+    [b"data: {\"x\": 1}", b"event: e", b": keep-alive", b"id: 3", b"data:", b"", b"data: \xc3\xa9\xe2\x9c\x93", b"retry: 5", b"bogus"]
+)
+_eol = st.sampled_from([b"\n", b"\r\n", b"\r"])
+
+
+@st.composite
+def streams(draw):
+    parts = draw(st.lists(st.tuples(_line, _eol), max_size=30))
+    tail = draw(st.sampled_from([b"", b"data: tail", b"\r"]))
+    return b"".join(a + b for a, b in parts) + tail
+
+
+@settings(max_examples=300, deadline=None)
+@given(streams(), st.lists(st.integers(min_value=0, max_value=400), max_size=12))
+def test_any_chunking_gives_same_events_and_loses_no_byte(body, cuts):
+    whole = parse(body)
+    chunked = parse(body, [c for c in cuts if c <= len(body)])
+    assert [(e.raw, e.fields, e.complete) for e in chunked] == [(e.raw, e.fields, e.complete) for e in whole]
+    assert b"".join(e.raw for e in whole) == body

@@ -1,0 +1,86 @@
+"""wire/stream.py: the driver fails open and loses nothing."""
+
+import orjson
+import pytest
+
+from wire.sse import Event
+from wire.stream import EventRepairer, StreamRepair, repair_body
+
+BODY = b"".join(b'data: {"n":%d}\n\n' % i for i in range(6)) + b"data: [DONE]\n\n"
+
+
+class Upper(EventRepairer):
+    """Rewrites events whose n is even; holds n == 3 until the next event; raises on n == boom."""
+
+    def __init__(self, boom=None, boom_at_end=False):
+        super().__init__()
+        self.boom, self.boom_at_end = boom, boom_at_end
+
+    def event(self, ev: Event) -> list[bytes]:
+        obj = self.parse(ev)
+        if obj is not None and obj["n"] == self.boom:
+            raise RuntimeError("boom")
+        out = [e.raw for e in self.held]
+        self.held.clear()
+        if obj is None:
+            return out + [ev.raw]
+        if obj["n"] == 3:
+            self.held.append(ev)
+            return out
+        if obj["n"] % 2 == 0:
+            self.changed += 1
+            return out + [ev.with_data(orjson.dumps({"n": obj["n"], "fixed": True}))]
+        return out + [ev.raw]
+
+    def end(self):
+        if self.boom_at_end:
+            raise RuntimeError("late boom")
+        return super().end()
+
+
+def run(rep, chunks):
+    s = StreamRepair(rep)
+    return b"".join(s.feed(c) for c in chunks) + s.close(), s
+
+
+def test_repairs_and_holds():
+    out, s = run(Upper(), [BODY])
+    assert s.error is None
+    assert out.count(b'"fixed":true') == 3
+    assert out.index(b'{"n":3}') < out.index(b'{"n":4,')  # held, then released in order
+
+
+@pytest.mark.parametrize("boom", [1, 4, 5])
+def test_exception_switches_to_passthrough_and_loses_nothing(boom):
+    out, s = run(Upper(boom=boom), [BODY[:37], BODY[37:90], BODY[90:]])
+    assert isinstance(s.error, RuntimeError)
+    # every original event after the failure point is there, byte for byte, in order
+    tail = BODY[BODY.index(b'data: {"n":%d}' % boom) :]
+    assert out.endswith(tail)
+    if boom == 4:  # the held event 3 went out raw before the failing one
+        assert b'data: {"n":3}\n\ndata: {"n":4}' in out
+
+
+def test_exception_in_end_flushes_held():
+    body = b'data: {"n":3}\n\n'
+    out, s = run(Upper(boom_at_end=True), [body])
+    assert out == body and s.error is not None
+
+
+def test_after_failure_later_chunks_pass_unchanged():
+    s = StreamRepair(Upper(boom=0))
+    first = s.feed(b'data: {"n":0}\n\ndata: {"n"')
+    assert first == b'data: {"n":0}\n\ndata: {"n"'
+    assert s.feed(b':2}\n\n') == b':2}\n\n'
+    assert s.close() == b""
+
+
+def test_repair_body_matches_streaming():
+    out, err = repair_body(Upper(), BODY)
+    assert err is None and out == run(Upper(), [BODY[i : i + 7] for i in range(0, len(BODY), 7)])[0]
+
+
+def test_non_json_noted_not_lost():
+    rep = Upper()
+    out, _ = run(rep, [b"data: not json\n\n"])
+    assert out == b"data: not json\n\n" and rep.notes
