@@ -1,0 +1,46 @@
+# streamfix recipes. `scripts/bootstrap` installs .venv (Python >= 3.12) on first use.
+
+py := `scripts/bootstrap 2>/dev/null || echo .venv/bin/python`
+
+# list the recipes
+default:
+    @just --list
+
+# run the sidecar (no args: demo in front of the replay upstream; --upstream URL for a real CPA)
+run *ARGS:
+    scripts/sidecar {{ARGS}}
+
+# raw vs repaired, side by side, for every recording (starts and stops its own servers)
+demo *ARGS:
+    {{py}} -m streamfix.demo {{ARGS}}
+
+# mitmweb with the addon and bodies kept, for interactive debugging
+web *ARGS:
+    scripts/sidecar --web {{ARGS}}
+
+# the whole test suite (what CI runs)
+test *ARGS:
+    scripts/test {{ARGS}}
+
+# only the fast unit tests (no mitmdump, no clients)
+unit *ARGS:
+    {{py}} -m pytest -m "not e2e and not clients" {{ARGS}}
+
+# benchmarks: repairer vs parse floor, mitmdump+addon vs passthrough (ratios)
+bench *ARGS:
+    {{py}} -m streamfix.bench {{ARGS}}
+
+# list the recordings
+recordings:
+    {{py}} -m streamfix.recordings list
+
+# repair one recording offline with mitmdump -nr (writes build/NAME.repaired.flow)
+offline NAME:
+    mkdir -p build
+    {{py}} -m streamfix.recordings to-flow {{NAME}} build/{{NAME}}.flow
+    .venv/bin/mitmdump -q -nr build/{{NAME}}.flow -s addons/repair.py -w build/{{NAME}}.repaired.flow
+    @echo "repaired flow: build/{{NAME}}.repaired.flow"
+
+# replay upstream alone (port 18317)
+replay *ARGS:
+    {{py}} -m streamfix.replay {{ARGS}}

@@ -1,0 +1,225 @@
+"""addons/repair.py: the mitmproxy glue, driven with taddons/tflow (no sockets).
+
+A stand-in repairer (marks every JSON event it sees) keeps these tests about the glue:
+routing, streaming set-up, headers, decoding, buffered bodies, fail-open, options.
+"""
+
+import gzip
+import logging
+
+import orjson
+import pytest
+from mitmproxy import exceptions, http
+from mitmproxy.test import taddons, tflow
+
+from addons import repair as mod
+from wire.stream import EventRepairer
+
+SSE_BODY = b'event: a\ndata: {"n":1}\n\nevent: b\ndata: {"n":2}\n\ndata: [DONE]\n\n'
+
+
+class Marker(EventRepairer):
+    instances: list["Marker"] = []
+
+    def __init__(self, rules, ctx, verdict):
+        super().__init__()
+        self.rules, self.ctx, self.verdict = rules, ctx, verdict
+        Marker.instances.append(self)
+
+    def event(self, ev):
+        obj = self.parse(ev)
+        if obj is None:
+            return [ev.raw]
+        if obj.get("boom"):
+            raise RuntimeError("repairer bug")
+        obj["fixed"] = True
+        self.changed += 1
+        return [ev.with_data(orjson.dumps(obj))]
+
+
+def marker_json(obj, rules, ctx, verdict):
+    obj["fixed"] = True
+    return True
+
+
+@pytest.fixture
+def addon(monkeypatch):
+    monkeypatch.setattr(mod, "stream_repairer", lambda api, r, c, v: Marker(r, c, v))
+    monkeypatch.setattr(mod, "json_repairer", lambda api: marker_json)
+    Marker.instances.clear()
+    return mod.Repair()
+
+
+def make_flow(path="/v1/responses", body=None, ctype="text/event-stream", resp_body=None, headers=()):
+    req = http.Request.make(
+        "POST",
+        "http://127.0.0.1:8317" + path,
+        orjson.dumps(body if body is not None else {"model": "m", "stream": True, "max_output_tokens": 50}),
+        {"content-type": "application/json", **dict(headers)},
+    )
+    resp = http.Response.make(200, b"", {"content-type": ctype})
+    resp.headers["content-length"] = "999"
+    f = tflow.tflow(req=req, resp=resp)
+    f.response.raw_content = resp_body  # None: not yet read, as in responseheaders of a live flow
+    return f
+
+
+def drive(stream, chunks):
+    """What mitmproxy's HTTP layer does: one call per read, then b"" at the end."""
+    out = []
+    for c in [*chunks, b""]:
+        r = stream(c)
+        assert isinstance(r, list) and b"" not in r, "never an empty chunk (HTTP/1 terminator)"
+        out += r
+    return b"".join(out)
+
+
+def hooks(addon, f):
+    addon.requestheaders(f)
+    addon.request(f)
+    addon.responseheaders(f)
+
+
+class TestOptions:
+    def test_defaults_and_rule_switch(self, addon):
+        with taddons.context(addon) as tctx:
+            assert addon.rules.status and addon.rules.truncation == "incomplete"
+            tctx.configure(addon, streamfix_status=False, streamfix_truncation="completed")
+            assert not addon.rules.status and addon.rules.truncation == "completed"
+            assert addon.rules.tool_index  # others untouched
+
+    def test_bad_truncation_rejected(self, addon):
+        with taddons.context(addon) as tctx:
+            with pytest.raises(exceptions.OptionsError, match="streamfix_truncation.*'sometimes'"):
+                tctx.configure(addon, streamfix_truncation="sometimes")
+
+    def test_bad_evidence_rejected(self, addon):
+        with taddons.context(addon) as tctx:
+            with pytest.raises(exceptions.OptionsError, match="'telepathy'"):
+                tctx.configure(addon, streamfix_evidence=["usage", "telepathy"])
+            tctx.configure(addon, streamfix_evidence=["usage"])
+            assert addon.evidence == {"usage"}
+
+
+class TestStreaming:
+    def test_sse_is_streamed_through_the_repairer(self, addon):
+        with taddons.context(addon):
+            f = make_flow()
+            hooks(addon, f)
+            assert callable(f.response.stream)
+            assert "content-length" not in f.response.headers
+            out = drive(f.response.stream, [SSE_BODY[:10], SSE_BODY[10:33], SSE_BODY[33:]])
+            assert out.count(b'"fixed":true') == 2 and out.endswith(b"data: [DONE]\n\n")
+
+    def test_request_facts_reach_the_repairer(self, addon):
+        with taddons.context(addon):
+            f = make_flow(body={"model": "devin/swe-2", "stream": True, "max_output_tokens": 400})
+            hooks(addon, f)
+            drive(f.response.stream, [SSE_BODY])
+            [m] = Marker.instances
+            assert m.ctx.model == "devin/swe-2" and m.verdict.cap == 400
+
+    def test_nothing_to_send_is_an_empty_list(self, addon):
+        with taddons.context(addon):
+            f = make_flow()
+            hooks(addon, f)
+            assert f.response.stream(b'data: {"n"') == []
+
+    def test_gzip_stream_is_decoded_and_repaired(self, addon):
+        with taddons.context(addon):
+            f = make_flow()
+            f.response.headers["content-encoding"] = "gzip"
+            hooks(addon, f)
+            assert "content-encoding" not in f.response.headers
+            gz = gzip.compress(SSE_BODY)
+            out = drive(f.response.stream, [gz[i : i + 5] for i in range(0, len(gz), 5)])
+            assert out.count(b'"fixed":true') == 2
+
+    def test_repairer_exception_passes_rest_through(self, addon, caplog):
+        body = b'data: {"n":1}\n\ndata: {"boom":1}\n\ndata: {"n":3}\n\n'
+        with taddons.context(addon):
+            f = make_flow(path="/v1/chat/completions?key=SECRET")
+            hooks(addon, f)
+            with caplog.at_level(logging.INFO, logger="streamfix"):
+                out = drive(f.response.stream, [body])
+            assert out == b'data: {"n":1,"fixed":true}\n\ndata: {"boom":1}\n\ndata: {"n":3}\n\n'
+            assert "repairer failed (RuntimeError: repairer bug)" in caplog.text
+            assert "SECRET" not in caplog.text
+            assert "passed through unchanged" in f.comment
+
+    def test_receipt_marks_and_comments_the_flow(self, addon):
+        with taddons.context(addon):
+            f = make_flow()
+            hooks(addon, f)
+            drive(f.response.stream, [SSE_BODY])
+            addon.response(f)
+            assert f.marked and "2 events repaired" in f.comment
+
+    def test_keep_bodies(self, addon):
+        with taddons.context(addon) as tctx:
+            tctx.configure(addon, streamfix_keep_bodies=True)
+            f = make_flow()
+            hooks(addon, f)
+            drive(f.response.stream, [SSE_BODY])
+            addon.response(f)
+            assert f.metadata["streamfix.original"] == SSE_BODY
+            assert f.response.content.count(b'"fixed":true') == 2
+
+    def test_connection_close_not_forwarded(self, addon):
+        with taddons.context(addon):
+            f = make_flow(headers={"connection": "close"})
+            addon.requestheaders(f)
+            assert "connection" not in f.request.headers
+
+
+class TestNotOurs:
+    @pytest.mark.parametrize("path", ["/v1/models", "/v1/embeddings", "/exa.api_server_pb.ApiServerService/GetChatMessage"])
+    def test_other_paths_untouched(self, addon, path):
+        with taddons.context(addon):
+            f = make_flow(path=path)
+            before = f.response.headers.copy()
+            hooks(addon, f)
+            assert f.response.stream is False and f.response.headers == before
+
+    def test_master_switch(self, addon):
+        with taddons.context(addon) as tctx:
+            tctx.configure(addon, streamfix=False)
+            f = make_flow()
+            hooks(addon, f)
+            assert f.response.stream is False
+
+    def test_error_status_json_untouched(self, addon):
+        with taddons.context(addon):
+            f = make_flow(ctype="application/json", resp_body=b'{"error":{"message":"x"}}')
+            f.response.status_code = 429
+            hooks(addon, f)
+            addon.response(f)
+            assert f.response.content == b'{"error":{"message":"x"}}'
+
+
+class TestBuffered:
+    def test_json_body_repaired_in_response(self, addon):
+        with taddons.context(addon):
+            f = make_flow(ctype="application/json", resp_body=b'{"id":"r"}')
+            hooks(addon, f)
+            assert f.response.stream is False
+            addon.response(f)
+            assert orjson.loads(f.response.content) == {"id": "r", "fixed": True}
+
+    def test_replayed_sse_body_repaired_in_response(self, addon):
+        """-nr and --server-replay: the body is there at responseheaders; no stream callable."""
+        with taddons.context(addon):
+            f = make_flow(resp_body=SSE_BODY)
+            hooks(addon, f)
+            assert f.response.stream is False
+            addon.response(f)
+            assert f.response.content.count(b'"fixed":true') == 2
+
+    def test_gzip_json_body(self, addon):
+        with taddons.context(addon):
+            f = make_flow(ctype="application/json", resp_body=gzip.compress(b'{"id":"r"}'))
+            f.response.headers["content-encoding"] = "gzip"
+            hooks(addon, f)
+            addon.response(f)
+            assert orjson.loads(f.response.content) == {"id": "r", "fixed": True}
+            assert f.response.headers["content-encoding"] == "gzip"  # re-encoded by mitmproxy
