@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
 import orjson
@@ -62,13 +62,17 @@ TRUNCATION_CHOICES = ("incomplete", "completed", "off")
 SSE = "text/event-stream"
 
 
-@dataclass(slots=True)
 class FlowState:
-    api: str
-    ctx: FlowContext
-    verdict: Verdict
-    stream: FlowStream | None = None
-    notes: list[str] = field(default_factory=list)
+    # A plain class, not a dataclass: mitmproxy runs a -s script without putting it in
+    # sys.modules, and dataclasses then fail on this module's string annotations.
+    __slots__ = ("api", "ctx", "verdict", "stream", "notes")
+
+    def __init__(self, api: str, ctx: FlowContext, verdict: Verdict) -> None:
+        self.api = api
+        self.ctx = ctx
+        self.verdict = verdict
+        self.stream: FlowStream | None = None
+        self.notes: list[str] = []
 
 
 class FlowStream:
