@@ -11,42 +11,18 @@ Everything after ``--`` goes to mitmdump as it is (``-- --set streamfix_truncati
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
 import signal
 import subprocess
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _tool(name: str) -> str:
-    here = Path(sys.executable).parent / name
-    return str(here) if here.exists() else (shutil.which(name) or name)
-
-
-def start_replay(host: str = "127.0.0.1") -> tuple[subprocess.Popen, str]:
-    """Start the replay upstream on a free port; returns (process, base URL)."""
-    p = subprocess.Popen(
-        [sys.executable, "-m", "streamfix.replay", "--host", host, "--port", "0"],
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-    )
-    assert p.stdout is not None
-    line = p.stdout.readline()
-    if "listening on " not in line:
-        p.kill()
-        raise SystemExit(f"replay upstream did not start: {line!r}")
-    return p, line.rsplit("listening on ", 1)[1].strip()
+from .procs import ROOT, child_env, start_replay, stop, tool
 
 
 def mitm_command(
     upstream: str, listen: str, upstream_proxy: str | None, web: bool, keep_bodies: bool, extra: list[str]
 ) -> list[str]:
     host, _, port = listen.rpartition(":")
-    cmd = [_tool("mitmweb" if web else "mitmdump"), "--mode", f"reverse:{upstream}@{host or '127.0.0.1'}:{port}"]
+    cmd = [tool("mitmweb" if web else "mitmdump"), "--mode", f"reverse:{upstream}@{host or '127.0.0.1'}:{port}"]
     if upstream_proxy:
         phost, _, pport = upstream_proxy.rpartition(":")
         cmd += ["--mode", f"regular@{phost or '127.0.0.1'}:{pport}"]
@@ -95,17 +71,24 @@ def main(argv: list[str] | None = None) -> int:
     print(BANNER.format(listen=a.listen, upstream=upstream,
                         demo=" (built-in replay of recordings/)" if replay else ""), flush=True)
     cmd = mitm_command(upstream, a.listen, a.upstream_proxy, a.web, a.keep_bodies, extra)
-    mitm = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    mitm = subprocess.Popen(cmd, cwd=ROOT, env=child_env())
+
+    def on_term(signum, frame):  # SIGTERM: stop mitmdump and the replay upstream too
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)
     try:
         return mitm.wait()
     except KeyboardInterrupt:
         mitm.send_signal(signal.SIGINT)
-        return mitm.wait()
+        try:
+            return mitm.wait(10)
+        except subprocess.TimeoutExpired:
+            stop(mitm)
+            return 1
     finally:
         if replay is not None:
-            replay.terminate()
-            replay.wait()
-
+            stop(replay)
 
 if __name__ == "__main__":
     sys.exit(main())
