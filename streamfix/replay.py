@@ -5,7 +5,10 @@
 Which recording answers a request, first match wins:
 
 1. the path prefix ``/rec/<name>/`` (``/rec/responses-devin-toolcall/v1/responses``), so a
-   client's base URL can pick one;
+   client's base URL can pick one; ``/rec/<name>,<then>/`` answers a request that carries a
+   tool result (a Responses ``function_call_output`` input item, a chat ``tool`` message)
+   with recording ``<then>`` instead, so an agent loop (Codex: tool call, then a second
+   request with the tool's output) can finish;
 2. the request header ``X-Streamfix-Recording: <name>``;
 3. the request body's ``model`` equal to a recording's name;
 4. otherwise the first buggy recording for the path's API (and the request's ``stream``
@@ -46,6 +49,16 @@ def sse_pieces(body: bytes, chunk: str) -> list[bytes]:
     return [e.raw for e in p.feed(body) + p.close()]
 
 
+def _has_tool_result(body: dict | None) -> bool:
+    """Does the request carry a tool's output (the agent loop's second request)?"""
+    body = body or {}
+    items = body.get("input")
+    if isinstance(items, list) and any(isinstance(i, dict) and i.get("type") == "function_call_output" for i in items):
+        return True
+    msgs = body.get("messages")
+    return isinstance(msgs, list) and any(isinstance(m, dict) and m.get("role") == "tool" for m in msgs)
+
+
 class Replay:
     def __init__(self, root: Path = ROOT) -> None:
         self.recordings = {r.name: r for r in all_recordings(root)}
@@ -53,6 +66,9 @@ class Replay:
     def pick(self, path: str, headers, body: dict | None) -> tuple[Recording | None, str]:
         if path.startswith("/rec/"):
             name, _, rest = path[5:].partition("/")
+            name, _, then = name.partition(",")
+            if then and _has_tool_result(body):
+                name = then
             return self.recordings.get(name), "/" + rest
         name = headers.get("x-streamfix-recording")
         if name:
