@@ -1,0 +1,86 @@
+"""wire/invariants.py: the oracle itself must catch each CPA defect and accept a correct stream."""
+
+import orjson
+from pathlib import Path
+
+from wire.invariants import check
+
+SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "reference" / "samples"
+
+
+def sse(*events):
+    return b"".join(b"event: %s\ndata: %s\n\n" % (e["type"].encode(), orjson.dumps(e)) for e in events)
+
+
+def good_responses():
+    r = {"id": "resp_1", "object": "response", "created_at": 1, "model": "m", "status": "in_progress", "output": []}
+    fc = {"id": "fc_1", "type": "function_call", "call_id": "c1", "name": "f", "arguments": ""}
+    done_fc = {**fc, "arguments": "{}", "status": "completed"}
+    msg = {"id": "msg_1", "type": "message", "role": "assistant", "status": "in_progress", "content": []}
+    done_msg = {**msg, "status": "completed", "content": [{"type": "output_text", "text": "hi", "annotations": []}]}
+    final = {**r, "status": "completed", "output": [done_msg, done_fc],
+             "usage": {"input_tokens": 1, "output_tokens": 2, "total_tokens": 3}}
+    return [
+        {"type": "response.created", "sequence_number": 0, "response": r},
+        {"type": "response.output_item.added", "sequence_number": 1, "output_index": 0, "item": msg},
+        {"type": "response.output_text.delta", "sequence_number": 2, "output_index": 0, "item_id": "msg_1", "content_index": 0, "delta": "hi"},
+        {"type": "response.output_item.done", "sequence_number": 3, "output_index": 0, "item": done_msg},
+        {"type": "response.output_item.added", "sequence_number": 4, "output_index": 1, "item": {**fc, "status": "in_progress"}},
+        {"type": "response.function_call_arguments.delta", "sequence_number": 5, "output_index": 1, "item_id": "fc_1", "delta": "{}"},
+        {"type": "response.output_item.done", "sequence_number": 6, "output_index": 1, "item": done_fc},
+        {"type": "response.completed", "sequence_number": 7, "response": final},
+    ]
+
+
+def test_correct_responses_stream_passes():
+    assert check("responses", sse(*good_responses())) == []
+
+
+def test_each_responses_violation_is_named():
+    evs = good_responses()
+    evs[3:4] = []  # message never closed before the call is added
+    evs[5]["sequence_number"] = 2  # not increasing
+    del evs[5]["item"]["status"]  # call done without status
+    evs[-1]["response"]["usage"] = {}
+    found = check("responses", sse(*evs))
+    assert any("item 0 still open when item 1 is added" in v for v in found)
+    assert any("sequence_number 2 not above 5" in v for v in found)
+    assert any("function_call done without status" in v for v in found)
+    assert any("usage lacks integer" in v for v in found)
+
+
+def test_cpa_samples_fail_for_their_known_defects():
+    devin = check("responses", (SAMPLES / "devin_responses_toolcall.sse").read_bytes())
+    assert "event 0 (response.created): response.created_at missing" in devin
+    assert "event 16 (response.output_item.done): function_call done without status" in devin
+    claude = check("responses", (SAMPLES / "claude_responses_text_then_tool.sse").read_bytes())
+    assert "event 6 (response.output_item.added): item 0 still open when item 1 is added" in claude
+    chat = check("chat", (SAMPLES / "devin_chat_truncated_toolcall.sse").read_bytes())
+    assert chat == ["chunk 5 choice 0: tool_calls index 2, expected 0"]
+
+
+def chunk(delta, finish=None):
+    return {"id": "c", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+
+def test_chat():
+    head = {"index": 0, "id": "a", "type": "function", "function": {"name": "f", "arguments": ""}}
+    ok = [chunk({"tool_calls": [head]}), chunk({"tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]}),
+          chunk({"tool_calls": [{**head, "index": 1, "id": "b"}]}), chunk({}, "tool_calls")]
+    body = b"".join(b"data: %s\n\n" % orjson.dumps(c) for c in ok)
+    assert check("chat", body) == []
+    twice = ok[:1] + ok[:1] + ok[3:]
+    assert check("chat", b"".join(b"data: %s\n\n" % orjson.dumps(c) for c in twice)) == [
+        "chunk 1 choice 0: tool call 0 announces its name twice"]
+
+
+def test_messages():
+    evs = [{"type": "message_start", "message": {}},
+           {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+           {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "x"}},
+           {"type": "content_block_stop", "index": 0},
+           {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 1}},
+           {"type": "message_stop"}]
+    assert check("messages", sse(*evs)) == []
+    evs[1]["index"] = 1
+    assert "event 1 (content_block_start): index 1, expected 0" in check("messages", sse(*evs))
