@@ -27,7 +27,7 @@ def mitm_command(
         phost, _, pport = upstream_proxy.rpartition(":")
         cmd += ["--mode", f"regular@{phost or '127.0.0.1'}:{pport}"]
     cmd += ["-s", str(ROOT / "addons" / "repair.py")]
-    for extra_addon in ("upstream.py", "views.py"):
+    for extra_addon in ("upstream.py", "views.py", "sseview.py"):
         if (ROOT / "addons" / extra_addon).exists():
             cmd += ["-s", str(ROOT / "addons" / extra_addon)]
     if keep_bodies or web:
