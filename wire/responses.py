@@ -1,0 +1,810 @@
+"""OpenAI Responses API stream repair (``/v1/responses``): CPA's events in, spec events out.
+
+What CPA (router-for-me/CLIProxyAPI) gets wrong here, and the rule that repairs it (each
+switchable in :class:`~wire.rules.Rules`):
+
+1. ``status``: function_call items carry no ``status`` (interactions path). They get
+   ``in_progress`` on ``output_item.added`` and ``completed`` on ``output_item.done`` and in
+   the terminal ``response.output[]``, also on truncation (an ``incomplete`` call is dropped
+   by AI SDK 2.0.50 / 3.0.88). An existing status is left alone.
+2. ``item_order``: an item still open when the next ``output_item.added`` arrives is closed
+   first, from what was streamed (message: ``output_text.done``, ``content_part.done``,
+   ``output_item.done``; function_call: ``function_call_arguments.done``,
+   ``output_item.done``; reasoning: ``output_item.done``). Later events for a closed item
+   (the gateway's late closes, stray deltas) are dropped with a note. Items still open at
+   the terminal event are closed before it. Claude/Kiro path (message closed after the
+   function call, CPA v7.1.64..v7.2.89) and the Devin path (function calls closed only at
+   the end of the stream, so two calls overlap).
+3. ``output_index``: dense, the item's position in the final ``output`` (order of
+   ``output_item.added``). Events are mapped to items by ``item_id`` (``item.id``), else by
+   the raw ``output_index`` of the most recently added item with that index (the Claude path
+   gives a thinking block and the message both index 0).
+4. ``sequence``: ``sequence_number`` strictly increasing across inserted and dropped events:
+   ``max(original, last_sent + 1)``; inserted events take ``last_sent + 1``.
+5. ``terminal_output``: ``response.output`` of ``response.completed``/``.incomplete`` lists
+   the announced items in announced order, as they were closed; given entries are matched
+   by ``id`` (function calls also by ``call_id``) and kept as given; unannounced extras are
+   kept at the end (with a note).
+6. ``usage``: integer ``input_tokens``/``output_tokens``/``total_tokens`` always (``{}``,
+   null, missing or partial usage is completed with zeros, total = input + output);
+   ``*_details`` objects hold integers.
+7. ``response_id``: ``response.id`` of every lifecycle event equals the first one.
+8. ``schema_fill``: fields the AI SDK chunk schema requires and CPA leaves out (below).
+9. truncation: evidence goes to the :class:`~wire.verdict.Verdict`; at a success terminal
+   its decision may turn ``response.completed`` into ``response.incomplete``
+   (``rules.truncation``). Never after ``response.failed``/``error``, never without a
+   terminal.
+
+Everything else (comments, ``data: [DONE]``, non-JSON data, JSON without a string
+``type``, types outside ``response.*``/``error``) passes as its original bytes. A
+``response.*`` type this module does not model gets only rules 3 and 4. An event that
+needs no repair goes out as ``ev.raw``; a changed one is re-serialized once with
+``orjson.dumps`` (key order kept, new keys appended). Nothing is held back: every repair is
+decided from the events seen so far, so the first byte of an event is never delayed.
+
+Cost per event: one ``orjson.loads``, O(1) dictionary work, at most one ``orjson.dumps``.
+Per stream: the streamed text/arguments of items not yet closed are kept as lists of
+delta strings (needed to synthesize their closes); a closing or terminal event costs
+O(items + size of what it carries).
+
+What the AI SDK requires (read in ``@ai-sdk/openai`` 4.0.118 from npm,
+``src/responses/openai-responses-api.ts`` and ``openai-responses-language-model.ts``; the
+vercel/ai git HEAD is 4.0.46 and lacks the refine):
+
+- ``openaiResponsesChunkSchema`` is a ``z.union``; its catch-all member refines away every
+  type in ``openaiResponsesModeledChunkTypes``, so a *modeled* event that misses a required
+  field is a parse failure ("Known response chunk failed schema validation"): an ``error``
+  stream part, finish reason ``error``. Unmodeled types (``content_part.*``,
+  ``output_text.done``, ``reasoning_summary_text.done``) are ignored.
+- Required fields: ``response.created``/``.in_progress``: ``response.id`` (string),
+  ``response.created_at`` (number), ``response.model`` (string). ``output_item.added``/
+  ``.done``: ``output_index`` (number); message/reasoning ``item.id``; function_call
+  ``id``, ``call_id``, ``name``, ``arguments`` and on done ``status`` in
+  {in_progress, completed, incomplete}. ``output_text.delta``: ``item_id``, ``delta``.
+  ``function_call_arguments.delta``/``.done``: ``item_id``, ``output_index``,
+  ``delta``/``arguments``. ``reasoning_summary_part.added``/``.done`` and
+  ``reasoning_summary_text.delta``: ``item_id``, ``summary_index`` (number).
+  ``response.completed``/``.incomplete``: ``usage`` nullish, but if present
+  ``input_tokens`` and ``output_tokens`` numbers; ``incomplete_details`` null or
+  ``{reason}``. ``response.failed``/``error``: ``sequence_number``.
+- Unfixed CPA misses: ``created_at`` on ``response.created`` (Devin path) and ``model`` on
+  ``response.created``/``.in_progress`` (Claude path before v7.2.x), ``item_id`` and
+  ``summary_index`` on ``reasoning_summary_text.delta`` (Devin path), ``status`` on
+  function_call done. Filled with the truthful value: ``ctx.started_at`` (or an earlier
+  lifecycle event's ``created_at``), the earlier lifecycle ``model`` or ``ctx.model``, the
+  mapped item's ``id``.
+- ``summary_index``: doStream starts reasoning part ``<item id>:0`` on the reasoning
+  ``output_item.added`` and keys each ``reasoning_summary_text.delta`` as
+  ``<item_id>:<summary_index>``. Index k > 0 is started only by a
+  ``reasoning_summary_part.added`` with ``summary_index`` k; a delta for a part never
+  started makes the ``ai`` core emit an error part ("reasoning part … not found"). The
+  reasoning ``output_item.done`` ends every active part. So a delta lacking
+  ``summary_index`` gets the index of the item's last ``reasoning_summary_part.added``, or 0
+  when there was none (Devin: one summary part per reasoning item, all deltas index 0, no
+  ``reasoning_summary_part.added`` needed). CPA's Devin reasoning ``output_item.done``
+  lists one ``summary_text`` per upstream chunk; the SDK ignores that list while streaming
+  and it is left as sent.
+- ``output_index`` matters: doStream keys tool calls by ``output_index`` and resolves
+  ``item_id`` through the ``output_index`` of the added item; openai-python's stream helper
+  raises "Duplicate response output index" on the Claude path's double index 0.
+
+Non-streaming bodies: :func:`repair_responses_json` (same rules on the response object).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from .rules import FlowContext, Rules
+from .sse import Event, format_event
+from .stream import EventRepairer
+from .verdict import Decision, Verdict
+
+__all__ = [
+    "ResponsesRepairer",
+    "repair_responses_json",
+    "repair_responses_body",
+]
+
+_LIFECYCLE = frozenset({"response.created", "response.in_progress", "response.queued"})
+_SUCCESS_TERMINAL = frozenset({"response.completed", "response.incomplete"})
+_FAILURE = frozenset({"response.failed", "error"})
+
+# item-scoped events this module models: type -> (closes what, accumulates what)
+_TEXT_DELTA = "response.output_text.delta"
+_TEXT_DONE = "response.output_text.done"
+_PART_ADDED = "response.content_part.added"
+_PART_DONE = "response.content_part.done"
+_ARGS_DELTA = "response.function_call_arguments.delta"
+_ARGS_DONE = "response.function_call_arguments.done"
+_SUMMARY_PART_ADDED = "response.reasoning_summary_part.added"
+_SUMMARY_PART_DONE = "response.reasoning_summary_part.done"
+_SUMMARY_DELTA = "response.reasoning_summary_text.delta"
+_SUMMARY_DONE = "response.reasoning_summary_text.done"
+_ITEM_EVENTS = frozenset(
+    {
+        _TEXT_DELTA,
+        _TEXT_DONE,
+        _PART_ADDED,
+        _PART_DONE,
+        _ARGS_DELTA,
+        _ARGS_DONE,
+        _SUMMARY_PART_ADDED,
+        _SUMMARY_PART_DONE,
+        _SUMMARY_DELTA,
+        _SUMMARY_DONE,
+    }
+)
+_CONTENT_EVENTS = frozenset({_TEXT_DELTA, _TEXT_DONE, _PART_ADDED, _PART_DONE})
+_SUMMARY_EVENTS = frozenset({_SUMMARY_PART_ADDED, _SUMMARY_PART_DONE, _SUMMARY_DELTA, _SUMMARY_DONE})
+_OUTPUT_INDEX_REQUIRED = frozenset({_ARGS_DELTA, _ARGS_DONE})
+
+_REASON = {"max_tokens": "max_output_tokens", "content_filter": "content_filter"}
+_NATIVE = {"max_output_tokens": "max_tokens", "content_filter": "content_filter"}
+
+
+def _int(v: Any) -> int | None:
+    """A token count as an int: ints as they are, integral floats and digit strings
+    converted; anything else (None, bool, text, fractions) is unknown."""
+    if type(v) is int:
+        return v
+    if type(v) is float and v.is_integer():
+        return int(v)
+    if type(v) is str and v.strip().isdigit():
+        return int(v)
+    return None
+
+
+def fix_usage(usage: Any) -> tuple[dict[str, Any], bool]:
+    """``usage`` with integer input/output/total tokens and integer ``*_details`` values.
+
+    Unknown counts become 0 (never a guess beyond zero); a missing ``total_tokens`` is
+    input + output. Existing keys keep their place, missing ones are appended.
+    """
+    if not isinstance(usage, dict):
+        return {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}, True
+    changed = False
+    counts = {}
+    for key in ("input_tokens", "output_tokens"):
+        v = _int(usage.get(key))
+        counts[key] = 0 if v is None else v
+        if type(usage.get(key)) is not int or usage[key] != counts[key]:
+            usage[key] = counts[key]
+            changed = True
+    total = usage.get("total_tokens")
+    v = _int(total)
+    if v is None:
+        usage["total_tokens"] = counts["input_tokens"] + counts["output_tokens"]
+        changed = True
+    elif type(total) is not int:
+        usage["total_tokens"] = v
+        changed = True
+    for key, details in usage.items():
+        if not key.endswith("_details") or not isinstance(details, dict):
+            continue
+        for dk, dv in details.items():
+            if type(dv) is int or isinstance(dv, (dict, list)):
+                continue
+            n = _int(dv)
+            details[dk] = 0 if n is None else n
+            changed = True
+    return usage, changed
+
+
+class _Part:
+    """One content part of a message item."""
+
+    __slots__ = ("part", "chunks", "text", "text_done", "part_done")
+
+    def __init__(self, part: dict[str, Any]) -> None:
+        self.part = part
+        self.chunks: list[str] = []
+        self.text: str | None = None  # from output_text.done, if it came
+        self.text_done = False
+        self.part_done = False
+
+    def full_text(self) -> str:
+        return self.text if self.text is not None else "".join(self.chunks)
+
+
+class _Item:
+    """One announced output item: where it sits, what was streamed, whether it is closed."""
+
+    __slots__ = (
+        "index",
+        "raw_index",
+        "id",
+        "type",
+        "item",
+        "open",
+        "by_us",
+        "final",
+        "parts",
+        "args",
+        "args_done",
+        "summary",
+        "summary_index",
+    )
+
+    def __init__(self, index: int, raw_index: Any, item: dict[str, Any]) -> None:
+        self.index = index
+        self.raw_index = raw_index
+        self.id = item.get("id")
+        self.type = item.get("type")
+        self.item = item
+        self.open = True
+        self.by_us = False
+        self.final: dict[str, Any] | None = None
+        self.parts: dict[int, _Part] = {}
+        self.args: list[str] = []
+        args = item.get("arguments")
+        if isinstance(args, str) and args:
+            self.args.append(args)
+        self.args_done = False
+        self.summary: dict[int, list[str]] = {}
+        self.summary_index = 0
+
+    def part(self, content_index: int) -> _Part:
+        p = self.parts.get(content_index)
+        if p is None:
+            p = self.parts[content_index] = _Part({"type": "output_text", "annotations": [], "text": ""})
+        return p
+
+    def arguments(self) -> str:
+        return "".join(self.args)
+
+    def snapshot(self) -> dict[str, Any]:
+        """The item as closed (or as announced, if it never was)."""
+        if self.final is not None:
+            return self.final
+        return dict(self.item)
+
+
+class ResponsesRepairer(EventRepairer):
+    """Repairs one ``/v1/responses`` SSE stream; see the module docstring for the rules.
+
+    After the terminal event :attr:`decision` holds the verdict's :class:`Decision`
+    (None if the stream failed or ended without a terminal).
+    """
+
+    def __init__(self, rules: Rules, ctx: FlowContext, verdict: Verdict) -> None:
+        super().__init__()
+        self.rules = rules
+        self.ctx = ctx
+        self.verdict = verdict
+        if verdict.cap is None and ctx.request:
+            verdict.request(ctx.request)
+        self.decision: Decision | None = None
+        self.items: list[_Item] = []
+        self._by_id: dict[str, _Item] = {}
+        self._by_raw: dict[Any, _Item] = {}
+        self._last_seq: int | None = None
+        self._seq_last_key: bool | None = None  # where this stream puts sequence_number
+        self._response_id: str | None = None
+        self._created_at: Any = None
+        self._model: str | None = None
+        self._finished = False  # a terminal (success or failure) went out
+        self._failed = False
+        self._noted: set[tuple[str, int]] = set()
+
+    # --- driver interface ---------------------------------------------------------
+    def event(self, ev: Event) -> list[bytes]:
+        if self._finished or not ev.complete or ev.data is None:
+            return [ev.raw]
+        obj = self.parse(ev)
+        if obj is None:
+            return [ev.raw]
+        typ = obj.get("type")
+        if not isinstance(typ, str) or not (typ.startswith("response.") or typ == "error"):
+            if not isinstance(typ, str):
+                self.note("JSON event without a string type, passed through")
+            return [ev.raw]
+        if self._seq_last_key is None and "sequence_number" in obj:
+            keys = list(obj)
+            self._seq_last_key = keys[-1] == "sequence_number" and keys.index("sequence_number") > 1
+        if typ == "response.output_item.added":
+            return self._item_added(ev, obj)
+        if typ == "response.output_item.done":
+            return self._item_done(ev, obj)
+        if typ in _ITEM_EVENTS:
+            return self._item_event(ev, obj, typ)
+        if typ in _LIFECYCLE:
+            return [self._out(ev, obj, self._lifecycle(obj))]
+        if typ in _SUCCESS_TERMINAL:
+            return self._terminal(ev, obj, typ)
+        if typ in _FAILURE:
+            return [self._failure(ev, obj, typ)]
+        return [self._out(ev, obj, self._remap_index(obj, self._lookup(obj)))]
+
+    def end(self) -> list[bytes]:
+        out = super().end()
+        if not self._finished:
+            self.note("stream ended without a terminal event")
+        return out
+
+    # --- output and numbering -----------------------------------------------------
+    def _out(self, ev: Event, obj: dict[str, Any], dirty: bool, event: str | None = None) -> bytes:
+        """The event's bytes after the sequence rule: raw if nothing changed."""
+        seq = obj.get("sequence_number")
+        if type(seq) is int:
+            if self.rules.sequence and self._last_seq is not None and seq <= self._last_seq:
+                seq = obj["sequence_number"] = self._last_seq + 1
+                dirty = True
+            self._last_seq = seq
+        if not dirty:
+            return ev.raw
+        self.changed += 1
+        return ev.with_data(orjson.dumps(obj), event=event)
+
+    def _synth(self, ev: Event, typ: str, fields: dict[str, Any]) -> bytes:
+        """A new event in this stream's framing (``event:`` line, line end, key layout)."""
+        obj: dict[str, Any] = {"type": typ}
+        seq = None
+        if self._last_seq is not None:
+            seq = self._last_seq + 1
+            self._last_seq = seq
+        if seq is not None and not self._seq_last_key:
+            obj["sequence_number"] = seq
+        obj.update(fields)
+        if seq is not None and self._seq_last_key:
+            obj["sequence_number"] = seq
+        self.changed += 1
+        return format_event(orjson.dumps(obj), event=typ if ev.event is not None else None, eol=ev.eol)
+
+    def _note_once(self, what: str, item: _Item) -> None:
+        key = (what, id(item))
+        if key not in self._noted:
+            self._noted.add(key)
+            self.note(f"{what} (item {item.index}, {item.type})")
+
+    # --- items ----------------------------------------------------------------------
+    def _lookup(self, obj: dict[str, Any], item_id: Any = None) -> _Item | None:
+        if item_id is None:
+            item_id = obj.get("item_id")
+        if isinstance(item_id, str):
+            it = self._by_id.get(item_id)
+            if it is not None:
+                return it
+        raw = obj.get("output_index")
+        if type(raw) is int:
+            return self._by_raw.get(raw)
+        return None
+
+    def _index(self, it: _Item) -> Any:
+        return it.index if self.rules.output_index else it.raw_index
+
+    def _remap_index(self, obj: dict[str, Any], it: _Item | None) -> bool:
+        if it is None or not self.rules.output_index or "output_index" not in obj:
+            return False
+        if obj["output_index"] == it.index:
+            return False
+        obj["output_index"] = it.index
+        return True
+
+    def _close_open(self, ev: Event) -> list[bytes]:
+        out: list[bytes] = []
+        for it in self.items:
+            if it.open:
+                out += self._close(ev, it)
+        return out
+
+    def _close(self, ev: Event, it: _Item) -> list[bytes]:
+        """Synthesize the closing events of an open item from what was streamed."""
+        out: list[bytes] = []
+        idx = self._index(it)
+        item = dict(it.item)
+        if it.type == "message":
+            content = []
+            for ci in sorted(it.parts):
+                p = it.parts[ci]
+                part = dict(p.part)
+                if part.get("type") == "output_text":
+                    text = p.full_text()
+                    part["text"] = text
+                    if not p.text_done:
+                        out.append(
+                            self._synth(
+                                ev,
+                                _TEXT_DONE,
+                                {"item_id": it.id, "output_index": idx, "content_index": ci, "text": text, "logprobs": []},
+                            )
+                        )
+                if not p.part_done:
+                    out.append(
+                        self._synth(
+                            ev, _PART_DONE, {"item_id": it.id, "output_index": idx, "content_index": ci, "part": part}
+                        )
+                    )
+                content.append(part)
+            item["status"] = "completed"
+            item["content"] = content
+        elif it.type == "function_call":
+            args = it.arguments()
+            if not it.args_done:
+                out.append(self._synth(ev, _ARGS_DONE, {"item_id": it.id, "output_index": idx, "arguments": args}))
+            item["arguments"] = args
+            item["status"] = "completed"
+            self.verdict.tool_args(args)
+        elif it.type == "reasoning":
+            if "status" in item:
+                item["status"] = "completed"
+            item["summary"] = [
+                {"type": "summary_text", "text": "".join(it.summary[si])} for si in sorted(it.summary)
+            ]
+        elif "status" in item:
+            item["status"] = "completed"
+        out.append(self._synth(ev, "response.output_item.done", {"output_index": idx, "item": item}))
+        it.open = False
+        it.by_us = True
+        it.final = item
+        self._note_once("closed an open item before the next one", it)
+        return out
+
+    def _item_added(self, ev: Event, obj: dict[str, Any]) -> list[bytes]:
+        item = obj.get("item")
+        if not isinstance(item, dict):
+            self.note("output_item.added without an item object, passed through")
+            return [self._out(ev, obj, False)]
+        out: list[bytes] = []
+        iid = item.get("id")
+        dup = self._by_id.get(iid) if isinstance(iid, str) else None
+        if dup is not None and dup.open and dup.type == item.get("type") and self.rules.item_order:
+            self._note_once("dropped a repeated output_item.added", dup)
+            self.changed += 1
+            return []
+        if self.rules.item_order:
+            out += self._close_open(ev)
+        dirty = False
+        raw = obj.get("output_index")
+        it = _Item(len(self.items), raw, item)
+        if self.rules.output_index and raw != it.index:
+            obj["output_index"] = it.index
+            dirty = True
+        if it.type == "function_call":
+            if self.rules.schema_fill:
+                if not isinstance(item.get("id"), str) and isinstance(item.get("call_id"), str):
+                    item["id"] = it.id = item["call_id"]
+                    dirty = True
+                if not isinstance(item.get("arguments"), str):
+                    item["arguments"] = ""
+                    dirty = True
+            if self.rules.status and "status" not in item:
+                item["status"] = "in_progress"
+                dirty = True
+        self.items.append(it)
+        if isinstance(it.id, str):
+            self._by_id[it.id] = it
+        if type(raw) is int:
+            self._by_raw[raw] = it
+        out.append(self._out(ev, obj, dirty))
+        return out
+
+    def _item_done(self, ev: Event, obj: dict[str, Any]) -> list[bytes]:
+        item = obj.get("item")
+        if not isinstance(item, dict):
+            self.note("output_item.done without an item object, passed through")
+            return [self._out(ev, obj, False)]
+        it = self._lookup(obj, item.get("id"))
+        if it is not None and it.type != item.get("type"):
+            it = None
+        if it is not None and not it.open and self.rules.item_order:
+            self._note_once("dropped a late output_item.done", it)
+            self.changed += 1
+            return []
+        dirty = self._remap_index(obj, it)
+        if item.get("type") == "function_call":
+            if self.rules.schema_fill and not isinstance(item.get("id"), str):
+                fill = it.id if it is not None and isinstance(it.id, str) else item.get("call_id")
+                if isinstance(fill, str):
+                    item["id"] = fill
+                    dirty = True
+            if self.rules.status and "status" not in item:
+                item["status"] = "completed"
+                dirty = True
+            args = item.get("arguments")
+            if not isinstance(args, str) and it is not None:
+                args = it.arguments()
+            if isinstance(args, str):
+                self.verdict.tool_args(args)
+        if it is None:
+            self.note("output_item.done for an item never added, passed through")
+        else:
+            it.open = False
+            it.final = item
+        return [self._out(ev, obj, dirty)]
+
+    def _item_event(self, ev: Event, obj: dict[str, Any], typ: str) -> list[bytes]:
+        it = self._lookup(obj)
+        if it is None:
+            self.note(f"{typ} for an unknown item, passed through")
+            return [self._out(ev, obj, False)]
+        if not it.open and self.rules.item_order:
+            self._note_once(f"dropped {typ} after the item was closed", it)
+            self.changed += 1
+            return []
+        dirty = self._remap_index(obj, it)
+        fill = self.rules.schema_fill
+        if fill:
+            if not isinstance(obj.get("item_id"), str) and isinstance(it.id, str):
+                obj["item_id"] = it.id
+                dirty = True
+            if typ in _OUTPUT_INDEX_REQUIRED and type(obj.get("output_index")) is not int:
+                obj["output_index"] = self._index(it)
+                dirty = True
+        if typ in _CONTENT_EVENTS:
+            ci = obj.get("content_index")
+            if type(ci) is not int:
+                ci = max(it.parts) if it.parts else 0
+                if fill:
+                    obj["content_index"] = ci
+                    dirty = True
+            if typ == _PART_ADDED:
+                part = obj.get("part")
+                it.parts[ci] = _Part(dict(part) if isinstance(part, dict) else {"type": "output_text", "text": ""})
+            elif typ == _TEXT_DELTA:
+                delta = obj.get("delta")
+                if isinstance(delta, str):
+                    it.part(ci).chunks.append(delta)
+                    self.verdict.observe_text(delta)
+            elif typ == _TEXT_DONE:
+                p = it.part(ci)
+                p.text_done = True
+                if isinstance(obj.get("text"), str):
+                    p.text = obj["text"]
+            else:  # content_part.done
+                p = it.part(ci)
+                p.part_done = True
+                part = obj.get("part")
+                if isinstance(part, dict):
+                    p.part = part
+                    if isinstance(part.get("text"), str):
+                        p.text = part["text"]
+        elif typ == _ARGS_DELTA:
+            delta = obj.get("delta")
+            if isinstance(delta, str):
+                it.args.append(delta)
+                self.verdict.observe_args(delta)
+        elif typ == _ARGS_DONE:
+            it.args_done = True
+            if isinstance(obj.get("arguments"), str):
+                it.args = [obj["arguments"]]
+        else:  # reasoning summary events
+            si = obj.get("summary_index")
+            if type(si) is not int:
+                si = it.summary_index
+                if fill:
+                    obj["summary_index"] = si
+                    dirty = True
+            if typ == _SUMMARY_PART_ADDED:
+                it.summary_index = si
+                it.summary.setdefault(si, [])
+            elif typ == _SUMMARY_DELTA:
+                delta = obj.get("delta")
+                if isinstance(delta, str):
+                    it.summary.setdefault(si, []).append(delta)
+            elif typ == _SUMMARY_DONE and isinstance(obj.get("text"), str):
+                it.summary[si] = [obj["text"]]
+        return [self._out(ev, obj, dirty)]
+
+    # --- lifecycle ----------------------------------------------------------------------
+    def _response_identity(self, resp: dict[str, Any]) -> bool:
+        """Rule 7 (and the id fill of rule 8): the first lifecycle id, kept."""
+        rid = resp.get("id")
+        if self._response_id is None:
+            if isinstance(rid, str):
+                self._response_id = rid
+            return False
+        if rid == self._response_id:
+            return False
+        if (self.rules.response_id and isinstance(rid, str)) or (self.rules.schema_fill and rid is None):
+            resp["id"] = self._response_id
+            return True
+        return False
+
+    def _lifecycle(self, obj: dict[str, Any]) -> bool:
+        resp = obj.get("response")
+        if not isinstance(resp, dict):
+            return False
+        dirty = self._response_identity(resp)
+        created_at, model = resp.get("created_at"), resp.get("model")
+        if self._created_at is None and isinstance(created_at, (int, float)) and not isinstance(created_at, bool):
+            self._created_at = created_at
+        if self._model is None and isinstance(model, str):
+            self._model = model
+        if self.rules.schema_fill:
+            if not isinstance(created_at, (int, float)) or isinstance(created_at, bool):
+                resp["created_at"] = self._created_at if self._created_at is not None else self.ctx.started_at
+                dirty = True
+            if not isinstance(model, str):
+                fill = self._model or self.ctx.model
+                if fill is not None:
+                    resp["model"] = fill
+                    dirty = True
+        return dirty
+
+    def _terminal(self, ev: Event, obj: dict[str, Any], typ: str) -> list[bytes]:
+        out = self._close_open(ev) if self.rules.item_order else []
+        self._finished = True
+        resp = obj.get("response")
+        if not isinstance(resp, dict):
+            self.note(f"{typ} without a response object, passed through")
+            self.decision = self.verdict.decide()
+            return out + [self._out(ev, obj, False)]
+        dirty = self._response_identity(resp)
+        usage = resp.get("usage")
+        if isinstance(usage, dict):
+            self.verdict.usage(_int(usage.get("output_tokens")))
+        if self.rules.usage:
+            usage, changed = fix_usage(usage)
+            if changed:
+                resp["usage"] = usage
+                dirty = True
+        dirty |= self._terminal_output(resp)
+        details = resp.get("incomplete_details")
+        if typ == "response.incomplete" or isinstance(details, dict):
+            reason = details.get("reason") if isinstance(details, dict) else None
+            self.verdict.native(_NATIVE.get(reason, "unknown"), f"{typ}, incomplete_details.reason {reason!r}")
+        elif "incomplete_details" in resp:
+            self.verdict.native("complete", f"{typ} with incomplete_details null")
+        self.decision = d = self.verdict.decide()
+        rename = None
+        if (
+            typ == "response.completed"
+            and d.truncated
+            and not d.native
+            and self.rules.truncation == "incomplete"
+        ):
+            obj["type"] = rename = "response.incomplete"
+            resp["status"] = "incomplete"
+            resp["incomplete_details"] = {"reason": _REASON[d.outcome]}
+            dirty = True
+            self.note(f"terminal rewritten to response.incomplete ({d.outcome})")
+        out.append(self._out(ev, obj, dirty, event=rename if ev.event is not None else None))
+        return out
+
+    def _terminal_output(self, resp: dict[str, Any]) -> bool:
+        """Rules 1 and 5 on ``response.output``."""
+        given = resp.get("output")
+        dirty = False
+        if not isinstance(given, list):
+            if not self.rules.terminal_output or not self.items:
+                return False
+            given = []
+            dirty = True
+        if self.rules.status:
+            for e in given:
+                if isinstance(e, dict) and e.get("type") == "function_call" and "status" not in e:
+                    e["status"] = "completed"
+                    dirty = True
+        if not self.rules.terminal_output:
+            return dirty
+        by_id: dict[str, int] = {}
+        by_call: dict[str, int] = {}
+        for pos, e in enumerate(given):
+            if isinstance(e, dict):
+                if isinstance(e.get("id"), str):
+                    by_id.setdefault(e["id"], pos)
+                if e.get("type") == "function_call" and isinstance(e.get("call_id"), str):
+                    by_call.setdefault(e["call_id"], pos)
+        used: set[int] = set()
+        want: list[Any] = []
+        for it in self.items:
+            pos = by_id.get(it.id) if isinstance(it.id, str) else None
+            if (pos is None or pos in used) and it.type == "function_call":
+                cid = it.item.get("call_id")
+                pos = by_call.get(cid) if isinstance(cid, str) else None
+            if pos is not None and pos not in used:
+                used.add(pos)
+                want.append(given[pos])
+            else:
+                snap = it.snapshot()
+                if it.type == "function_call" and self.rules.status and "status" not in snap:
+                    snap = dict(snap)
+                    snap["status"] = "completed"
+                want.append(snap)
+        extra = [e for pos, e in enumerate(given) if pos not in used]
+        if extra:
+            self.note(f"terminal output lists {len(extra)} item(s) never announced; kept at the end")
+            want += extra
+        if want != given or dirty:
+            resp["output"] = want
+            return True
+        return False
+
+    def _failure(self, ev: Event, obj: dict[str, Any], typ: str) -> bytes:
+        """``response.failed`` / ``error``: pass (numbered, id kept); nothing synthesized."""
+        self._finished = self._failed = True
+        dirty = False
+        if self.rules.schema_fill and type(obj.get("sequence_number")) is not int and self._last_seq is not None:
+            obj["sequence_number"] = self._last_seq + 1
+            dirty = True
+        resp = obj.get("response")
+        if typ == "response.failed" and isinstance(resp, dict):
+            dirty |= self._response_identity(resp)
+            if self.rules.usage and isinstance(resp.get("usage"), dict):
+                usage, changed = fix_usage(resp["usage"])
+                dirty |= changed
+        return self._out(ev, obj, dirty)
+
+
+# --- non-streaming ------------------------------------------------------------------------
+
+
+def _repair_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdict: Verdict) -> tuple[bool, Decision | None]:
+    if verdict.cap is None and ctx.request:
+        verdict.request(ctx.request)
+    changed = False
+    output = obj.get("output")
+    if isinstance(output, list):
+        for i, item in enumerate(output):
+            if not isinstance(item, dict):
+                continue
+            typ = item.get("type")
+            if rules.schema_fill and not isinstance(item.get("id"), str):
+                fill = item.get("call_id") if typ == "function_call" else f"item_{i}"
+                if typ in ("function_call", "message", "reasoning") and isinstance(fill, str):
+                    item["id"] = fill
+                    changed = True
+            if typ == "function_call":
+                if rules.status and "status" not in item:
+                    item["status"] = "completed"
+                    changed = True
+                if isinstance(item.get("arguments"), str):
+                    verdict.tool_args(item["arguments"])
+            elif typ == "message" and rules.schema_fill and isinstance(item.get("content"), list):
+                for part in item["content"]:
+                    if isinstance(part, dict) and part.get("type") == "output_text" and "annotations" not in part:
+                        part["annotations"] = []
+                        changed = True
+    usage = obj.get("usage")
+    if isinstance(usage, dict):
+        verdict.usage(_int(usage.get("output_tokens")))
+    if rules.usage:
+        usage, fixed = fix_usage(usage)
+        if fixed:
+            obj["usage"] = usage
+            changed = True
+    details = obj.get("incomplete_details")
+    if obj.get("status") == "incomplete" or isinstance(details, dict):
+        reason = details.get("reason") if isinstance(details, dict) else None
+        verdict.native(_NATIVE.get(reason, "unknown"), f"status {obj.get('status')!r}, reason {reason!r}")
+    elif "incomplete_details" in obj:
+        verdict.native("complete", "response with incomplete_details null")
+    if obj.get("status") == "failed" or obj.get("error"):
+        return changed, None
+    d = verdict.decide()
+    if d.truncated and not d.native and rules.truncation == "incomplete":
+        obj["status"] = "incomplete"
+        obj["incomplete_details"] = {"reason": _REASON[d.outcome]}
+        changed = True
+    return changed, d
+
+
+def repair_responses_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdict: Verdict) -> bool:
+    """Repair a non-streaming ``/v1/responses`` body in place; True if anything changed.
+
+    function_call output items get ``status: "completed"`` and ``id`` (= ``call_id``) when
+    missing; message/reasoning items an ``id`` (``item_<position>``, CPA's own scheme) and
+    ``output_text`` parts ``annotations: []`` (both required by the AI SDK's response
+    schema); ``usage`` as in the stream; a truncation verdict sets ``status: "incomplete"``
+    and ``incomplete_details``. The output order is left as sent: a JSON body carries no
+    announcement order to compare with.
+    """
+    return _repair_json(obj, rules, ctx, verdict)[0]
+
+
+def repair_responses_body(
+    body: bytes, rules: Rules, ctx: FlowContext, verdict: Verdict
+) -> tuple[bytes, Decision | None]:
+    """:func:`repair_responses_json` on raw bytes: the body itself if it is not a JSON
+    object or needs no change (byte-identical), else the repaired JSON."""
+    try:
+        obj = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return body, None
+    if not isinstance(obj, dict):
+        return body, None
+    changed, decision = _repair_json(obj, rules, ctx, verdict)
+    return (orjson.dumps(obj) if changed else body), decision
