@@ -1,0 +1,275 @@
+"""wire/correlate.py: upstream flow <-> client flow, by content, under concurrency."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from wire import devin_pb2 as pb
+from wire.connect import encode_end_stream, encode_frame
+from wire.correlate import Correlator, client_cap, client_needles
+from wire.devin import DevinTap, read_request
+from wire.verdict import Verdict
+
+STOP = {"max_tokens": 3, "content_filter": 11, "tool": 10, "stop": 2}
+
+
+def frame(**kw) -> bytes:
+    return encode_frame(pb.GetChatMessageResponse(**kw).SerializeToString())
+
+
+def conversation(i: int, kind: str) -> tuple[list[bytes], list[str], list[str]]:
+    """Devin frames for conversation i, and the text/args deltas a client sees.
+
+    All conversations share a long prefix; they differ only in the last text piece and
+    the last argument fragment (late in the stream).
+    """
+    text = ["Sure, ", "I will write ", "the file ", f"now {i % 2}."]  # only 2 variants
+    args = ['{"path":"index.html",', '"content":"<h1>', f"page {i}"]
+    if kind != "max_tokens":
+        args[-1] += '</h1>"}'
+    frames = [frame(output_id=b"bot-1", thinking=b"Let me think.")]
+    frames += [frame(text=t.encode()) for t in text]
+    tc = pb.ChatToolCall
+    frames.append(frame(tool_calls=[tc(id=b"write_file_0#a1", name=b"write_file", arguments_json=args[0].encode())]))
+    frames += [frame(tool_calls=[tc(arguments_json=a.encode())]) for a in args[1:]]
+    frames.append(frame(stop_reason=STOP[kind], delta_tokens=7))
+    frames.append(frame(usage=pb.ModelUsage(prompt_tokens=100 + i, output_tokens=40 + i, cache_read_tokens=5)))
+    frames.append(encode_end_stream())
+    return frames, text, args
+
+
+def client_verdict(text: list[str], args: list[str], rng: random.Random) -> Verdict:
+    """A client-leg Verdict fed as a repairer would: deltas re-cut by the gateway."""
+    v = Verdict()
+    joined_t, joined_a = "".join(text), "".join(args)
+    for s, feed in ((joined_t, v.observe_text), (joined_a, v.observe_args)):
+        pos = 0
+        while pos < len(s):
+            n = rng.randint(1, 7)
+            feed(s[pos : pos + n])
+            pos += n
+    return v
+
+
+def test_twenty_concurrent_conversations_differing_late():
+    rng = random.Random(5)
+    corr = Correlator()
+    kinds = [list(STOP)[i % 4] for i in range(20)]
+    convs = [conversation(i, k) for i, k in enumerate(kinds)]
+    taps = [DevinTap() for _ in convs]
+    for i in range(20):
+        corr.upstream_started(f"up{i}")
+    # interleave the 20 streams frame by frame, split at random byte offsets
+    queues = [b"".join(f) for f, _, _ in convs]
+    finished = []
+    while any(queues):
+        i = rng.choice([k for k, q in enumerate(queues) if q])
+        n = rng.randint(1, 40)
+        taps[i].feed(queues[i][:n])
+        queues[i] = queues[i][n:]
+        if taps[i].ended and i not in finished:
+            corr.upstream_finished(f"up{i}", taps[i].result())
+            finished.append(i)
+    # clients decide in an order unrelated to the upstream finishing order
+    order = list(range(20))
+    rng.shuffle(order)
+    assert order != finished
+    for i in order:
+        _, text, args = convs[i]
+        v = client_verdict(text, args, rng)
+        v.resolver = corr.resolver(f"client{i}")
+        d = v.decide()
+        expect = {"max_tokens": "max_tokens", "content_filter": "content_filter"}.get(kinds[i], "complete")
+        assert d.outcome == expect, (i, d)
+        up = [e for e in d.evidence if e.source == "upstream"]
+        assert up and up[0].detail.startswith(f"Devin StopReason {STOP[kinds[i]]} ")
+        assert v.upstream_output_tokens == 40 + i  # the usage of *its* upstream
+    assert corr.stats["resolved"] == 20 and corr.stats["ties"] == 0
+    assert all(r.claimed_by for r in corr.records.values())
+
+
+def test_unfinished_record_is_not_claimed_until_its_end_of_stream():
+    corr = Correlator()
+    frames, text, args = conversation(1, "max_tokens")
+    tap = DevinTap()
+    corr.upstream_started("up")
+    tap.feed(b"".join(frames[:-1]))  # everything but the trailer
+    v = client_verdict(text, args, random.Random(1))
+    assert corr.resolve(v, "c") is None and corr.stats["unresolved"] == 1
+    tap.feed(frames[-1])
+    corr.upstream_finished("up", tap.result())
+    v = client_verdict(text, args, random.Random(2))
+    assert corr.resolve(v, "c").flow_id == "up"
+
+
+def test_a_record_is_claimed_once():
+    corr = Correlator()
+    for name in ("a", "b"):
+        frames, text, args = conversation(3, "stop")
+        tap = DevinTap()
+        tap.feed(b"".join(frames))
+        corr.upstream_started(name)
+        corr.upstream_finished(name, tap.result())
+    got = [corr.resolve(client_verdict(text, args, random.Random(k)), f"c{k}") for k in range(3)]
+    assert [r.flow_id if r else None for r in got] == ["a", "b", None]
+    assert corr.stats["ties"] == 1
+
+
+def test_identical_outputs_are_told_apart_by_the_request_link():
+    corr = Correlator()
+    results = {}
+    for name, kind in (("up-a", "max_tokens"), ("up-b", "stop")):
+        frames, text, args = conversation(0, "max_tokens")
+        frames[-3] = frame(stop_reason=STOP[kind])  # same content, different StopReason
+        tap = DevinTap()
+        tap.feed(b"".join(frames))
+        results[name] = tap.result()
+    # up-a finished first; the link says up-b served client b
+    corr.upstream_started("up-a", client_flow_id="client-a")
+    corr.upstream_started("up-b", client_flow_id="client-b")
+    corr.upstream_finished("up-a", results["up-a"])
+    corr.upstream_finished("up-b", results["up-b"])
+    vb = client_verdict(text, args, random.Random(0))
+    vb.resolver = corr.resolver("client-b")
+    assert vb.decide().outcome == "complete"
+    va = client_verdict(text, args, random.Random(1))
+    va.resolver = r = corr.resolver("client-a")
+    assert va.decide().outcome == "max_tokens"
+    assert r.record.flow_id == "up-a" and r.record.result.usage.output_tokens == 40
+
+
+def test_empty_output_matches_only_through_the_link():
+    corr = Correlator()
+    tap = DevinTap()
+    tap.feed(frame(stop_reason=11) + encode_end_stream())
+    corr.upstream_started("up", client_flow_id="mine")
+    corr.upstream_finished("up", tap.result())
+    assert corr.resolve(Verdict(), "other") is None
+    v = Verdict()
+    v.resolver = corr.resolver("mine")
+    d = v.decide()
+    assert d.outcome == "content_filter" and d.evidence[0].detail == "Devin StopReason 11 CONTENT_FILTER"
+
+
+def test_failed_upstream_reports_unknown():
+    corr = Correlator()
+    tap = DevinTap()
+    tap.feed(frame(text=b"hi", stop_reason=3) + encode_end_stream("internal", "boom"))
+    corr.upstream_started("up")
+    corr.upstream_finished("up", tap.result())
+    v = Verdict()
+    v.observe_text("hi")
+    v.resolver = corr.resolver("c")
+    d = v.decide()
+    assert d.outcome != "max_tokens"  # a failed stream proves no truncation
+    assert any(e.detail.endswith("trailer error internal") for e in d.evidence)
+
+
+def test_expiry_and_bounds():
+    now = [1000.0]
+    corr = Correlator(ttl_finished=10, ttl_open=100, ttl_pending=50, max_records=3, clock=lambda: now[0])
+    tap = DevinTap()
+    tap.feed(frame(text=b"x", stop_reason=2) + encode_end_stream())
+    corr.upstream_started("done")
+    corr.upstream_finished("done", tap.result())
+    corr.upstream_started("open")
+    corr.note_client_request("c1", "/v1/responses", {"input": "hello"})
+    now[0] += 11
+    corr.sweep()
+    assert list(corr.records) == ["open"] and "c1" in corr.pending
+    v = Verdict()
+    v.observe_text("x")
+    assert corr.resolve(v) is None
+    now[0] += 90
+    corr.sweep()
+    assert not corr.records and not corr.pending
+    for i in range(5):
+        corr.upstream_started(f"r{i}")
+    assert list(corr.records) == ["r2", "r3", "r4"]
+    assert corr.stats["expired"] == 4
+
+
+# --- request side -----------------------------------------------------------------
+
+
+def upstream_request(user_texts: list[str], tool_texts: list[str] = (), max_tokens: int = 128000) -> bytes:
+    """A GetChatMessageRequest as CPA builds it: one prompt per message, text copied."""
+    P = pb.ChatMessagePrompt
+    prompts = [P(source=pb.CHAT_MESSAGE_SOURCE_USER, prompt=t) for t in user_texts]
+    prompts += [P(source=pb.CHAT_MESSAGE_SOURCE_TOOL, prompt=t) for t in tool_texts]
+    req = pb.GetChatMessageRequest(
+        system_prompt="sys", prompts=prompts, configuration=pb.CompletionConfiguration(max_tokens=max_tokens)
+    )
+    return encode_frame(req.SerializeToString())
+
+
+def test_client_needles_and_caps_per_api():
+    assert client_needles("/v1/responses", {"input": "  hi  "}) == ("hi",)
+    body = {
+        "input": [
+            {"role": "user", "content": [{"type": "input_text", "text": "first"}]},
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "no"}]},
+            {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c", "output": "tool said"},
+            {"type": "message", "role": "user", "content": "second"},
+        ],
+        "max_output_tokens": 400,
+    }
+    assert client_needles("/v1/responses", body) == ("first", "tool said", "second")
+    assert client_cap(body) == (400, "max_output_tokens")
+    chat = {"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": [{"type": "text", "text": "q"}]},
+                         {"role": "tool", "content": "r"}], "max_tokens": 9}  # fmt: skip
+    assert client_needles("/v1/chat/completions", chat) == ("q", "r") and client_cap(chat) == (9, "max_tokens")
+    msgs = {"messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "out"},
+                                                      {"type": "text", "text": "next"}]}], "max_tokens": 32000}  # fmt: skip
+    assert client_needles("/v1/messages", msgs) == ("out", "next")
+    assert client_cap({"max_tokens": True}) == (None, None)
+    assert client_needles("/v1/responses", {"input": [f"{i}" for i in range(20)]}) == ()
+    many = {"input": [{"role": "user", "content": f"m{i}"} for i in range(20)]}
+    assert client_needles("/v1/responses", many) == tuple(f"m{i}" for i in range(12, 20))
+
+
+def test_twenty_pending_requests_are_matched_by_prompt_content():
+    corr = Correlator()
+    # 20 conversations; all end with the same "continue", histories differ
+    for i in range(20):
+        body = {"input": [{"role": "user", "content": f"task number {i}: build page {i}"},
+                          {"role": "user", "content": "continue"}], "max_output_tokens": 100 + i}  # fmt: skip
+        corr.note_client_request(f"c{i}", "/v1/responses", body)
+    order = list(range(20))
+    random.Random(3).shuffle(order)
+    for i in order:
+        info = read_request(upstream_request([f"task number {i}: build page {i}", "continue"]))
+        p = corr.match_request(f"up{i}", info)
+        assert p.flow_id == f"c{i}" and p.cap == 100 + i
+    assert corr.stats["requests_matched"] == 20
+
+
+def test_request_match_needs_the_last_needle():
+    corr = Correlator()
+    corr.note_client_request("c", "/v1/chat/completions", {"messages": [{"role": "user", "content": "a"},
+                                                                         {"role": "user", "content": "zzz"}]})  # fmt: skip
+    assert corr.match_request("u", read_request(upstream_request(["a", "b"]))) is None
+    assert corr.match_request("u", read_request(upstream_request(["a", "xx zzz xx"]))).flow_id == "c"
+    assert corr.match_request("u", read_request(upstream_request([]))) is None
+
+
+def test_identical_pending_requests_prefer_unmatched_then_oldest():
+    corr = Correlator()
+    body = {"input": "same", "max_output_tokens": 5}
+    corr.note_client_request("old", "/v1/responses", body)
+    corr.note_client_request("new", "/v1/responses", body)
+    info = read_request(upstream_request(["same"]))
+    assert corr.match_request("u1", info).flow_id == "old"
+    assert corr.match_request("u2", info).flow_id == "new"
+    corr.forget_client("old")
+    assert corr.match_request("u3", info).flow_id == "new"
+
+
+@pytest.mark.parametrize("body", [None, [], {"input": []}, {"messages": "x"}])
+def test_note_ignores_requests_without_text(body):
+    corr = Correlator()
+    assert corr.note_client_request("c", "/v1/responses", body) is None
+    assert not corr.pending

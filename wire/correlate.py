@@ -1,0 +1,351 @@
+"""Which upstream (Devin) flow served which client flow? (sans-IO)
+
+One gateway serves many clients at once, and each client request makes the gateway open
+its own upstream request. The sidecar sees both legs but nothing on the wire links them:
+CPA invents new ids on each side. Two facts do:
+
+Content (response side). What the client receives as message text and tool-call
+arguments is exactly what the upstream generated: CPA copies Devin's text deltas (field 3)
+and argument fragments (6.3) into its events without changing a byte (it only re-cuts
+and JSON-escapes them). So the client flow's :meth:`wire.verdict.Verdict.digest` (a
+blake2b of all text, one of all arguments, and their lengths) equals the upstream flow's
+:meth:`wire.devin.DevinTap.digest`. Two conversations that differ only in their last
+token have different digests; timing alone cannot tell them apart.
+
+Causality. CPA writes the client's terminal event only after it read the upstream's
+end-of-stream envelope; the sidecar forwards that envelope, so the upstream record is
+*finished* before the client leg's terminal event arrives and its verdict is decided. At
+that moment :meth:`Correlator.resolve` looks among the finished, unclaimed upstream records
+for the client's digest, claims one, and reports its StopReason to the verdict.
+
+Ties (identical outputs, e.g. two identical requests) are broken by the request-side link
+when there is one, then by age (oldest finished first). An empty output (no text, no
+arguments) is only matched through the request-side link: its digest says nothing.
+
+Prompt content (request side). When a client request is seen (``note_client_request``) its
+*needles* are recorded: the texts of its user messages and tool results, in order (the
+last :data:`MAX_NEEDLES`). CPA copies those texts into the upstream GetChatMessageRequest's
+prompts (field 3.3). An upstream request matches a pending client request when the
+client's last needle occurs, as a substring, in one of the upstream's prompt contents.
+Among several matching pending requests, the one with the most needles found wins, then
+one not matched before, then the oldest. The match gives the client's output cap to the
+request patch (:func:`wire.devin.patch_max_tokens`) and links the two flows.
+
+Memory: records and pending requests expire (finished records after ``ttl_finished``,
+unfinished after ``ttl_open``, pending requests after ``ttl_pending``) and their number is
+capped (``max_records``, oldest dropped first). Costs: ``resolve`` is O(records with that
+digest); ``match_request`` is O(pending x needles x prompt bytes) substring searches;
+a sweep of expired entries is O(entries) and runs at most once per second of the clock.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .devin import RequestInfo, TapResult
+
+__all__ = ["Correlator", "PendingRequest", "Resolver", "UpstreamRecord", "client_needles", "client_cap"]
+
+MAX_NEEDLES = 8
+"""How many of the client's last user/tool texts are kept to match a request by."""
+MIN_NEEDLE = 1
+"""Needles shorter than this (after trimming) are ignored."""
+_CAP_FIELDS = ("max_output_tokens", "max_completion_tokens", "max_tokens")
+
+Digest = tuple[str, int, str, int]
+
+
+@dataclass(slots=True)
+class UpstreamRecord:
+    """One upstream GetChatMessage flow."""
+
+    flow_id: str
+    started: float
+    client_flow_id: str | None = None
+    """The client flow the request side linked it to, if any."""
+    max_tokens_sent: int | None = None
+    """Field 8.2 as it left the sidecar (after a patch)."""
+    max_tokens_original: int | None = None
+    """Field 8.2 as the gateway wrote it, when the sidecar patched it."""
+    finished: float | None = None
+    result: TapResult | None = None
+    claimed_by: str | None = None
+    """The client flow id (or ``"?"``) that claimed it."""
+
+    @property
+    def digest(self) -> Digest | None:
+        return self.result.digest if self.result is not None else None
+
+
+@dataclass(slots=True)
+class PendingRequest:
+    """A client request seen on the client leg, waiting for the upstream request it causes."""
+
+    flow_id: str
+    path: str
+    cap: int | None
+    cap_field: str | None
+    needles: tuple[str, ...]
+    noted: float
+    upstream_flow_ids: list[str] = field(default_factory=list)
+
+
+def client_cap(body: dict[str, Any]) -> tuple[int | None, str | None]:
+    """The output cap a client asked for: (value, field name) or (None, None)."""
+    for name in _CAP_FIELDS:
+        v = body.get(name)
+        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+            return v, name
+    return None, None
+
+
+def _texts(content: Any) -> list[str]:
+    """Text of a message content in any of the three APIs' spellings."""
+    if isinstance(content, str):
+        return [content]
+    out: list[str] = []
+    if isinstance(content, list):
+        for part in content:
+            if isinstance(part, str):
+                out.append(part)
+            elif isinstance(part, dict):
+                t = part.get("type")
+                if t in ("text", "input_text", "output_text") and isinstance(part.get("text"), str):
+                    out.append(part["text"])
+                elif t == "tool_result":  # /v1/messages: a tool result inside a user message
+                    out += _texts(part.get("content"))
+    return out
+
+
+def client_needles(path: str, body: dict[str, Any]) -> tuple[str, ...]:
+    """The texts of the client's user messages and tool results, in order (last
+    :data:`MAX_NEEDLES`), from a ``/v1/responses``, chat or messages request body."""
+    out: list[str] = []
+    if "/responses" in path:
+        inp = body.get("input")
+        if isinstance(inp, str):
+            out.append(inp)
+        elif isinstance(inp, list):
+            for item in inp:
+                if not isinstance(item, dict):
+                    continue
+                t = item.get("type")
+                if t in (None, "message") and item.get("role") == "user":
+                    out += _texts(item.get("content"))
+                elif t in ("function_call_output", "custom_tool_call_output"):
+                    out += _texts(item.get("output"))
+    else:  # chat completions and messages share the messages[] shape
+        msgs = body.get("messages")
+        if isinstance(msgs, list):
+            for m in msgs:
+                if isinstance(m, dict) and m.get("role") in ("user", "tool"):
+                    out += _texts(m.get("content"))
+    needles = [s.strip() for s in out]
+    return tuple(n for n in needles if len(n) >= MIN_NEEDLE)[-MAX_NEEDLES:]
+
+
+class Resolver:
+    """The callable for :attr:`wire.verdict.Verdict.resolver`; remembers what it found."""
+
+    __slots__ = ("correlator", "client_flow_id", "record")
+
+    def __init__(self, correlator: Correlator, client_flow_id: str | None) -> None:
+        self.correlator = correlator
+        self.client_flow_id = client_flow_id
+        self.record: UpstreamRecord | None = None
+
+    def __call__(self, verdict: Any) -> None:
+        self.record = self.correlator.resolve(verdict, self.client_flow_id)
+
+
+class Correlator:
+    """Shared by the two legs of one sidecar process; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        ttl_finished: float = 300.0,
+        ttl_open: float = 3600.0,
+        ttl_pending: float = 900.0,
+        max_records: int = 4096,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.ttl_finished = ttl_finished
+        self.ttl_open = ttl_open
+        self.ttl_pending = ttl_pending
+        self.max_records = max_records
+        self.clock = clock
+        self.records: OrderedDict[str, UpstreamRecord] = OrderedDict()
+        self._by_digest: dict[Digest, list[str]] = {}
+        self.pending: OrderedDict[str, PendingRequest] = OrderedDict()
+        self._swept = clock()
+        self.stats = {"resolved": 0, "unresolved": 0, "ties": 0, "requests_matched": 0, "expired": 0}
+
+    # --- request side --------------------------------------------------------------
+    def note_client_request(self, flow_id: str, path: str, body: Any) -> PendingRequest | None:
+        """A client request on the client leg (before it is forwarded to the gateway)."""
+        if not isinstance(body, dict):
+            return None
+        needles = client_needles(path, body)
+        if not needles:
+            return None
+        self._sweep()
+        cap, cap_field = client_cap(body)
+        p = PendingRequest(flow_id, path, cap, cap_field, needles, self.clock())
+        self.pending[flow_id] = p
+        self.pending.move_to_end(flow_id)
+        while len(self.pending) > self.max_records:
+            self.pending.popitem(last=False)
+        return p
+
+    def forget_client(self, flow_id: str) -> None:
+        """The client flow is over: its pending request can go."""
+        self.pending.pop(flow_id, None)
+
+    def match_request(self, upstream_flow_id: str, info: RequestInfo) -> PendingRequest | None:
+        """The pending client request that caused this upstream request, or None."""
+        contents = [text for _, text in info.prompts if text]
+        if not contents or not self.pending:
+            return None
+        best: tuple[int, int, float] | None = None
+        chosen: PendingRequest | None = None
+        for p in self.pending.values():
+            if not any(p.needles[-1] in c for c in contents):
+                continue
+            found = sum(1 for n in p.needles if any(n in c for c in contents))
+            key = (found, 0 if p.upstream_flow_ids else 1, -p.noted)
+            if best is None or key > best:
+                best, chosen = key, p
+        if chosen is not None:
+            chosen.upstream_flow_ids.append(upstream_flow_id)
+            self.stats["requests_matched"] += 1
+        return chosen
+
+    # --- response side -------------------------------------------------------------
+    def upstream_started(
+        self,
+        flow_id: str,
+        client_flow_id: str | None = None,
+        max_tokens_sent: int | None = None,
+        max_tokens_original: int | None = None,
+    ) -> UpstreamRecord:
+        self._sweep()
+        rec = UpstreamRecord(flow_id, self.clock(), client_flow_id, max_tokens_sent, max_tokens_original)
+        self.records[flow_id] = rec
+        while len(self.records) > self.max_records:
+            _, old = self.records.popitem(last=False)
+            self._unindex(old)
+            self.stats["expired"] += 1
+        return rec
+
+    def upstream_finished(self, flow_id: str, result: TapResult) -> UpstreamRecord | None:
+        """The upstream's end-of-stream envelope was read (or its body ended)."""
+        rec = self.records.get(flow_id)
+        if rec is None or rec.finished is not None:
+            return rec
+        rec.finished = self.clock()
+        rec.result = result
+        self._by_digest.setdefault(result.digest, []).append(flow_id)
+        return rec
+
+    def upstream_dropped(self, flow_id: str) -> None:
+        """The upstream flow will never finish usefully (not a Connect stream, HTTP error)."""
+        rec = self.records.pop(flow_id, None)
+        if rec is not None:
+            self._unindex(rec)
+
+    def claim(self, digest: Digest, client_flow_id: str | None = None) -> UpstreamRecord | None:
+        """Take the finished, unclaimed record with this digest (see the module docstring)."""
+        ids = self._by_digest.get(digest)
+        if not ids:
+            return None
+        empty = digest[1] == 0 and digest[3] == 0
+        best: tuple[int, float] | None = None
+        chosen: UpstreamRecord | None = None
+        n = 0
+        for fid in ids:
+            rec = self.records.get(fid)
+            if rec is None or rec.claimed_by is not None or rec.finished is None:
+                continue
+            if rec.client_flow_id is None:
+                rank = 1
+            elif client_flow_id is not None and rec.client_flow_id == client_flow_id:
+                rank = 2
+            else:
+                rank = 0  # linked to another client flow: only if nothing else fits
+            if empty and rank != 2:
+                continue
+            n += 1
+            key = (rank, -rec.finished)
+            if best is None or key > best:
+                best, chosen = key, rec
+        if chosen is None:
+            return None
+        if n > 1:
+            self.stats["ties"] += 1
+        chosen.claimed_by = client_flow_id or "?"
+        ids.remove(chosen.flow_id)
+        if not ids:
+            del self._by_digest[digest]
+        return chosen
+
+    def resolve(self, verdict: Any, client_flow_id: str | None = None) -> UpstreamRecord | None:
+        """Find, claim and report the upstream record for a client Verdict.
+
+        Calls ``verdict.upstream(outcome, detail)`` (outcome ``"unknown"`` when the
+        StopReason proves nothing, or the upstream stream failed) and, when the upstream
+        reported usage, ``verdict.upstream_usage(output_tokens)`` if the Verdict has it.
+        """
+        rec = self.claim(verdict.digest(), client_flow_id)
+        if client_flow_id is not None:
+            self.forget_client(client_flow_id)
+        if rec is None or rec.result is None:
+            self.stats["unresolved"] += 1
+            return None
+        self.stats["resolved"] += 1
+        r = rec.result
+        verdict.upstream(r.outcome or "unknown", r.detail())
+        report_usage = getattr(verdict, "upstream_usage", None)
+        if r.usage is not None and report_usage is not None:
+            report_usage(r.usage.output_tokens)
+        return rec
+
+    def resolver(self, client_flow_id: str | None = None) -> Resolver:
+        """A :class:`Resolver` to set as ``verdict.resolver`` for one client flow."""
+        return Resolver(self, client_flow_id)
+
+    # --- memory bounds -------------------------------------------------------------
+    def _unindex(self, rec: UpstreamRecord) -> None:
+        d = rec.digest
+        if d is None:
+            return
+        ids = self._by_digest.get(d)
+        if ids and rec.flow_id in ids:
+            ids.remove(rec.flow_id)
+            if not ids:
+                del self._by_digest[d]
+
+    def _sweep(self) -> None:
+        now = self.clock()
+        if now - self._swept < 1.0:
+            return
+        self._swept = now
+        for fid in [
+            fid
+            for fid, r in self.records.items()
+            if (r.finished is not None and now - r.finished > self.ttl_finished)
+            or (r.finished is None and now - r.started > self.ttl_open)
+        ]:
+            self._unindex(self.records.pop(fid))
+            self.stats["expired"] += 1
+        for fid in [fid for fid, p in self.pending.items() if now - p.noted > self.ttl_pending]:
+            del self.pending[fid]
+
+    def sweep(self) -> None:
+        """Drop expired entries now (normally done on the way, at most once a second)."""
+        self._swept = float("-inf")
+        self._sweep()
