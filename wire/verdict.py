@@ -1,17 +1,71 @@
 """How did the stream end? The one place that decides, from evidence collected per flow.
 
 Repairers and the upstream tap *report* evidence; only :meth:`Verdict.decide` turns it
-into an outcome. Each piece of evidence names its source, so a receipt can say why.
+into an :data:`Outcome`. Each piece of evidence names its source, so a receipt can say
+why, and each source can be switched off by name (``Verdict(enabled=...)``).
 
-Precedence (strongest first):
-1. ``native``: the gateway said it itself (a fixed CPA's ``finish_reason: "length"``,
-   ``response.incomplete``, ``stop_reason: "max_tokens"``...). Its verdict always wins and
-   the terminal is left untouched (``Decision.native``).
-2. ``upstream``: the gateway's upstream said why it stopped (Devin's StopReason).
-3. heuristics from the client leg: usage reaching the request's cap, the last tool call's
-   arguments not parsing as JSON.
+Evidence sources (:data:`SOURCES`) and what each decides on its own
+----------------------------------------------------------------------
+``request_cap``
+    The output cap the client asked for, read from the request body in any API's
+    spelling: ``max_output_tokens`` (Responses), ``max_completion_tokens`` then
+    ``max_tokens`` (chat; ``max_tokens`` is also Claude's), ``generationConfig.
+    maxOutputTokens`` (Gemini; ``generation_config.max_output_tokens`` accepted).
+    Alone it decides nothing: it is the yardstick for ``usage``.
+``usage``
+    The output tokens the client leg reports (``completion_tokens``, ``output_tokens``,
+    ``candidatesTokenCount``); when that is missing or 0, the upstream's count
+    (:meth:`Verdict.upstream_usage`, via the ``upstream`` source) fills in
+    (:attr:`Verdict.output_tokens_best` says which was used). With a cap: tokens >= cap
+    says ``max_tokens`` (but see the usage == cap rule below); tokens < cap says
+    ``complete``. Without a cap it says nothing.
+``tool_args``
+    The last tool call's complete arguments string at the end. Not JSON while nothing
+    but tool arguments followed it says ``max_tokens`` (a call cut mid-arguments is the
+    signature of an output budget running out). Not JSON but text was generated after
+    it: the model itself wrote bad JSON and went on, nothing was cut there, so it says
+    ``complete``. JSON and the last output: says ``complete`` for that call.
+``native``
+    The gateway's own terminal says how it ended (``finish_reason: "length"``,
+    ``stop_reason: "max_tokens"``, ``finishReason: "MAX_TOKENS"``, ``response.
+    incomplete``...). It always wins and the terminal is left as it is
+    (``Decision.native``). Report it only for signals an unfixed CPA never sends:
+    CPA's ``stop``/``tool_calls``/``end_turn``/``STOP`` are exactly what is in doubt.
+``upstream``
+    The gateway's upstream said why it stopped (Devin's Connect-RPC ``StopReason``:
+    1 INCOMPLETE / 3 MAX_TOKENS -> ``max_tokens``, 11 CONTENT_FILTER ->
+    ``content_filter``, 2 STOP_PATTERN / 10 FUNCTION_CALL -> ``complete``), reported
+    via :meth:`Verdict.upstream` (usually from the :attr:`Verdict.resolver` hook, which
+    matches the upstream flow by :meth:`Verdict.digest`). It is ground truth about the
+    generation, so it wins over every client-leg heuristic, in both directions.
+    ``unknown`` from upstream (StopReason 0, or a value with no meaning for us) is
+    recorded and ignored.
 
-This module is a first cut of the interface; the truncation issue owns its rules.
+Precedence: native > upstream > heuristics (usage, tool_args). Heuristics only ever
+say ``max_tokens``; ``content_filter`` can only come from native or upstream.
+
+The usage == cap rule (decided here, tested in tests/test_verdict.py)
+---------------------------------------------------------------------
+Usage reaching the cap means the budget is spent, not necessarily that something was
+cut: the cap cuts whatever the model was generating *last*. So the heuristics look at
+what came last (the order of :meth:`observe_text` / :meth:`observe_args` calls):
+
+* the last output was the arguments of a tool call and they parse as JSON ->
+  ``complete``. The budget ran out exactly after a whole call; nothing the client
+  received is cut. Reporting ``length`` here would make openai-python's helpers raise
+  ``LengthFinishReasonError`` and Codex fail the turn, throwing away a valid call; at
+  worst a further call the model never started is missing, and the agent loop asks
+  again after running this one. The usage evidence is kept in the receipt, saying
+  ``complete`` with the reason.
+* the last output was text (or there was no tool call at all), usage == cap ->
+  ``max_tokens``. Text cannot be checked for completeness, a model ending naturally on
+  exactly the last allowed token is a coincidence, and it is what OpenAI itself reports
+  when the cap is hit (and what CPA's own fix, PR #5852, does for chat).
+* usage > cap (the gateway ignored or counts differently from the cap) is treated
+  like == cap.
+
+Cost: every method is O(1) except ``tool_args`` (one JSON parse of the last call at
+decide time) and the digest, which hashes each delta once as it passes.
 """
 
 from __future__ import annotations
@@ -27,6 +81,9 @@ Outcome = Literal["complete", "max_tokens", "content_filter", "unknown"]
 
 SOURCES = ("request_cap", "usage", "tool_args", "native", "upstream")
 """Evidence sources; each can be switched off by name."""
+
+_CAP_FIELDS = ("max_output_tokens", "max_completion_tokens", "max_tokens")
+"""Top-level cap spellings, in precedence order (the spec's preferred name first)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,23 +111,35 @@ class Decision:
         return f"verdict {self.outcome} ({why})"
 
 
+def _int(v: Any) -> int | None:
+    if isinstance(v, int) and not isinstance(v, bool):
+        return v
+    return None
+
+
 @dataclass(slots=True)
 class Verdict:
     enabled: frozenset[str] = frozenset(SOURCES)
     cap: int | None = None
     cap_field: str | None = None
     output_tokens: int | None = None
+    """Output tokens as the client leg reports them (last report wins)."""
+    upstream_output_tokens: int | None = None
+    """Output tokens as the upstream reported them (fills a missing/zero client usage)."""
     last_tool_args: str | None = None
     _native: Evidence | None = None
     _upstream: Evidence | None = None
     notes: list[Evidence] = field(default_factory=list)
     resolver: Callable[["Verdict"], None] | None = None
-    """Called at the start of :meth:`decide`; the addon uses it to look up the matching
-    upstream flow (by :meth:`digest`) and report its StopReason via :meth:`upstream`."""
+    """Called once, at the start of the first :meth:`decide`; the addon uses it to look
+    up the matching upstream flow (by :meth:`digest`) and report its StopReason via
+    :meth:`upstream`."""
     _text: Any = field(default_factory=hashlib.blake2b)
     _args: Any = field(default_factory=hashlib.blake2b)
     text_len: int = 0
     args_len: int = 0
+    last_output: Literal["text", "args"] | None = None
+    """Which kind of output was observed last (see the usage == cap rule)."""
 
     def _on(self, source: str) -> bool:
         return source in self.enabled
@@ -78,26 +147,51 @@ class Verdict:
     # --- evidence in -------------------------------------------------------------
     def request(self, body: dict[str, Any] | None) -> None:
         """Read the output cap from the client's request body (any API's spelling)."""
-        if not body or not self._on("request_cap"):
+        if not isinstance(body, dict) or not self._on("request_cap"):
             return
-        for name in ("max_output_tokens", "max_completion_tokens", "max_tokens"):
-            v = body.get(name)
-            if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+        for name in _CAP_FIELDS:
+            v = _int(body.get(name))
+            if v is not None and v > 0:
                 self.cap, self.cap_field = v, name
                 return
-        gc = body.get("generationConfig")
-        if isinstance(gc, dict):
-            v = gc.get("maxOutputTokens")
-            if isinstance(v, int) and not isinstance(v, bool) and v > 0:
-                self.cap, self.cap_field = v, "generationConfig.maxOutputTokens"
+        for gc_name, cap_name in (
+            ("generationConfig", "maxOutputTokens"),
+            ("generation_config", "max_output_tokens"),
+        ):
+            gc = body.get(gc_name)
+            if isinstance(gc, dict):
+                v = _int(gc.get(cap_name))
+                if v is not None and v > 0:
+                    self.cap, self.cap_field = v, f"{gc_name}.{cap_name}"
+                    return
 
     def usage(self, output_tokens: Any) -> None:
-        if isinstance(output_tokens, int) and not isinstance(output_tokens, bool):
-            self.output_tokens = output_tokens
+        """Output tokens from the client leg's usage (last report wins)."""
+        v = _int(output_tokens)
+        if v is not None and v >= 0:
+            self.output_tokens = v
+
+    def upstream_usage(self, output_tokens: Any) -> None:
+        """Output tokens the upstream reported (Devin usage field 7.3 / dimension groups)."""
+        v = _int(output_tokens)
+        if v is not None and v >= 0 and self._on("upstream"):
+            self.upstream_output_tokens = v
+
+    @property
+    def output_tokens_best(self) -> tuple[int | None, str | None]:
+        """(tokens, where from): the client leg's count, or the upstream's when the client
+        leg has none or 0; (None, None) if neither has a non-zero count. Repairers may use
+        it to fill a missing usage."""
+        if self.output_tokens:
+            return self.output_tokens, "client"
+        if self.upstream_output_tokens:
+            return self.upstream_output_tokens, "upstream"
+        return None, None  # 0 is what CPA writes when it has no usage: not evidence
 
     def tool_args(self, arguments: str) -> None:
         """The complete arguments string of a tool call, at its end (last call wins)."""
-        self.last_tool_args = arguments
+        if isinstance(arguments, str):
+            self.last_tool_args = arguments
 
     def observe_text(self, delta: str) -> None:
         """Generated text as the client sees it (message text, not reasoning), in order."""
@@ -105,6 +199,7 @@ class Verdict:
             b = delta.encode("utf-8", "surrogatepass")
             self._text.update(b)
             self.text_len += len(b)
+            self.last_output = "text"
 
     def observe_args(self, delta: str) -> None:
         """Tool-call argument text as the client sees it, all calls, in order."""
@@ -112,59 +207,79 @@ class Verdict:
             b = delta.encode("utf-8", "surrogatepass")
             self._args.update(b)
             self.args_len += len(b)
+            self.last_output = "args"
 
     def digest(self) -> tuple[str, int, str, int]:
         """(text hash, text bytes, args hash, args bytes): what the upstream leg must match."""
         return (self._text.hexdigest(), self.text_len, self._args.hexdigest(), self.args_len)
 
     def native(self, says: Outcome, detail: str) -> None:
+        """The gateway's own explicit verdict (see the module docstring: never CPA's
+        ``stop``/``tool_calls``/``end_turn``/``STOP``, which are what is in doubt)."""
         if self._on("native"):
             self._native = Evidence("native", says, detail)
 
-    def upstream(self, says: Outcome, detail: str) -> None:
+    def upstream(self, says: Outcome, detail: str, output_tokens: Any = None) -> None:
+        """The upstream's stop reason (and, optionally, its output token count)."""
         if self._on("upstream"):
             self._upstream = Evidence("upstream", says, detail)
+            if output_tokens is not None:
+                self.upstream_usage(output_tokens)
 
     # --- the decision ------------------------------------------------------------
     def decide(self) -> Decision:
+        """The outcome from the evidence so far (cheap; may be called more than once)."""
         if self.resolver is not None:
             resolver, self.resolver = self.resolver, None
             resolver(self)
-        if self._native is not None and self._native.says != "complete":
+        if self._native is not None:
             return Decision(self._native.says, (self._native,), native=True)
-        if self._upstream is not None:
+        if self._upstream is not None and self._upstream.says != "unknown":
             return Decision(self._upstream.says, (self._upstream,))
+        return self._heuristics()
+
+    def _heuristics(self) -> Decision:
         found: list[Evidence] = []
-        if (
-            self._on("usage")
-            and self.cap is not None
-            and self.output_tokens is not None
-            and self.output_tokens >= self.cap
-        ):
-            found.append(
-                Evidence(
-                    "usage",
-                    "max_tokens",
-                    f"output tokens {self.output_tokens} >= {self.cap_field} {self.cap}",
-                )
-            )
+        if self._upstream is not None:  # said "unknown": keep it in the receipt
+            found.append(self._upstream)
+
         args_ok: bool | None = None
+        args_last = False
         if self._on("tool_args") and self.last_tool_args is not None:
             args_ok = _parses(self.last_tool_args)
-            if not args_ok:
-                found.append(
-                    Evidence(
-                        "tool_args",
-                        "max_tokens",
-                        f"last tool call's arguments ({len(self.last_tool_args)} chars) "
-                        "are not valid JSON",
-                    )
-                )
-        if found and not (args_ok and len(found) == 1 and found[0].source == "usage"):
-            return Decision("max_tokens", tuple(found))
-        if self._native is not None:
-            return Decision("complete", (self._native,), native=True)
-        return Decision("unknown" if not found else "complete", tuple(found))
+            # without any observe_* calls, assume the call was the last output
+            args_last = self.last_output in ("args", None)
+            n = len(self.last_tool_args)
+            if not args_ok and args_last:
+                found.append(Evidence("tool_args", "max_tokens",
+                                      f"last tool call's arguments ({n} chars) are not valid JSON"))
+            elif not args_ok:
+                found.append(Evidence("tool_args", "complete",
+                                      f"last tool call's arguments ({n} chars) are not valid JSON, "
+                                      "but text followed them: not cut by a budget"))
+            elif args_last:
+                found.append(Evidence("tool_args", "complete",
+                                      f"last tool call's arguments ({n} chars) are complete JSON"))
+
+        tokens, where = self.output_tokens_best
+        if self._on("usage") and self.cap is not None and tokens is not None:
+            src = "usage" if where == "client" else "usage.upstream"
+            at = f"output tokens {tokens} {'>=' if tokens >= self.cap else '<'} {self.cap_field} {self.cap}"
+            if tokens < self.cap:
+                found.append(Evidence(src, "complete", at))
+            elif args_ok and args_last:
+                found.append(Evidence(src, "complete",
+                                      at + ", but the last output is a whole tool call: nothing cut"))
+            else:
+                found.append(Evidence(src, "max_tokens", at))
+
+        says = {e.says for e in found if e.source != "upstream"}
+        if "max_tokens" in says:
+            return Decision("max_tokens", tuple(e for e in found if e.says == "max_tokens")
+                            + tuple(e for e in found if e.says != "max_tokens"))
+        if "complete" in says:
+            return Decision("complete", tuple(found))
+        return Decision("unknown", tuple(found))
 
 
 def _parses(text: str) -> bool:

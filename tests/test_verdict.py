@@ -1,0 +1,341 @@
+"""wire/verdict.py: every evidence source alone, combined, switched off; the usage == cap rule."""
+
+import pytest
+
+from wire.verdict import SOURCES, Verdict
+
+VALID = '{"path":"a.md","content":"hi"}'
+CUT = '{"path":"a.md","content":"h'
+
+
+def v(*off: str, **kw) -> Verdict:
+    return Verdict(enabled=frozenset(SOURCES) - set(off), **kw)
+
+
+def sources(d) -> list[str]:
+    return [e.source for e in d.evidence]
+
+
+# --- no evidence, request_cap alone ------------------------------------------------------
+def test_no_evidence_is_unknown():
+    d = v().decide()
+    assert d.outcome == "unknown" and not d.truncated and not d.native
+    assert d.receipt() == "verdict unknown (no evidence)"
+
+
+@pytest.mark.parametrize(
+    "body, cap, field",
+    [
+        ({"max_tokens": 400}, 400, "max_tokens"),
+        ({"max_completion_tokens": 300, "max_tokens": 400}, 300, "max_completion_tokens"),
+        ({"max_output_tokens": 200, "max_tokens": 400}, 200, "max_output_tokens"),
+        ({"generationConfig": {"maxOutputTokens": 128}}, 128, "generationConfig.maxOutputTokens"),
+        ({"generation_config": {"max_output_tokens": 64}}, 64, "generation_config.max_output_tokens"),
+        ({"max_tokens": True}, None, None),
+        ({"max_tokens": 0}, None, None),
+        ({"max_tokens": "400"}, None, None),
+        ({"generationConfig": {"maxOutputTokens": -1}}, None, None),
+        ({}, None, None),
+    ],
+)
+def test_request_cap_spellings(body, cap, field):
+    ver = v()
+    ver.request(body)
+    assert (ver.cap, ver.cap_field) == (cap, field)
+
+
+def test_request_cap_alone_decides_nothing():
+    ver = v()
+    ver.request({"max_tokens": 400})
+    assert ver.decide().outcome == "unknown"
+
+
+def test_request_cap_switched_off():
+    ver = v("request_cap")
+    ver.request({"max_tokens": 400})
+    ver.usage(400)
+    assert ver.cap is None
+    assert ver.decide().outcome == "unknown"
+
+
+def test_request_ignores_non_objects():
+    ver = v()
+    ver.request(None)
+    ver.request([{"max_tokens": 1}])  # type: ignore[arg-type]
+    assert ver.cap is None
+
+
+# --- usage ---------------------------------------------------------------------------------
+def test_usage_alone_without_cap_decides_nothing():
+    ver = v()
+    ver.usage(999999)
+    assert ver.decide().outcome == "unknown"
+
+
+@pytest.mark.parametrize("tokens, outcome", [(399, "complete"), (400, "max_tokens"), (401, "max_tokens")])
+def test_usage_against_cap_text_only(tokens, outcome):
+    ver = v()
+    ver.request({"max_tokens": 400})
+    ver.observe_text("Once upon a time")
+    ver.usage(tokens)
+    d = ver.decide()
+    assert d.outcome == outcome
+    assert sources(d) == ["usage"]
+    assert str(tokens) in d.receipt() and "max_tokens 400" in d.receipt()
+
+
+def test_usage_switched_off():
+    ver = v("usage")
+    ver.request({"max_tokens": 400})
+    ver.usage(400)
+    assert ver.decide().outcome == "unknown"
+
+
+def test_usage_ignores_bad_values():
+    ver = v()
+    for bad in (None, "400", True, -3, 4.5):
+        ver.usage(bad)
+    assert ver.output_tokens is None
+
+
+def test_zero_client_usage_is_no_evidence():
+    ver = v()
+    ver.request({"max_tokens": 400})
+    ver.usage(0)  # CPA writes zeros when Devin sent no usage
+    assert ver.output_tokens_best == (None, None)
+    assert ver.decide().outcome == "unknown"
+
+
+# --- the usage == cap rule ---------------------------------------------------------------------
+def test_usage_at_cap_with_last_call_whole_is_complete():
+    ver = v()
+    ver.request({"max_tokens": 400})
+    ver.observe_text("Writing it")
+    ver.observe_args(VALID)
+    ver.tool_args(VALID)
+    ver.usage(400)
+    d = ver.decide()
+    assert d.outcome == "complete" and not d.truncated
+    assert {e.source: e.says for e in d.evidence} == {"tool_args": "complete", "usage": "complete"}
+    assert "nothing cut" in d.receipt()
+
+
+def test_usage_at_cap_with_text_after_a_whole_call_is_max_tokens():
+    ver = v()
+    ver.request({"max_tokens": 400})
+    ver.observe_args(VALID)
+    ver.tool_args(VALID)
+    ver.observe_text("Done. Now I will also")
+    ver.usage(400)
+    d = ver.decide()
+    assert d.outcome == "max_tokens"
+    assert d.evidence[0].source == "usage"
+
+
+def test_usage_at_cap_text_only_is_max_tokens():
+    ver = v()
+    ver.request({"max_completion_tokens": 16})
+    ver.observe_text("a" * 50)
+    ver.usage(16)
+    assert ver.decide().outcome == "max_tokens"
+
+
+def test_usage_at_cap_without_any_output_observed_is_max_tokens():
+    ver = v()
+    ver.request({"max_tokens": 5})
+    ver.usage(5)
+    assert ver.decide().outcome == "max_tokens"
+
+
+# --- tool_args -------------------------------------------------------------------------------
+def test_tool_args_cut_alone_is_max_tokens():
+    ver = v()
+    ver.tool_args(CUT)
+    d = ver.decide()
+    assert d.outcome == "max_tokens" and sources(d) == ["tool_args"]
+    assert f"({len(CUT)} chars)" in d.receipt()
+    assert "a.md" not in d.receipt()  # never content
+
+
+def test_tool_args_whole_alone_is_complete():
+    ver = v()
+    ver.observe_args(VALID)
+    ver.tool_args(VALID)
+    assert ver.decide().outcome == "complete"
+
+
+def test_tool_args_empty_string_is_cut():
+    ver = v()
+    ver.tool_args("")
+    assert ver.decide().outcome == "max_tokens"
+
+
+def test_tool_args_cut_but_text_followed_is_not_a_truncation():
+    ver = v()
+    ver.observe_args(CUT)
+    ver.tool_args(CUT)
+    ver.observe_text("Sorry, let me retry.")
+    d = ver.decide()
+    assert d.outcome == "complete"
+    assert "text followed" in d.receipt()
+
+
+def test_last_tool_call_wins():
+    ver = v()
+    ver.tool_args(CUT)
+    ver.tool_args(VALID)
+    assert ver.decide().outcome == "complete"
+    ver2 = v()
+    ver2.tool_args(VALID)
+    ver2.tool_args(CUT)
+    assert ver2.decide().outcome == "max_tokens"
+
+
+def test_tool_args_switched_off():
+    ver = v("tool_args")
+    ver.tool_args(CUT)
+    assert ver.decide().outcome == "unknown"
+
+
+def test_cut_args_beat_usage_below_cap():
+    ver = v()
+    ver.request({"max_tokens": 4000})
+    ver.observe_args(CUT)
+    ver.tool_args(CUT)
+    ver.usage(390)
+    d = ver.decide()
+    assert d.outcome == "max_tokens"
+    assert [(e.source, e.says) for e in d.evidence] == [("tool_args", "max_tokens"), ("usage", "complete")]
+
+
+def test_cut_args_and_usage_at_cap_both_listed():
+    ver = v()
+    ver.request({"max_tokens": 400})
+    ver.observe_args(CUT)
+    ver.tool_args(CUT)
+    ver.usage(400)
+    d = ver.decide()
+    assert d.outcome == "max_tokens" and sources(d) == ["tool_args", "usage"]
+
+
+# --- native ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("says", ["max_tokens", "content_filter", "complete", "unknown"])
+def test_native_alone_wins_and_is_marked(says):
+    ver = v()
+    ver.native(says, "finish_reason 'x'")
+    d = ver.decide()
+    assert d.outcome == says and d.native and sources(d) == ["native"]
+
+
+def test_native_beats_upstream_and_heuristics():
+    ver = v()
+    ver.request({"max_tokens": 400})
+    ver.usage(400)
+    ver.tool_args(CUT)
+    ver.upstream("complete", "StopReason 10")
+    ver.native("content_filter", "finish_reason 'content_filter'")
+    d = ver.decide()
+    assert d.outcome == "content_filter" and d.native
+
+
+def test_native_switched_off():
+    ver = v("native")
+    ver.native("max_tokens", "finish_reason 'length'")
+    assert ver.decide().outcome == "unknown"
+
+
+# --- upstream --------------------------------------------------------------------------------
+@pytest.mark.parametrize("says", ["max_tokens", "content_filter", "complete"])
+def test_upstream_alone(says):
+    ver = v()
+    ver.upstream(says, "StopReason n")
+    d = ver.decide()
+    assert d.outcome == says and not d.native and sources(d) == ["upstream"]
+
+
+def test_upstream_complete_beats_client_heuristics():
+    ver = v()
+    ver.request({"max_tokens": 400})
+    ver.usage(400)
+    ver.tool_args(CUT)
+    ver.upstream("complete", "StopReason 10 FUNCTION_CALL")
+    assert ver.decide().outcome == "complete"
+
+
+def test_upstream_max_tokens_beats_usage_below_cap():
+    ver = v()
+    ver.request({"max_tokens": 400})
+    ver.usage(100)
+    ver.observe_args(VALID)
+    ver.tool_args(VALID)
+    ver.upstream("max_tokens", "StopReason 3 MAX_TOKENS")
+    d = ver.decide()
+    assert d.outcome == "max_tokens" and d.evidence[0].detail == "StopReason 3 MAX_TOKENS"
+
+
+def test_upstream_unknown_falls_back_to_heuristics_and_is_listed():
+    ver = v()
+    ver.upstream("unknown", "StopReason 0")
+    ver.tool_args(CUT)
+    d = ver.decide()
+    assert d.outcome == "max_tokens"
+    assert "upstream" in sources(d) and "tool_args" in sources(d)
+
+
+def test_upstream_switched_off():
+    ver = v("upstream")
+    ver.upstream("max_tokens", "StopReason 3", output_tokens=400)
+    assert ver.upstream_output_tokens is None
+    assert ver.decide().outcome == "unknown"
+
+
+def test_upstream_usage_fills_missing_client_usage():
+    ver = v()
+    ver.request({"max_tokens": 400})
+    ver.usage(0)
+    ver.upstream_usage(400)
+    assert ver.output_tokens_best == (400, "upstream")
+    d = ver.decide()
+    assert d.outcome == "max_tokens" and sources(d) == ["usage.upstream"]
+
+
+def test_client_usage_wins_over_upstream_usage():
+    ver = v()
+    ver.usage(120)
+    ver.upstream_usage(400)
+    assert ver.output_tokens_best == (120, "client")
+
+
+def test_upstream_may_carry_usage():
+    ver = v()
+    ver.upstream("unknown", "StopReason 0", output_tokens=77)
+    assert ver.output_tokens_best == (77, "upstream")
+
+
+# --- resolver, digest --------------------------------------------------------------------------
+def test_resolver_runs_once_at_decide_and_can_report_upstream():
+    calls = []
+
+    def resolve(ver: Verdict) -> None:
+        calls.append(ver.digest())
+        ver.upstream("max_tokens", "StopReason 3")
+
+    ver = v(resolver=resolve)
+    ver.observe_text("hi")
+    assert calls == []
+    assert ver.decide().outcome == "max_tokens"
+    assert ver.decide().outcome == "max_tokens"
+    assert len(calls) == 1 and calls[0][1] == 2
+
+
+def test_digest_tracks_text_and_args_separately_in_order():
+    a, b = v(), v()
+    a.observe_text("ab")
+    a.observe_text("c")
+    b.observe_text("abc")
+    assert a.digest() == b.digest()
+    b.observe_args("{}")
+    assert a.digest()[:2] == b.digest()[:2] and a.digest()[2:] != b.digest()[2:]
+    assert b.last_output == "args"
+    b.observe_text("")  # empty deltas change nothing
+    assert b.last_output == "args"
