@@ -1,0 +1,108 @@
+// Runs the real Vercel AI SDK (streamText) for a batch of cases and reports what it saw.
+//
+//   node aisdk_probe.mjs <install dir>  < cases.json  > results.jsonl
+//
+// <install dir> is one of .cache/clients/aisdk{5,6,7} (scripts/install-clients); the SDK is
+// loaded from there, so one probe file serves every generation. stdin is a JSON array of
+// cases:
+//
+//   {"id": "...", "api": "responses" | "chat" | "compatible", "baseURL": "http://.../v1",
+//    "tools": [{"name", "description", "parameters": <JSON schema>}], "timeoutMs": 20000}
+//
+// "compatible" is chat completions through @ai-sdk/openai-compatible (what opencode uses
+// for a custom OpenAI-compatible provider such as a CLIProxyAPI endpoint).
+//
+// One JSON line per case, in completion order: the installed versions, finishReason, the
+// tool calls as the `ai` core reports them (toolName, input, invalid), the stream part
+// types seen, `error` parts, `tool-error` parts, and anything thrown. Tools have no
+// `execute`, so streamText stops after one step: exactly one request per case.
+// Cases run concurrently (all I/O); each is bounded by its own abort timeout.
+import { createRequire } from 'node:module';
+import { pathToFileURL } from 'node:url';
+import { readFileSync } from 'node:fs';
+
+const dir = process.argv[2];
+if (!dir) {
+  console.error('usage: node aisdk_probe.mjs <install dir> < cases.json');
+  process.exit(2);
+}
+const requireFrom = createRequire(dir.replace(/\/$/, '') + '/package.json');
+const load = async name => import(pathToFileURL(requireFrom.resolve(name)).href);
+const versionOf = name => {
+  try { return requireFrom(name + '/package.json').version; } catch { return null; }
+};
+
+const ai = await load('ai');
+const { createOpenAI } = await load('@ai-sdk/openai');
+const compatible = versionOf('@ai-sdk/openai-compatible')
+  ? await load('@ai-sdk/openai-compatible') : null;
+const versions = {
+  ai: versionOf('ai'),
+  '@ai-sdk/openai': versionOf('@ai-sdk/openai'),
+  ...(compatible ? { '@ai-sdk/openai-compatible': versionOf('@ai-sdk/openai-compatible') } : {}),
+};
+
+const short = (e, n = 300) => String(e?.message ?? e).slice(0, n);
+
+function modelFor(c) {
+  if (c.api === 'compatible') {
+    if (!compatible) throw new Error('@ai-sdk/openai-compatible is not installed in ' + dir);
+    const p = compatible.createOpenAICompatible({
+      name: 'streamfix', baseURL: c.baseURL, apiKey: 'test-key', includeUsage: true,
+    });
+    return p.chatModel ? p.chatModel('test-model') : p('test-model');
+  }
+  const openai = createOpenAI({ baseURL: c.baseURL, apiKey: 'test-key' });
+  return c.api === 'chat' ? openai.chat('test-model') : openai.responses('test-model');
+}
+
+async function runCase(c) {
+  const started = Date.now();
+  const out = { id: c.id, api: c.api, versions, errors: [], toolErrors: [], parts: [] };
+  const tools = {};
+  for (const t of c.tools ?? []) {
+    tools[t.name] = ai.tool({
+      description: t.description ?? t.name,
+      inputSchema: ai.jsonSchema(t.parameters ?? { type: 'object' }),
+    });
+  }
+  const seen = new Set();
+  let result;
+  try {
+    result = ai.streamText({
+      model: modelFor(c),
+      prompt: 'Do the task.',
+      tools,
+      maxRetries: 0,
+      abortSignal: AbortSignal.timeout(c.timeoutMs ?? 20000),
+      onError: () => {},  // error parts are read from fullStream below
+    });
+    for await (const part of result.fullStream) {
+      seen.add(part.type);
+      if (part.type === 'error') out.errors.push(short(part.error));
+      if (part.type === 'tool-error') out.toolErrors.push(short(part.error, 200));
+    }
+  } catch (e) {
+    out.thrown = short(e);
+  }
+  out.parts = [...seen];
+  if (result) {
+    // each promise on its own: one rejecting must not hide the others
+    try { out.finishReason = await result.finishReason; } catch (e) { out.finishError = short(e); }
+    try {
+      out.toolCalls = (await result.toolCalls).map(t => ({
+        toolName: t.toolName, toolCallId: t.toolCallId, input: t.input, invalid: t.invalid === true,
+      }));
+    } catch (e) { out.toolCallsError = short(e); }
+    try { out.text = await result.text; } catch { /* reported above */ }
+  }
+  out.elapsedMs = Date.now() - started;
+  return out;
+}
+
+const cases = JSON.parse(readFileSync(0, 'utf8'));
+await Promise.all(cases.map(async c => {
+  let r;
+  try { r = await runCase(c); } catch (e) { r = { id: c.id, versions, thrown: 'probe: ' + short(e) }; }
+  process.stdout.write(JSON.stringify(r) + '\n');
+}));

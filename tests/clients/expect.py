@@ -1,0 +1,171 @@
+"""What a client should end up with for a recording, read from its hand-checked output.
+
+A recording's ``expected.body`` (the body itself for a clean one) is the stream a client
+should get. From it this module takes the facts a client's result is judged by: the tool
+calls (name and arguments, in order), how the response ended (Responses terminal event
+and ``incomplete_details.reason``; chat ``finish_reason``) and the text. The judges in
+``judge.py`` compare each client's own view of the stream against these.
+
+Cost: one pass over the expected body per recording.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from wire.sse import SseParser
+
+MARKER_FILE = "probe-marker.txt"
+"""A tool call whose arguments name this file writes it (responses-codex-exec): Codex must
+really have run the command, so the file must exist after the run."""
+MARKER_TEXT = "probe-ok"
+FOLLOWUP = "responses-codex-done"
+"""The recording that answers an agent's second request (the one carrying tool output)."""
+
+
+@dataclass(frozen=True)
+class Call:
+    name: str
+    arguments: str
+
+    @property
+    def valid(self) -> bool:
+        """The arguments are a JSON object (a truncated call's are not)."""
+        try:
+            return isinstance(json.loads(self.arguments), dict)
+        except ValueError:
+            return False
+
+    @property
+    def input(self) -> Any:
+        return json.loads(self.arguments) if self.valid else self.arguments
+
+
+@dataclass(frozen=True)
+class Expected:
+    api: str
+    calls: tuple[Call, ...]
+    finish: str | None
+    """Responses: the terminal event type; chat: choice 0's finish_reason."""
+    reason: str | None
+    """Responses: ``incomplete_details.reason`` of the terminal; chat: None."""
+    text: str
+
+    @property
+    def truncated(self) -> bool:
+        """The stream says the model hit its output cap."""
+        if self.api == "responses":
+            return self.finish == "response.incomplete" and self.reason == "max_output_tokens"
+        return self.finish == "length"
+
+    @property
+    def writes_marker(self) -> bool:
+        return any(MARKER_FILE in c.arguments for c in self.calls)
+
+    def aisdk_finish(self) -> str | None:
+        """The unified finishReason every AI SDK generation maps this ending to."""
+        if self.api == "responses":
+            if self.finish == "response.completed":
+                return "tool-calls" if self.calls else "stop"
+            if self.finish == "response.incomplete":
+                return {"max_output_tokens": "length", "content_filter": "content-filter"}.get(
+                    self.reason or "", "tool-calls" if self.calls else "other")
+            return None
+        return {"stop": "stop", "length": "length", "tool_calls": "tool-calls",
+                "function_call": "tool-calls", "content_filter": "content-filter"}.get(self.finish or "", "other")
+
+
+def _events(body: bytes) -> list[dict[str, Any]]:
+    p = SseParser()
+    out: list[dict[str, Any]] = []
+    for e in p.feed(body) + p.close():
+        if e.data is None or e.data.strip() == b"[DONE]":
+            continue
+        try:
+            obj = orjson.loads(e.data)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(obj, dict):
+            out.append(obj)
+    return out
+
+
+def expected_from_body(api: str, body: bytes) -> Expected:
+    events = _events(body)
+    if api == "responses":
+        return _responses(events)
+    if api == "chat":
+        return _chat(events)
+    raise ValueError(f"no client speaks {api}")
+
+
+def _responses(events: list[dict[str, Any]]) -> Expected:
+    calls: list[Call] = []
+    text: list[str] = []
+    finish = reason = None
+    for ev in events:
+        t = ev.get("type")
+        if t == "response.output_item.done":
+            item = ev.get("item") or {}
+            if item.get("type") == "function_call":
+                calls.append(Call(item.get("name", ""), item.get("arguments", "")))
+        elif t == "response.output_text.delta":
+            text.append(ev.get("delta", ""))
+        elif t in ("response.completed", "response.incomplete", "response.failed"):
+            finish = t
+            reason = ((ev.get("response") or {}).get("incomplete_details") or {}).get("reason")
+    return Expected("responses", tuple(calls), finish, reason, "".join(text))
+
+
+def _chat(events: list[dict[str, Any]]) -> Expected:
+    order: list[int] = []
+    names: dict[int, str] = {}
+    args: dict[int, list[str]] = {}
+    text: list[str] = []
+    finish = None
+    for ev in events:
+        for ch in ev.get("choices") or []:
+            if ch.get("index", 0) != 0:
+                continue
+            delta = ch.get("delta") or {}
+            if isinstance(delta.get("content"), str):
+                text.append(delta["content"])
+            for tc in delta.get("tool_calls") or []:
+                i = tc.get("index", 0)
+                if i not in names:
+                    order.append(i)
+                    names[i] = ""
+                    args[i] = []
+                fn = tc.get("function") or {}
+                if fn.get("name") and not names[i]:
+                    names[i] = fn["name"]
+                if isinstance(fn.get("arguments"), str):
+                    args[i].append(fn["arguments"])
+            if ch.get("finish_reason"):
+                finish = ch["finish_reason"]
+    calls = tuple(Call(names[i], "".join(args[i])) for i in order)
+    return Expected("chat", calls, finish, None, "".join(text))
+
+
+def tools_for(request_body: dict[str, Any] | None, calls: tuple[Call, ...]) -> list[dict[str, Any]]:
+    """The function tools a client offers: the recorded request's, plus any tool the
+    recording calls that the request did not list (a client rejects unknown tools)."""
+    out: list[dict[str, Any]] = []
+    for t in (request_body or {}).get("tools") or []:
+        if not isinstance(t, dict) or t.get("type", "function") != "function":
+            continue
+        fn = t.get("function") if isinstance(t.get("function"), dict) else t  # chat nests
+        if fn.get("name"):
+            out.append({"name": fn["name"], "description": fn.get("description") or fn["name"],
+                        "parameters": fn.get("parameters") or {"type": "object"}})
+    have = {t["name"] for t in out}
+    for c in calls:
+        if c.name and c.name not in have:
+            have.add(c.name)
+            out.append({"name": c.name, "description": c.name,
+                        "parameters": {"type": "object", "additionalProperties": True}})
+    return out

@@ -1,0 +1,151 @@
+"""Did a client get what the recording's repaired stream says? One verdict per run.
+
+Success, per family (clients.md §0, §4):
+
+- AI SDK: nothing thrown, no ``error`` stream part, ``finishReason`` as the stream ends
+  (``tool-calls`` / ``stop``; ``length`` for a truncated one), exactly the expected tool
+  calls with ``invalid: false`` and the expected input. A truncated call's arguments are
+  not JSON, so there the call must arrive ``invalid: true`` (and its ``tool-error`` is
+  expected).
+- openai-python: raw iteration sees the expected terminal event / finish_reason and
+  tool calls; the helpers return them, or, for a truncated stream, raise what they raise
+  on the real API (``responses.stream()``: ``RuntimeError: Didn't receive a
+  response.completed event`` after ``response.incomplete``; ``chat.completions.stream()``:
+  ``LengthFinishReasonError``).
+- Codex: exit 0, the final message is the follow-up's ("ALL DONE", or the recording's
+  own text when it calls no tool), the marker written when the recording's command writes
+  it; for a truncated stream the documented ``turn.failed`` "Incomplete response returned,
+  reason: max_output_tokens" (exit 1).
+
+Anything else is a failure, labelled with its symptom (the matrix cell).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from expect import MARKER_TEXT, Call, Expected
+from runners import Client
+
+FOLLOWUP_TEXT = "ALL DONE"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    ok: bool
+    label: str
+    """``ok``, or the symptom: ``error part``, ``IndexError``, ``turn.failed: ...``."""
+
+
+OK = Outcome(True, "ok")
+
+
+def judge(client: Client, exp: Expected, result: dict[str, Any]) -> Outcome:
+    if client.family == "aisdk":
+        return _aisdk(exp, result)
+    if client.family == "openai-py":
+        return _openai_py(client, exp, result)
+    return _codex(exp, result)
+
+
+def _fail(*symptoms: str) -> Outcome:
+    return Outcome(False, ", ".join(s for s in symptoms if s))
+
+
+def _calls_label(got: list[list[str]], want: tuple[Call, ...]) -> str:
+    if len(got) != len(want):
+        return f"{len(got)} calls"
+    if [g[0] for g in got] != [c.name for c in want]:
+        return "wrong tool names"
+    return "arguments differ"
+
+
+def _aisdk(exp: Expected, r: dict[str, Any]) -> Outcome:
+    if "probe_error" in r:
+        return _fail("probe: " + r["probe_error"][:80])
+    symptoms = []
+    if r.get("thrown"):
+        symptoms.append("throws " + _short(r["thrown"]))
+    if r.get("errors"):
+        symptoms.append("error part")
+    calls = r.get("toolCalls") or []
+    want_finish = exp.aisdk_finish()
+    if r.get("finishReason") != want_finish:
+        symptoms.append(f"finish {r.get('finishReason')}")
+    if [c["toolName"] for c in calls] != [c.name for c in exp.calls]:
+        symptoms.append(f"{len(calls)} calls")
+    else:
+        for got, want in zip(calls, exp.calls):
+            if got["invalid"] != (not want.valid):
+                symptoms.append("invalid call" if got["invalid"] else "truncated call accepted")
+            elif want.valid and got["input"] != want.input:
+                symptoms.append("input differs")
+    if r.get("toolErrors") and all(c.valid for c in exp.calls):
+        symptoms.append("tool-error")
+    return _fail(*dict.fromkeys(symptoms)) if symptoms else OK
+
+
+def _openai_py(client: Client, exp: Expected, r: dict[str, Any]) -> Outcome:
+    exc = r.get("exception")
+    calls = [list(c) for c in r.get("calls") or []]
+    want_calls = [[c.name, c.arguments] for c in exp.calls]
+    helper = client.variant == "helper"
+    if helper and exp.truncated:
+        if client.api == "responses":
+            want_exc = exc == "RuntimeError" and "response.completed" in r.get("message", "")
+            if want_exc and "response.incomplete" in r.get("types", []):
+                return OK
+        elif exc == "LengthFinishReasonError":
+            return OK
+        return _fail(_exc(r) or "truncation not reported", _finish_label(client, exp, r))
+    if exc:
+        return _fail(_exc(r))
+    symptoms = [_finish_label(client, exp, r)]
+    if calls != want_calls:
+        symptoms.append(_calls_label(calls, exp.calls))
+    return _fail(*symptoms) if any(symptoms) else OK
+
+
+def _finish_label(client: Client, exp: Expected, r: dict[str, Any]) -> str:
+    if client.api == "responses":
+        got = r.get("terminal") if client.variant == "raw" else (
+            {"completed": "response.completed", "incomplete": "response.incomplete",
+             "failed": "response.failed"}.get(r.get("status") or "", r.get("status")))
+        if got != exp.finish:
+            return f"ends {(got or 'without terminal').removeprefix('response.')}"
+        return ""
+    if r.get("finish") != exp.finish:
+        return f"finish {r.get('finish')}"
+    return ""
+
+
+def _exc(r: dict[str, Any]) -> str:
+    if not r.get("exception"):
+        return ""
+    return f"{r['exception']}: {_short(r.get('message', ''), 50)}"
+
+
+def _codex(exp: Expected, r: dict[str, Any]) -> Outcome:
+    rc = r.get("rc")
+    failures = [f for f in r.get("failures") or [] if f]
+    if rc == "timeout":
+        return _fail("hangs (timeout)")
+    if exp.truncated:
+        if rc == 1 and any("Incomplete response returned" in f for f in failures):
+            return OK
+        return _fail(f"exit {rc}", _short(failures[-1], 60) if failures else "truncation not reported")
+    if rc != 0:
+        return _fail(f"exit {rc}", "turn.failed: " + _short(failures[-1], 60) if failures else "")
+    symptoms = []
+    want_last = FOLLOWUP_TEXT if exp.calls else exp.text
+    if (r.get("last") or "") != want_last:
+        symptoms.append("tool call not run" if exp.calls else "wrong final message")
+    if exp.writes_marker and r.get("marker") != MARKER_TEXT:
+        symptoms.append("marker not written")
+    return _fail(*symptoms) if symptoms else OK
+
+
+def _short(s: str, n: int = 60) -> str:
+    s = " ".join(str(s).split())
+    return s if len(s) <= n else s[: n - 1] + "…"
