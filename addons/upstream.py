@@ -1,0 +1,347 @@
+"""streamfix, upstream leg: read CPA's calls to Devin for the real stop reason.
+
+    mitmdump --mode reverse:http://127.0.0.1:8317@127.0.0.1:8318 \\
+             --mode regular@127.0.0.1:8080 \\
+             -s addons/repair.py -s addons/upstream.py -s addons/views.py
+
+CPA is configured with ``proxy-url: http://127.0.0.1:8080`` and trusts mitmproxy's CA
+(docs/upstream-leg.md). Flows that arrive on the regular listener are CPA's own upstream
+calls. This addon:
+
+* passes every TLS connection to a host not in ``streamfix_upstream_hosts`` through
+  untouched (``tls_clienthello``: no interception, no certificate, no flow), so CPA's
+  other upstreams never see the sidecar's CA;
+* on ``POST .../exa.api_server_pb.ApiServerService/GetChatMessage`` to a Devin host,
+  matches the request to the client request that caused it and, if that client asked for
+  fewer output tokens than CPA forwarded (CPA drops ``max_output_tokens`` on
+  ``/v1/responses``), lowers field 8.2;
+* streams the response through :class:`wire.devin.DevinTap` byte for byte unchanged, and
+  the moment the end-of-stream envelope passes, records StopReason, usage and content
+  digest in the shared :class:`wire.correlate.Correlator`, where the client leg's
+  verdict finds it (:func:`resolver_for`);
+* keeps the body on the flow at the end (copied once) for the "Connect frames" view.
+
+The client-leg addon calls :func:`note_client_request` at ``request`` time and sets
+``verdict.resolver = resolver_for(flow.id)``. Everything here fails open: an error in the
+tap is noted and the bytes go on as they came.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+import zlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from mitmproxy import ctx, exceptions, http, tls
+from mitmproxy.proxy import mode_specs
+
+_ROOT = str(Path(__file__).resolve().parent.parent)
+if _ROOT not in sys.path:  # loaded with -s from a checkout that is not pip-installed
+    sys.path.insert(0, _ROOT)
+
+from addons import shared  # noqa: E402
+from wire.correlate import Correlator, PendingRequest, Resolver  # noqa: E402
+from wire.devin import CHAT_PATH, DEFAULT_HOSTS, DevinTap, TapResult, patch_max_tokens, read_request  # noqa: E402
+
+logger = logging.getLogger("streamfix.upstream")
+
+STREAM_TYPES = ("application/connect+", "application/grpc", "text/event-stream")
+"""Responses on the regular listener that are streamed, never buffered by mitmproxy."""
+_HOST_RX = re.compile(r"^(\*\.)?[a-z0-9_.:-]+$")
+
+
+# --- what the client-leg addon calls ----------------------------------------------------
+
+
+def shared_correlator() -> Correlator:
+    """The correlator both legs of this process use."""
+    return shared.correlator()
+
+
+def note_client_request(flow_id: str, path: str, body: Any) -> PendingRequest | None:
+    """Call from the client leg's ``request`` hook with the parsed JSON request body:
+    remembers its output cap and prompt texts so the upstream request it causes can be
+    matched (and its max tokens patched). Cheap; never raises on odd bodies."""
+    try:
+        return shared.correlator().note_client_request(flow_id, path, body)
+    except Exception:  # never let bookkeeping break the client leg
+        logger.exception("streamfix: note_client_request failed")
+        return None
+
+
+def resolver_for(flow_id: str) -> Resolver:
+    """``verdict.resolver = resolver_for(flow.id)``: at ``decide()`` it finds the finished
+    upstream flow with the verdict's digest and reports its StopReason (and usage); its
+    ``.record`` then holds what it found (``None`` if nothing matched)."""
+    return shared.correlator().resolver(flow_id)
+
+
+def forget_client(flow_id: str) -> None:
+    """Call when a client flow ends without a verdict (error, non-stream): frees its
+    pending request early (it would expire anyway)."""
+    shared.correlator().forget_client(flow_id)
+
+
+# --- the addon ------------------------------------------------------------------------
+
+
+def _host_matches(host: str, patterns: Sequence[str]) -> bool:
+    host = host.lower().rstrip(".")
+    for p in patterns:
+        if p.startswith("*."):
+            if host.endswith(p[1:]) and host != p[2:]:
+                return True
+        elif host == p:
+            return True
+    return False
+
+
+class UpstreamStream:
+    """``flow.response.stream`` for a Devin response: the same bytes out, a tap inside.
+
+    Returns each chunk as it came (``[]`` for the final ``b""`` call, never ``b""``
+    mid-stream) and never raises. Chunks are kept by reference and joined once at the end.
+    """
+
+    __slots__ = ("leg", "flow", "tap", "inflate", "chunks", "finished", "failed")
+
+    def __init__(self, leg: UpstreamLeg, flow: http.HTTPFlow, tap: DevinTap, inflate: Any) -> None:
+        self.leg = leg
+        self.flow = flow
+        self.tap = tap
+        self.inflate = inflate
+        self.chunks: list[bytes] = []
+        self.finished = False
+        self.failed: str | None = None
+
+    def __call__(self, chunk: bytes) -> bytes | list[bytes]:
+        if chunk:
+            self.chunks.append(chunk)
+        if self.failed is None:
+            try:
+                if chunk:
+                    self.tap.feed(self.inflate.decompress(chunk) if self.inflate else chunk)
+                    if self.tap.ended and not self.finished:
+                        self.finish()
+                else:
+                    if self.inflate is not None:
+                        self.tap.feed(self.inflate.flush())
+                    self.finish()
+            except Exception as e:  # fail open: stop reading, keep forwarding
+                self.failed = f"{type(e).__name__}: {e}"
+                logger.warning(f"streamfix: upstream tap failed ({self.failed}); stream passed through")
+        return chunk if chunk else []
+
+    def finish(self) -> None:
+        """End of stream (or of body): record the result once."""
+        if self.finished:
+            return
+        self.finished = True
+        result = self.tap.result() if self.tap.ended else self.tap.close()
+        self.leg.finished(self.flow, result)
+
+
+class UpstreamLeg:
+    """The regular-mode (gateway -> Devin) addon; see the module docstring."""
+
+    def __init__(self, correlator: Correlator | None = None) -> None:
+        self._correlator = correlator
+        self.hosts: tuple[str, ...] = DEFAULT_HOSTS
+        self.streams: dict[str, UpstreamStream] = {}
+        self._passed: set[str] = set()
+        self.seen = 0
+
+    @property
+    def correlator(self) -> Correlator:
+        return self._correlator if self._correlator is not None else shared.correlator()
+
+    def load(self, loader) -> None:
+        loader.add_option(
+            "streamfix_upstream",
+            bool,
+            True,
+            """Read CPA's upstream Devin calls arriving on the regular-mode listener
+            (Devin's StopReason and usage for the truncation verdict, the max-tokens patch).""",
+        )
+        loader.add_option(
+            "streamfix_upstream_hosts",
+            Sequence[str],
+            list(DEFAULT_HOSTS),
+            """Devin hosts (exact, or *.domain) intercepted on the regular-mode listener.
+            TLS to every other host is passed through untouched.""",
+        )
+        loader.add_option(
+            "streamfix_upstream_patch_max_tokens",
+            bool,
+            True,
+            """Lower Devin's max tokens (GetChatMessageRequest field 8.2) to the output cap
+            the client asked for when CPA forwarded a higher one (CPA drops
+            max_output_tokens on /v1/responses).""",
+        )
+
+    def configure(self, updated: set[str]) -> None:
+        if "streamfix_upstream_hosts" in updated:
+            hosts = [h.strip().lower() for h in ctx.options.streamfix_upstream_hosts]
+            bad = [h for h in hosts if not _HOST_RX.match(h) or "*" in h[1:]]
+            if bad:
+                raise exceptions.OptionsError(
+                    "streamfix_upstream_hosts takes host names (server.codeium.com) or "
+                    f"*.domain patterns, not {', '.join(map(repr, bad))}"
+                )
+            self.hosts = tuple(hosts)
+
+    # --- which connections and flows -----------------------------------------------
+    def tls_clienthello(self, data: tls.ClientHelloData) -> None:
+        if not isinstance(data.context.client.proxy_mode, mode_specs.RegularMode):
+            return
+        host = data.client_hello.sni
+        if not host and data.context.server.address:
+            host = data.context.server.address[0]
+        if host and _host_matches(host, self.hosts):
+            return
+        data.ignore_connection = True
+        if host and host not in self._passed and len(self._passed) < 1000:
+            self._passed.add(host)
+            logger.info(f"streamfix: passing TLS to {host} through untouched (not a Devin host)")
+
+    def _devin_flow(self, flow: http.HTTPFlow) -> bool:
+        if not isinstance(flow.client_conn.proxy_mode, mode_specs.RegularMode):
+            return False
+        if not ctx.options.streamfix_upstream or flow.request.method != "POST":
+            return False
+        if flow.request.path.split("?", 1)[0] != CHAT_PATH:
+            return False
+        return _host_matches(flow.request.host, self.hosts) or _host_matches(flow.request.pretty_host, self.hosts)
+
+    # --- hooks ---------------------------------------------------------------------
+    def request(self, flow: http.HTTPFlow) -> None:
+        if not self._devin_flow(flow):
+            return
+        self.seen += 1
+        corr = self.correlator
+        pending: PendingRequest | None = None
+        sent = original = None
+        try:
+            body = flow.request.raw_content
+            if body is not None and not flow.request.headers.get("content-encoding"):
+                info = read_request(body)
+                if info is not None:
+                    sent = info.max_tokens
+                    pending = corr.match_request(flow.id, info)
+                    if pending is not None and pending.cap and ctx.options.streamfix_upstream_patch_max_tokens:
+                        patched = patch_max_tokens(body, pending.cap)
+                        if patched is not None:
+                            flow.request.content, original = patched
+                            sent = pending.cap
+                            logger.info(
+                                f"streamfix: Devin max_tokens {original} -> {sent} "
+                                f"(client {pending.path} {pending.cap_field}={pending.cap})"
+                            )
+        except Exception as e:  # fail open: the request goes out as it came
+            logger.warning(f"streamfix: reading the Devin request failed ({type(e).__name__}); unchanged")
+        corr.upstream_started(flow.id, pending.flow_id if pending else None, sent, original)
+        flow.metadata["streamfix.devin_request"] = {
+            "client_flow": pending.flow_id if pending else None,
+            "max_tokens": sent,
+            "max_tokens_original": original,
+        }
+
+    def responseheaders(self, flow: http.HTTPFlow) -> None:
+        resp = flow.response
+        if resp is None or not isinstance(flow.client_conn.proxy_mode, mode_specs.RegularMode):
+            return
+        ctype = resp.headers.get("content-type", "").lower()
+        devin = flow.id in self.correlator.records and self._devin_flow(flow)
+        if not devin:
+            if resp.raw_content is None and ctype.startswith(STREAM_TYPES):
+                resp.stream = True  # never buffer a stream on CPA's way
+            return
+        if resp.status_code != 200 or not ctype.startswith("application/connect+proto"):
+            self.correlator.upstream_dropped(flow.id)
+            if resp.raw_content is None and ctype.startswith(STREAM_TYPES):
+                resp.stream = True
+            return
+        if resp.raw_content is not None:
+            return  # already buffered (replay): read in response()
+        ce = resp.headers.get("content-encoding", "").lower().strip()
+        inflate = None
+        if ce in ("gzip", "deflate", "x-gzip"):
+            inflate = zlib.decompressobj(wbits=47)
+        elif ce not in ("", "identity"):
+            logger.info(f"streamfix: Devin response with content-encoding {ce!r}: not read")
+            self.correlator.upstream_dropped(flow.id)
+            resp.stream = True
+            return
+        s = UpstreamStream(self, flow, DevinTap(), inflate)
+        self.streams[flow.id] = s
+        resp.stream = s
+
+    def response(self, flow: http.HTTPFlow) -> None:
+        s = self.streams.pop(flow.id, None)
+        resp = flow.response
+        if s is not None:
+            s.finish()  # normally done already, at the end-of-stream envelope
+            if resp is not None and resp.raw_content is None:
+                resp.raw_content = b"".join(s.chunks)  # one copy, for views and saved flows
+            return
+        if resp is None or flow.id not in self.correlator.records or not self._devin_flow(flow):
+            return
+        rec = self.correlator.records[flow.id]
+        if rec.finished is not None or resp.raw_content is None:
+            return
+        if resp.status_code != 200 or not resp.headers.get("content-type", "").lower().startswith(
+            "application/connect+proto"
+        ):
+            return
+        try:  # a buffered body (replayed flow, streaming switched off by someone)
+            body = resp.get_content(strict=True) or b""
+        except ValueError:
+            self.correlator.upstream_dropped(flow.id)
+            return
+        tap = DevinTap()
+        tap.feed(body)
+        self.finished(flow, tap.close())
+
+    def error(self, flow: http.HTTPFlow) -> None:
+        s = self.streams.pop(flow.id, None)
+        if s is not None:
+            s.finish()  # records a truncated stream unless the trailer already passed
+            if flow.response is not None and flow.response.raw_content is None and s.chunks:
+                flow.response.raw_content = b"".join(s.chunks)
+
+    # --- results -------------------------------------------------------------------
+    def finished(self, flow: http.HTTPFlow, result: TapResult) -> None:
+        rec = self.correlator.upstream_finished(flow.id, result)
+        u = result.usage
+        line = result.detail()
+        if u is not None:
+            line += f"; usage input {u.input_tokens} (cached {u.cached_tokens}) output {u.output_tokens}"
+        line += f"; {result.frames} frames, text {result.digest[1]} B, arguments {result.digest[3]} B"
+        if rec is not None and rec.max_tokens_sent is not None:
+            line += f"; max_tokens {rec.max_tokens_sent}"
+            if rec.max_tokens_original is not None:
+                line += f" (patched from {rec.max_tokens_original})"
+        if result.bad_frames:
+            line += f"; {result.bad_frames} frames not parsed"
+        logger.info(f"streamfix: upstream {flow.request.path.rsplit('/', 1)[-1]}: {line}")
+        flow.metadata["streamfix.devin"] = {
+            "stop_reason": result.stop_reason,
+            "stop_reason_name": result.stop_reason_name,
+            "outcome": result.outcome,
+            "usage": None if u is None else {
+                "input_tokens": u.input_tokens, "output_tokens": u.output_tokens,
+                "cached_tokens": u.cached_tokens, "cache_write_tokens": u.cache_write_tokens,
+            },
+            "trailer_error": None if result.trailer is None else result.trailer.error_code,
+            "error": result.error,
+            "frames": result.frames,
+        }  # fmt: skip
+        comment = f"streamfix: {line}"
+        flow.comment = f"{flow.comment}\n{comment}" if flow.comment else comment
+
+
+addons = [UpstreamLeg()]
