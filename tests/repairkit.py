@@ -1,0 +1,91 @@
+"""Shared helpers for the per-API repairer tests (chat, messages, gemini)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streamfix.recordings import Recording, all_recordings
+from wire.rules import FlowContext, Rules
+from wire.stream import EventRepairer, StreamRepair
+from wire.verdict import Verdict
+
+
+def make(cls: type, request: dict | None = None, rules: Rules | None = None,
+         verdict: Verdict | None = None) -> EventRepairer:
+    v = verdict if verdict is not None else Verdict()
+    v.request(request)
+    return cls(rules or Rules(), FlowContext(request=request), v)
+
+
+def run(cls: type, body: bytes, request: dict | None = None, rules: Rules | None = None,
+        verdict: Verdict | None = None, cuts: list[int] | None = None) -> tuple[bytes, Any]:
+    """Repair ``body`` fed in pieces cut at ``cuts``; returns (output, repairer)."""
+    rep = make(cls, request, rules, verdict)
+    s = StreamRepair(rep)
+    out, last = [], 0
+    for c in sorted(set(cuts or [])):
+        out.append(s.feed(body[last:c]))
+        last = c
+    out.append(s.feed(body[last:]))
+    out.append(s.close())
+    assert s.error is None, s.error
+    return b"".join(out), rep
+
+
+def recordings(api: str) -> list[Recording]:
+    return [r for r in all_recordings() if r.api == api]
+
+
+def repair_recording(rec: Recording, cls: type, json_fn: Callable, body: bytes | None = None,
+                     rules: Rules | None = None, cuts: list[int] | None = None) -> bytes:
+    """The recording's body repaired the way the addon does it (stream or JSON)."""
+    body = rec.body if body is None else body
+    req = rec.request.get("body")
+    if rec.streaming:
+        out, _ = run(cls, body, req, rules, cuts=cuts)
+        return out
+    obj = orjson.loads(body)
+    v = Verdict()
+    v.request(req)
+    changed = json_fn(obj, rules or Rules(), FlowContext(request=req), v)
+    return orjson.dumps(obj) if changed else body
+
+
+def chunking_property(rec: Recording, cls: type, json_fn: Callable) -> Callable:
+    """A hypothesis test: any chunking of the recording gives the same output as one chunk."""
+    whole = repair_recording(rec, cls, json_fn)
+
+    @settings(max_examples=60, deadline=None)
+    @given(st.lists(st.integers(min_value=0, max_value=len(rec.body)), max_size=12))
+    def prop(cuts: list[int]) -> None:
+        assert repair_recording(rec, cls, json_fn, cuts=cuts) == whole
+
+    return prop
+
+
+def sse(*objs: Any, eol: bytes = b"\n") -> bytes:
+    """``data:`` events from JSON-able objects (bytes are used as the data verbatim)."""
+    out = []
+    for o in objs:
+        data = o if isinstance(o, bytes) else orjson.dumps(o)
+        out.append(b"data: " + data + eol + eol)
+    return b"".join(out)
+
+
+def events(body: bytes) -> list[Any]:
+    """The data of each event in a body: parsed JSON, or the raw bytes if not JSON."""
+    out = []
+    for block in body.split(b"\n\n"):
+        for line in block.split(b"\n"):
+            if line.startswith(b"data: "):
+                d = line[6:]
+                try:
+                    out.append(orjson.loads(d))
+                except orjson.JSONDecodeError:
+                    out.append(d)
+    return out

@@ -1,0 +1,443 @@
+"""wire/chat.py: tool_index, tool_header, truncation on /v1/chat/completions; recordings."""
+
+from __future__ import annotations
+
+import pytest
+from openai.lib.streaming.chat._completions import ChatCompletionStreamState
+from openai.types.chat import ChatCompletionChunk
+
+from repairkit import chunking_property, events, recordings, repair_recording, run, sse
+from wire import chat
+from wire.chat import ChatRepairer, repair_chat_json
+from wire.rules import FlowContext, Rules
+from wire.verdict import Verdict
+
+BASE = {"id": "interaction_1", "object": "chat.completion.chunk", "created": 1789000000, "model": "devin/swe-2"}
+REQ = {"model": "devin/swe-2", "stream": True, "max_tokens": 400, "messages": []}
+
+
+def chunk(delta=None, finish=None, usage=None, choices=None, index=0):
+    obj = dict(BASE)
+    obj["choices"] = choices if choices is not None else [
+        {"index": index, "delta": delta or {}, "finish_reason": finish}]
+    if usage is not None:
+        obj["usage"] = usage
+    return obj
+
+
+def header(i, id_="write_file_0#a1", name="write_file", args=""):
+    return chunk({"tool_calls": [{"index": i, "id": id_, "type": "function",
+                                  "function": {"name": name, "arguments": args}}]})
+
+
+def args(i, text):
+    return chunk({"tool_calls": [{"index": i, "function": {"arguments": text}}]})
+
+
+def finish(reason="tool_calls", completion=58, **kw):
+    usage = {"prompt_tokens": 10, "completion_tokens": completion, "total_tokens": 10 + completion}
+    return chunk(finish=reason, usage=usage, **kw)
+
+
+DONE = b"[DONE]"
+
+
+def fix(*objs, request=REQ, rules=None, verdict=None):
+    out, rep = run(ChatRepairer, sse(*objs), request, rules, verdict)
+    return events(out), rep, out
+
+
+def tool_entries(evs):
+    return [tc for e in evs if isinstance(e, dict) for ch in e.get("choices", [])
+            for tc in ch.get("delta", {}).get("tool_calls", [])]
+
+
+def finish_reasons(evs):
+    return [ch["finish_reason"] for e in evs if isinstance(e, dict)
+            for ch in e.get("choices", []) if ch.get("finish_reason") is not None]
+
+
+def openai_assemble(body: bytes):
+    """What openai-python's chat.completions.stream() helper builds from the body."""
+    state = ChatCompletionStreamState()
+    for e in events(body):
+        if isinstance(e, dict):
+            state.handle_chunk(ChatCompletionChunk.model_validate(e))
+    return state.current_completion_snapshot
+
+
+WHOLE = '{"path":"a.txt","content":"hi"}'
+
+
+# --- tool_index ---------------------------------------------------------------------------
+def test_tool_index_renumbers_step_index_to_zero():
+    evs, rep, _ = fix(header(1), args(1, WHOLE), finish(), DONE)
+    assert [tc["index"] for tc in tool_entries(evs)] == [0, 0]
+    assert rep.changed == 2
+
+
+def test_tool_index_rule_off_leaves_the_defect():
+    evs, rep, _ = fix(header(1), args(1, WHOLE), finish(), DONE, rules=Rules(tool_index=False))
+    assert [tc["index"] for tc in tool_entries(evs)] == [1, 1]
+    assert rep.changed == 0
+
+
+def test_tool_index_several_calls_in_order_of_first_appearance():
+    evs, _, _ = fix(header(2, "a"), args(2, "{}"), header(4, "b", "read_file"), args(4, "{}"),
+                    header(5, "c"), args(5, "{}"), finish(), DONE)
+    assert [tc["index"] for tc in tool_entries(evs)] == [0, 0, 1, 1, 2, 2]
+
+
+def test_tool_index_per_choice():
+    two = [{"index": 0, "delta": {"tool_calls": [{"index": 3, "id": "a", "type": "function",
+                                                  "function": {"name": "f", "arguments": "{}"}}]},
+            "finish_reason": None},
+           {"index": 1, "delta": {"tool_calls": [{"index": 7, "id": "b", "type": "function",
+                                                  "function": {"name": "g", "arguments": "{}"}}]},
+            "finish_reason": None}]
+    evs, _, _ = fix(chunk(choices=two), DONE)
+    assert [tc["index"] for tc in tool_entries(evs)] == [0, 0]
+
+
+def test_tool_index_makes_openai_python_assemble_the_call():
+    body = sse(header(1), args(1, WHOLE), finish(), DONE)
+    with pytest.raises(IndexError):
+        openai_assemble(body)
+    out, _ = run(ChatRepairer, body, REQ)
+    snap = openai_assemble(out)
+    [tc] = snap.choices[0].message.tool_calls
+    assert (tc.id, tc.function.name, tc.function.arguments) == ("write_file_0#a1", "write_file", WHOLE)
+
+
+def test_index_reuse_for_a_second_call_gets_the_next_ordinal():
+    evs, _, _ = fix(header(0, "call_A", "get_weather"), args(0, '{"city":"Oslo"}'),
+                    header(0, "call_B", "get_time"), args(0, '{"tz":"UTC"}'), finish(), DONE)
+    assert [tc["index"] for tc in tool_entries(evs)] == [0, 0, 1, 1]
+    assert tool_entries(evs)[2]["id"] == "call_B"  # a new call keeps its header
+
+
+def test_entries_without_index_pass_and_are_noted():
+    bad = chunk({"tool_calls": [{"id": "x", "function": {"name": "f", "arguments": "{}"}}]})
+    evs, rep, out = fix(bad, finish(), DONE)
+    assert sse(bad) in out
+    assert any("without an integer index" in n for n in rep.notes)
+
+
+# --- tool_header ---------------------------------------------------------------------------
+def test_resent_header_with_same_name_is_stripped():
+    evs, _, _ = fix(header(2), args(2, '{"path":'), header(2), args(2, '"a"}'), finish(), DONE)
+    entries = tool_entries(evs)
+    assert entries[2] == {"index": 0, "function": {"arguments": ""}}
+    assert [e.get("function", {}).get("name") for e in entries].count("write_file") == 1
+
+
+def test_resent_header_rule_off_leaves_the_name_twice():
+    evs, _, out = fix(header(2), args(2, '{"path":'), header(2), args(2, '"a"}'), finish(), DONE,
+                      rules=Rules(tool_header=False))
+    assert [e.get("function", {}).get("name") for e in tool_entries(evs)].count("write_file") == 2
+    # and openai-python then concatenates the name and the id
+    tc = openai_assemble(out).choices[0].message.tool_calls[0]
+    assert tc.function.name == "write_filewrite_file" and tc.id == "write_file_0#a1" * 2
+
+
+def test_resent_header_assembles_once_in_openai_python():
+    body = sse(header(2), args(2, '{"path":'), header(2), args(2, '"a"}'), finish(), DONE)
+    out, _ = run(ChatRepairer, body, REQ)
+    [tc] = openai_assemble(out).choices[0].message.tool_calls
+    assert (tc.id, tc.function.name, tc.function.arguments) == ("write_file_0#a1", "write_file", '{"path":"a"}')
+
+
+def test_late_name_header_is_held_and_completed():
+    body = sse(header(1, name=""), args(1, '{"path":'), b": keep-alive", header(1), args(1, '"a"}'),
+               finish(), DONE).replace(b"data: : keep-alive", b": keep-alive")
+    out, rep = run(ChatRepairer, body, REQ)
+    evs = events(out)
+    entries = tool_entries(evs)
+    assert entries[0]["function"]["name"] == "write_file" and entries[0]["index"] == 0
+    assert entries[2] == {"index": 0, "function": {"arguments": ""}}
+    assert out.index(b"keep-alive") > out.index(b'{\\"path\\":')  # order kept
+    [tc] = openai_assemble(out).choices[0].message.tool_calls
+    assert (tc.function.name, tc.function.arguments) == ("write_file", '{"path":"a"}')
+
+
+def test_late_name_is_held_while_streaming():
+    rep = ChatRepairer(Rules(), FlowContext(request=REQ), Verdict())
+    from wire.stream import StreamRepair
+    s = StreamRepair(rep)
+    assert s.feed(sse(chunk({"role": "assistant"}))) != b""
+    assert s.feed(sse(header(1, name=""), args(1, "{"))) == b""  # held
+    released = s.feed(sse(header(1)))
+    assert released.count(b"data: ") == 3 and b'"name":"write_file"' in released
+
+
+def test_late_name_rule_off_passes_the_nameless_header():
+    evs, _, _ = fix(header(1, name=""), args(1, "{}"), header(1), finish(), DONE, rules=Rules(tool_header=False))
+    assert tool_entries(evs)[0]["function"]["name"] == ""
+
+
+def test_late_name_and_late_id_replace_cpa_fallback_id():
+    evs, _, _ = fix(header(1, id_="call_1", name=""), header(1, id_="edit_0#x", name="edit"), args(1, "{}"),
+                    finish(), DONE)
+    first = tool_entries(evs)[0]
+    assert (first["id"], first["function"]["name"]) == ("edit_0#x", "edit")
+
+
+def test_late_id_after_a_named_header_keeps_the_first_id():
+    evs, _, _ = fix(header(1, id_="call_1"), args(1, "{"), header(1, id_="edit_0#x"), args(1, "}"),
+                    finish(), DONE)
+    entries = tool_entries(evs)
+    assert entries[0]["id"] == "call_1"
+    assert "id" not in entries[2] and "name" not in entries[2]["function"]
+
+
+def test_name_that_never_arrives_is_released_at_the_finish():
+    evs, rep, _ = fix(header(1, name=""), args(1, "{}"), finish(), DONE)
+    assert tool_entries(evs)[0]["function"]["name"] == ""
+    assert finish_reasons(evs) == ["tool_calls"]
+    assert any("never arrived" in n for n in rep.notes)
+
+
+def test_name_hold_is_bounded():
+    many = [chunk({"content": "x"}) for _ in range(chat.HOLD_LIMIT + 5)]
+    rep = ChatRepairer(Rules(), FlowContext(request=REQ), Verdict())
+    from wire.stream import StreamRepair
+    s = StreamRepair(rep)
+    out = s.feed(sse(header(1, name=""), *many))
+    assert out.count(b"data: ") == chat.HOLD_LIMIT + 6  # released, nothing lost
+    assert len(rep.held) == 0
+
+
+def test_a_name_sent_after_a_released_nameless_header_is_kept():
+    many = [chunk({"content": "x"}) for _ in range(chat.HOLD_LIMIT + 1)]
+    evs, _, out = fix(header(1, name=""), *many, header(1), args(1, "{}"), finish(), DONE)
+    entries = tool_entries(evs)
+    assert entries[1] == {"index": 0, "function": {"name": "write_file", "arguments": ""}}
+    assert openai_assemble(out).choices[0].message.tool_calls[0].function.name == "write_file"
+
+
+# --- truncation ----------------------------------------------------------------------------
+CUT = '{"path":"index.html","content":"<!doctype'
+
+
+def test_truncation_sets_length():
+    evs, rep, _ = fix(header(2), args(2, CUT), finish(completion=400), DONE)
+    assert finish_reasons(evs) == ["length"]
+    assert rep.decision.outcome == "max_tokens"
+
+
+def test_truncation_off_leaves_the_defect_but_decides():
+    evs, rep, _ = fix(header(2), args(2, CUT), finish(completion=400), DONE, rules=Rules(truncation="off"))
+    assert finish_reasons(evs) == ["tool_calls"]
+    assert rep.decision.truncated
+
+
+def test_truncation_completed_policy_still_sets_length_on_chat():
+    evs, _, _ = fix(header(2), args(2, CUT), finish(completion=400), DONE, rules=Rules(truncation="completed"))
+    assert finish_reasons(evs) == ["length"]
+
+
+def test_complete_call_at_cap_stays_tool_calls():
+    evs, rep, out = fix(header(2), args(2, WHOLE), finish(completion=400), DONE, rules=Rules(tool_index=False))
+    assert finish_reasons(evs) == ["tool_calls"] and rep.changed == 0
+    assert rep.decision.outcome == "complete"
+
+
+def test_text_at_cap_becomes_length():
+    evs, _, _ = fix(chunk({"content": "Once upon"}), finish("stop", completion=400), DONE)
+    assert finish_reasons(evs) == ["length"]
+
+
+def test_native_length_is_left_alone():
+    body = sse(args(0, CUT), finish("length", completion=400), DONE)
+    out, rep = run(ChatRepairer, body, REQ, Rules(tool_index=False, tool_header=False))
+    assert out == body and rep.decision.native
+
+
+def test_native_content_filter_is_left_alone():
+    body = sse(chunk({"content": "I can"}), finish("content_filter", completion=3), DONE)
+    out, rep = run(ChatRepairer, body, REQ)
+    assert out == body and rep.decision.outcome == "content_filter" and rep.decision.native
+
+
+def test_upstream_content_filter_via_resolver():
+    v = Verdict(resolver=lambda ver: ver.upstream("content_filter", "StopReason 11"))
+    evs, rep, _ = fix(chunk({"content": "I can"}), finish("stop", completion=3), DONE, verdict=v)
+    assert finish_reasons(evs) == ["content_filter"]
+
+
+def test_usage_only_chunk_after_finish_is_counted_and_order_kept():
+    req = {"max_completion_tokens": 16, "stream_options": {"include_usage": True}}
+    fin = chunk(finish="stop", usage=None)
+    fin["usage"] = None
+    usage_only = dict(BASE, choices=[], usage={"prompt_tokens": 5, "completion_tokens": 16, "total_tokens": 21})
+    body = sse(chunk({"content": "one two three"}), fin, usage_only, DONE)
+    out, rep = run(ChatRepairer, body, req)
+    evs = events(out)
+    assert finish_reasons(evs) == ["length"]
+    assert evs[2] == usage_only and evs[3] == DONE
+    assert rep.decision.outcome == "max_tokens"
+
+
+def test_finish_without_usage_is_held_until_the_next_event():
+    rep = ChatRepairer(Rules(), FlowContext(request=REQ), Verdict())
+    from wire.stream import StreamRepair
+    s = StreamRepair(rep)
+    assert s.feed(sse(chunk(finish="stop"))) == b""
+    assert s.feed(b": ping\n\n") == b""  # comments do not settle it
+    assert s.feed(sse(DONE)).count(b"data: ") == 2
+
+
+def test_finish_without_usage_at_the_end_of_stream_is_decided():
+    evs, rep, _ = fix(args(0, CUT), chunk(finish="tool_calls"), rules=Rules(tool_index=False))
+    assert finish_reasons(evs) == ["length"] and rep.decision is not None
+
+
+def test_multi_choice_truncation_is_not_applied():
+    two = [{"index": 0, "delta": {}, "finish_reason": "stop"}, {"index": 1, "delta": {}, "finish_reason": "stop"}]
+    body = sse(chunk({"content": "a"}), chunk(choices=two, usage={"completion_tokens": 400}), DONE)
+    out, rep = run(ChatRepairer, body, REQ)
+    assert out == body
+    assert any("choices" in n for n in rep.notes)
+
+
+def test_evidence_reported_to_the_verdict():
+    v = Verdict()
+    direct = Verdict()
+    fix(chunk({"reasoning_content": "think"}), chunk({"content": "Hello"}), header(1), args(1, '{"a":'),
+        args(1, "1}"), finish(completion=7), DONE, verdict=v)
+    direct.observe_text("Hello")
+    direct.observe_args('{"a":')
+    direct.observe_args("1}")
+    assert v.digest() == direct.digest()
+    assert v.last_tool_args == '{"a":1}' and v.output_tokens == 7
+
+
+# --- errors, passthrough -------------------------------------------------------------------------
+def test_error_event_passes_and_no_finish_is_synthesized():
+    err = {"error": {"message": "devin stream terminated prematurely before EOS trailer", "code": "stream_truncated"}}
+    body = sse(header(1), args(1, CUT), err)
+    out, rep = run(ChatRepairer, body, REQ)
+    evs = events(out)
+    assert evs[-1] == err and finish_reasons(evs) == []
+    assert DONE not in evs
+
+
+def test_error_releases_a_held_header_first():
+    err = {"error": {"message": "boom", "code": "502"}}
+    evs, _, _ = fix(header(1, name=""), args(1, "{"), err)
+    assert evs[-1] == err and len(evs) == 3
+
+
+def test_stream_without_finish_is_noted_and_passes():
+    body = sse(chunk({"content": "partial"}))
+    out, rep = run(ChatRepairer, body, REQ)
+    assert out == body
+    assert any("without a finish_reason" in n for n in rep.notes)
+
+
+def test_done_comments_and_bad_json_pass_raw():
+    body = b": keep-alive\n\ndata: {not json\n\ndata: [1,2]\n\nevent: x\ndata: [DONE]\n\nretry: 5\n\n"
+    out, rep = run(ChatRepairer, body, REQ)
+    assert out == body and rep.changed == 0
+
+
+def test_crlf_events_keep_their_line_ends():
+    body = sse(header(1), finish(), DONE, eol=b"\r\n")
+    out, _ = run(ChatRepairer, body, REQ)
+    assert b'"index":0' in out and out.count(b"\r\n\r\n") == 3 and b"\n\n" not in out.replace(b"\r\n", b"")
+
+
+# --- non-stream -----------------------------------------------------------------------------------
+def completion(tool_calls, finish_reason="tool_calls", completion_tokens=58):
+    return {"id": "interaction_1", "object": "chat.completion", "created": 1789000000, "model": "devin/swe-2",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": None, "tool_calls": tool_calls},
+                         "finish_reason": finish_reason}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": completion_tokens, "total_tokens": 10 + completion_tokens}}
+
+
+def call(id_, arguments="{}", name="f"):
+    return {"id": id_, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def repair_json(obj, rules=None, request=REQ):
+    v = Verdict()
+    v.request(request)
+    return repair_chat_json(obj, rules or Rules(), FlowContext(request=request), v), obj
+
+
+def test_json_duplicate_fallback_ids_become_per_ordinal():
+    changed, obj = repair_json(completion([call("call_0"), call("call_0"), call("call_0")]))
+    assert changed
+    assert [tc["id"] for tc in obj["choices"][0]["message"]["tool_calls"]] == ["call_0", "call_1", "call_2"]
+
+
+def test_json_duplicate_ids_avoid_taken_names():
+    _, obj = repair_json(completion([call("call_0"), call("call_1"), call("call_0")]))
+    assert [tc["id"] for tc in obj["choices"][0]["message"]["tool_calls"]] == ["call_0", "call_1", "call_2"]
+    _, obj = repair_json(completion([call("x"), call("call_1"), call("x")]))
+    assert [tc["id"] for tc in obj["choices"][0]["message"]["tool_calls"]] == ["x", "call_1", "call_2"]
+
+
+def test_json_unique_ids_untouched_and_rule_off():
+    changed, _ = repair_json(completion([call("a"), call("b")]))
+    assert not changed
+    changed, obj = repair_json(completion([call("call_0"), call("call_0")]), Rules(tool_index=False))
+    assert not changed
+
+
+def test_json_truncation():
+    changed, obj = repair_json(completion([call("w", CUT)], completion_tokens=400))
+    assert changed and obj["choices"][0]["finish_reason"] == "length"
+    changed, obj = repair_json(completion([call("w", CUT)], completion_tokens=400), Rules(truncation="off"))
+    assert not changed and obj["choices"][0]["finish_reason"] == "tool_calls"
+
+
+def test_json_native_and_complete_untouched():
+    changed, _ = repair_json(completion([call("w", CUT)], "length", 400))
+    assert not changed
+    changed, _ = repair_json(completion([call("w", WHOLE)], completion_tokens=12))
+    assert not changed
+    assert repair_json({"object": "list"})[0] is False
+
+
+# --- recordings ----------------------------------------------------------------------------
+CHAT = recordings("chat")
+NAMES = [r.name for r in CHAT]
+
+
+def test_the_recordings_are_there():
+    assert {"chat-devin-truncated-toolcall", "chat-devin-index1", "chat-devin-late-header",
+            "chat-openai-clean", "chat-devin-nonstream"} <= set(NAMES)
+
+
+@pytest.mark.parametrize("rec", CHAT, ids=NAMES)
+def test_recording_repaired_is_expected(rec):
+    out = repair_recording(rec, ChatRepairer, repair_chat_json)
+    assert out == rec.expected
+    if rec.kind == "clean":
+        assert out == rec.body
+    else:
+        assert out != rec.body
+
+
+@pytest.mark.parametrize("rec", CHAT, ids=NAMES)
+def test_recording_repair_is_idempotent(rec):
+    once = repair_recording(rec, ChatRepairer, repair_chat_json)
+    assert repair_recording(rec, ChatRepairer, repair_chat_json, body=once) == once
+
+
+@pytest.mark.parametrize("rec", CHAT, ids=NAMES)
+def test_recording_any_chunking(rec):
+    chunking_property(rec, ChatRepairer, repair_chat_json)()
+
+
+@pytest.mark.parametrize("rec", [r for r in CHAT if r.streaming], ids=lambda r: r.name)
+def test_recording_assembles_in_openai_python(rec):
+    out = repair_recording(rec, ChatRepairer, repair_chat_json)
+    calls = openai_assemble(out).choices[0].message.tool_calls
+    assert calls
+    headers = [tc for tc in tool_entries(events(out)) if "id" in tc]
+    assert [(tc.id, tc.function.name) for tc in calls] == [(h["id"], h["function"]["name"]) for h in headers]
+    if rec.kind == "buggy":  # unrepaired, the helper cannot even assemble it
+        with pytest.raises(IndexError):
+            openai_assemble(rec.body)

@@ -1,0 +1,415 @@
+"""Repairs for ``/v1/chat/completions``: CPA's interactions -> chat output (cpa-wire.md §3).
+
+Rules (each switchable in :class:`~wire.rules.Rules`):
+
+``tool_index``
+    ``choices[].delta.tool_calls[].index`` is renumbered 0..n-1 per choice, in order of
+    first appearance of each call. CPA writes the interactions *step* index (a call after
+    a thought gets 1, after thought + text 2); openai-python's
+    ``chat.completions.stream()`` then raises ``IndexError`` and AI SDK 3.0.82-3.0.99
+    throws at the end of the stream. A call is identified by (choice, raw index) and,
+    for gateways that reuse an index for a second parallel call, a new non-blank ``id``
+    with a different name (see "index reuse" below). Ids are left as they are.
+
+``tool_header``
+    CPA re-sends a call's header (``id``, ``type``, ``function.name``, ``arguments: ""``)
+    when Devin delivers the call's id or name late (the executor re-emits ``step.start``
+    as an "update", and the chat translator turns each into a header chunk). Clients
+    merge deltas for one index: openai-python concatenates strings, so a repeated
+    ``write_file`` becomes ``write_filewrite_file`` and the id doubles; AI SDK ignores
+    names after the first delta. So a re-sent header for a call already announced with a
+    name is stripped to what it adds (``index`` and ``function.arguments``): ``id``,
+    ``type`` and ``function.name`` go.
+
+    Name arrived late (the first header had an empty or missing ``function.name``):
+    every client needs the name on the call's *first* delta. AI SDK >= 3.0.141 drops a
+    blank-name delta and then throws ``Expected 'function.name' to be a string`` on the
+    next argument delta; AI SDK 3.0.82-3.0.99 and 2.x keep the call with name ``""``
+    forever; only openai-python would assemble ``"" + name``. So the nameless header is
+    held back, together with everything after it (order is kept), until a header for
+    the same call brings the name; then the held header goes out with the name (and
+    with the late id if its own id was blank or CPA's fallback ``call_<index>``), the
+    re-sent header is stripped as above, and the rest follows. Bounded: at most
+    :data:`HOLD_LIMIT` events are held; past that, or at the finish chunk, an error or
+    the end of the stream, the held events go out unchanged (with a note). If a nameless
+    header did go out, a later name is *kept* on the re-sent header (openai-python then
+    assembles ``"" + name``) and only ``id``/``type`` are stripped.
+
+    Late id: the client keeps the first id it saw (a second id would be concatenated by
+    openai-python and only aliased by AI SDK), so a re-sent header's id is dropped.
+
+    Index reuse: a header with a *different* non-blank id and a different non-blank name
+    at a known index, or a different id while the known id is not CPA's fallback, is a
+    new call (some gateways reuse index 0 for parallel calls): it gets the next ordinal.
+
+``truncation``
+    At the finishing chunk (``finish_reason`` non-null) the :class:`~wire.verdict.Verdict`
+    decides; truncated and not native -> ``finish_reason: "length"`` (``max_tokens``) or
+    ``"content_filter"``. Policy ``off`` leaves it (the decision is still made, for the
+    receipt). CPA puts usage on the finish chunk; OpenAI (``stream_options.
+    include_usage``) sends it in a later usage-only chunk (``choices: []``), so a finish
+    chunk without usage is held until the next data event (bounded by
+    :data:`HOLD_LIMIT` comment events), whose usage is then counted before deciding.
+    Evidence reported: ``delta.content`` -> ``observe_text``, argument deltas ->
+    ``observe_args``, every call's full arguments -> ``tool_args`` (in call order, so
+    the last call is last), ``usage.completion_tokens`` -> ``usage``, a gateway's own
+    ``length``/``content_filter`` -> ``native`` (left untouched). Only single-choice
+    streams are rewritten (n > 1 mixes the choices' evidence; noted, passed through).
+
+Never turns an error into success: ``data: {"error": ...}`` passes through, anything held
+is released first, and no finish chunk is ever synthesized. A stream that ends without a
+``finish_reason`` passes as it ended (noted). ``[DONE]``, comments and data that is not a
+JSON object pass through raw; events needing no repair go out as their original bytes.
+
+Cost: one orjson parse per event; per call one list of argument fragments (joined once,
+at the finish); the hold queue is bounded by :data:`HOLD_LIMIT`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from .rules import FlowContext, Rules
+from .sse import Event
+from .stream import EventRepairer
+from .verdict import Decision, Verdict
+
+__all__ = ["ChatRepairer", "repair_chat_json", "HOLD_LIMIT"]
+
+HOLD_LIMIT = 64
+"""Most events held behind a nameless tool-call header or a finish chunk awaiting usage."""
+
+_NATIVE = {"length": "max_tokens", "content_filter": "content_filter"}
+_FINISH = {"max_tokens": "length", "content_filter": "content_filter"}
+
+
+def _text(v: Any) -> str | None:
+    return v if isinstance(v, str) else None
+
+
+def _blank(v: Any) -> bool:
+    return not isinstance(v, str) or not v.strip()
+
+
+class _Call:
+    __slots__ = ("ordinal", "raw", "id", "name", "args", "named")
+
+    def __init__(self, ordinal: int, raw: int, id_: str | None, name: str | None) -> None:
+        self.ordinal = ordinal
+        self.raw = raw
+        self.id = id_
+        self.name = name
+        self.args: list[str] = []
+        self.named = not _blank(name)
+        """A header with a non-blank name has gone (or will go) out for this call."""
+
+
+class _Rec:
+    """An event in the out queue: its parsed data, whether it changed, what it waits for."""
+
+    __slots__ = ("ev", "obj", "dirty", "wait")
+
+    def __init__(self, ev: Event, obj: dict[str, Any] | None) -> None:
+        self.ev = ev
+        self.obj = obj
+        self.dirty = False
+        self.wait: str | None = None  # "name" | "finish"
+
+
+class ChatRepairer(EventRepairer):
+    def __init__(self, rules: Rules, ctx: FlowContext, verdict: Verdict) -> None:
+        super().__init__()
+        self.rules = rules
+        self.ctx = ctx
+        self.verdict = verdict
+        self.decision: Decision | None = None
+        self._recs: list[_Rec] = []  # parallel to self.held
+        self._calls: dict[int, dict[int, _Call]] = {}  # choice -> raw index -> current call
+        self._ordinals: dict[int, int] = {}  # choice -> calls seen
+        self._order: list[_Call] = []  # all calls, in order of first appearance
+        self._awaiting: dict[_Call, tuple[_Rec, dict[str, Any]]] = {}  # nameless headers
+        self._finish: tuple[_Rec, list[dict[str, Any]]] | None = None
+        self._settled = False
+        self._choices: set[int] = set()
+        self._finished = False
+        self._errored = False
+
+    # --- EventRepairer -----------------------------------------------------------
+    def event(self, ev: Event) -> list[bytes]:
+        obj = self.parse(ev)
+        rec = _Rec(ev, obj)
+        if obj is not None:
+            if "error" in obj and "choices" not in obj:
+                self._errored = True
+                self._release_all("an error event")
+            else:
+                self._chunk(rec, obj)
+        elif ev.data is not None and self._finish is not None and not self._settled:
+            self._settle()  # [DONE] (or any other data) after the finish: no usage is coming
+        self.held.append(ev)
+        self._recs.append(rec)
+        if len(self._recs) > HOLD_LIMIT:
+            self._release_all(f"more than {HOLD_LIMIT} events held")
+        return self._flush()
+
+    def end(self) -> list[bytes]:
+        if not self._finished and not self._errored:
+            self.note("stream ended without a finish_reason; passed through as it ended")
+        self._release_all(None)
+        if self.decision is None:
+            self._report_args()
+            self.decision = self.verdict.decide()
+        return self._flush()
+
+    # --- the rules -------------------------------------------------------------
+    def _chunk(self, rec: _Rec, obj: dict[str, Any]) -> None:
+        choices = obj.get("choices")
+        finishing: list[dict[str, Any]] = []
+        if isinstance(choices, list):
+            for ch in choices:
+                if not isinstance(ch, dict):
+                    continue
+                ci = ch.get("index", 0)
+                ci = ci if isinstance(ci, int) else 0
+                self._choices.add(ci)
+                delta = ch.get("delta")
+                if isinstance(delta, dict):
+                    content = _text(delta.get("content"))
+                    if content:
+                        self.verdict.observe_text(content)
+                    tcs = delta.get("tool_calls")
+                    if isinstance(tcs, list):
+                        for entry in tcs:
+                            if isinstance(entry, dict):
+                                self._tool_entry(rec, ci, entry)
+                if ch.get("finish_reason") is not None:
+                    finishing.append(ch)
+        usage = obj.get("usage")
+        has_usage = isinstance(usage, dict)
+        if has_usage:
+            self.verdict.usage(usage.get("completion_tokens"))
+        if self._finish is not None and not self._settled and rec.ev.data is not None:
+            self._settle()  # the event after a held finish chunk (usage counted above)
+        if finishing:
+            self._finished = True
+            self._on_finish(rec, finishing, has_usage)
+
+    def _tool_entry(self, rec: _Rec, ci: int, entry: dict[str, Any]) -> None:
+        raw = entry.get("index")
+        if not isinstance(raw, int) or isinstance(raw, bool):
+            self.note("tool_calls entry without an integer index, passed through")
+            return
+        fn = entry.get("function")
+        fn = fn if isinstance(fn, dict) else None
+        name = fn.get("name") if fn is not None else None
+        id_ = entry.get("id")
+        calls = self._calls.setdefault(ci, {})
+        call = calls.get(raw)
+        is_header = not _blank(id_) or not _blank(name)
+        if call is not None and is_header and self._is_new_call(call, id_, name):
+            call = None
+        if call is None:
+            call = self._new_call(ci, raw, id_, name)
+            calls[raw] = call
+            looks_header = "id" in entry or "type" in entry or (fn is not None and "name" in fn)
+            if not call.named and self.rules.tool_header and looks_header:
+                rec.wait = "name"  # a header without a usable name: wait for it
+                self._awaiting[call] = (rec, entry)
+        elif is_header and self.rules.tool_header:
+            self._resent_header(rec, call, entry, fn, id_, name)
+        if self.rules.tool_index and raw != call.ordinal:
+            entry["index"] = call.ordinal
+            rec.dirty = True
+        args = _text(fn.get("arguments")) if fn is not None else None
+        if args:
+            call.args.append(args)
+            self.verdict.observe_args(args)
+
+    def _is_new_call(self, call: _Call, id_: Any, name: Any) -> bool:
+        if _blank(id_) or id_ == call.id:
+            return False
+        if not _blank(name) and call.named and name != call.name:
+            return True  # another call reusing the index
+        return not (_blank(call.id) or call.id == f"call_{call.raw}")  # else: CPA's late id
+
+    def _new_call(self, ci: int, raw: int, id_: Any, name: Any) -> _Call:
+        n = self._ordinals.get(ci, 0)
+        self._ordinals[ci] = n + 1
+        call = _Call(n, raw, _text(id_), _text(name))
+        self._order.append(call)
+        return call
+
+    def _resent_header(self, rec: _Rec, call: _Call, entry: dict[str, Any],
+                       fn: dict[str, Any] | None, id_: Any, name: Any) -> None:
+        held = self._awaiting.get(call)
+        if held is not None:  # the first header is still here: complete it
+            hrec, hentry = held
+            if not _blank(id_) and (_blank(call.id) or call.id == f"call_{call.raw}"):
+                hentry["id"] = id_
+                call.id = id_
+                hrec.dirty = True
+            if not _blank(name):
+                hfn = hentry.get("function")
+                if not isinstance(hfn, dict):
+                    hfn = hentry["function"] = {}
+                hfn["name"] = name
+                call.name, call.named = name, True
+                hrec.dirty = True
+                hrec.wait = None
+                del self._awaiting[call]
+            strip_name = True
+        else:
+            strip_name = call.named  # a nameless header went out: the name must still come
+            if not _blank(name) and not call.named:
+                call.name, call.named = name, True
+        if isinstance(id_, str):
+            del entry["id"]
+            rec.dirty = True
+        if "type" in entry:
+            del entry["type"]
+            rec.dirty = True
+        if strip_name and fn is not None and isinstance(fn.get("name"), str):
+            del fn["name"]
+            rec.dirty = True
+
+    def _on_finish(self, rec: _Rec, finishing: list[dict[str, Any]], has_usage: bool) -> None:
+        for ch in finishing:
+            fr = ch.get("finish_reason")
+            if fr in _NATIVE:
+                self.verdict.native(_NATIVE[fr], f"finish_reason {fr!r}")
+        self._give_up_names("the finish chunk")
+        if self._finish is not None:
+            if len(self._choices) <= 1:
+                self.note("a second finishing chunk, passed through")
+            return
+        self._finish = (rec, finishing)
+        if has_usage or self.rules.truncation == "off":
+            self._settle()
+        else:
+            rec.wait = "finish"  # usage may follow in a usage-only chunk
+
+    def _settle(self) -> None:
+        assert self._finish is not None
+        rec, finishing = self._finish
+        self._settled = True
+        rec.wait = None
+        self._report_args()
+        d = self.decision = self.verdict.decide()
+        if not d.truncated or d.native or self.rules.truncation == "off":
+            return
+        if len(self._choices) > 1:
+            self.note(f"{d.receipt()}; not applied: the stream has {len(self._choices)} choices")
+            return
+        new = _FINISH[d.outcome]
+        for ch in finishing:
+            if ch.get("finish_reason") != new:
+                ch["finish_reason"] = new
+                rec.dirty = True
+
+    def _report_args(self) -> None:
+        for call in self._order:
+            self.verdict.tool_args("".join(call.args))
+
+    # --- the out queue -----------------------------------------------------------
+    def _give_up_names(self, why: str) -> None:
+        if self._awaiting:
+            self.note(f"tool call name never arrived before {why}; header passed as it came")
+            for hrec, _ in self._awaiting.values():
+                hrec.wait = None
+            self._awaiting.clear()
+
+    def _release_all(self, why: str | None) -> None:
+        if why is not None and (self._awaiting or (self._finish and not self._settled)):
+            self.note(f"released held events early: {why}")
+        self._give_up_names(why or "the end of the stream")
+        if self._finish is not None and not self._settled:
+            self._settle()
+
+    def _flush(self) -> list[bytes]:
+        out: list[bytes] = []
+        recs = self._recs
+        n = 0
+        while n < len(recs) and recs[n].wait is None:
+            r = recs[n]
+            if r.dirty and r.obj is not None:
+                self.changed += 1
+                out.append(r.ev.with_data(orjson.dumps(r.obj)))
+            else:
+                out.append(r.ev.raw)
+            n += 1
+        if n:
+            del recs[:n]
+            del self.held[:n]
+        return out
+
+
+def repair_chat_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdict: Verdict) -> bool:
+    """Repair a non-streaming ``chat.completion`` body in place; True if it changed.
+
+    - ``tool_index``: ``message.tool_calls[].id`` made unique. CPA's non-stream fallback
+      gives every call without an id ``call_0``; the client would answer two calls with
+      the same ``tool_call_id``. The first occurrence keeps its id, each later duplicate
+      becomes ``call_<ordinal>`` (its position in ``tool_calls``; suffixed if taken), the
+      fallback CPA's fix uses. Unique ids are never touched.
+    - ``truncation``: as for streams; the finish_reason comes from the verdict (usage,
+      the last call's arguments, a native ``length``/``content_filter``).
+    """
+    choices = obj.get("choices")
+    if not isinstance(choices, list):
+        return False
+    changed = False
+    usage = obj.get("usage")
+    if isinstance(usage, dict):
+        verdict.usage(usage.get("completion_tokens"))
+    dicts = [ch for ch in choices if isinstance(ch, dict)]
+    for ch in dicts:
+        fr = ch.get("finish_reason")
+        if fr in _NATIVE:
+            verdict.native(_NATIVE[fr], f"finish_reason {fr!r}")
+        msg = ch.get("message")
+        if not isinstance(msg, dict):
+            continue
+        content = _text(msg.get("content"))
+        if content:
+            verdict.observe_text(content)
+        tcs = msg.get("tool_calls")
+        if not isinstance(tcs, list):
+            continue
+        calls = [tc for tc in tcs if isinstance(tc, dict)]
+        for tc in calls:
+            fn = tc.get("function")
+            args = _text(fn.get("arguments")) if isinstance(fn, dict) else None
+            if args is not None:
+                verdict.observe_args(args)
+                verdict.tool_args(args)
+        if rules.tool_index:
+            changed |= _unique_ids(calls)
+    d = verdict.decide()
+    if d.truncated and not d.native and rules.truncation != "off" and len(dicts) == 1:
+        new = _FINISH[d.outcome]
+        if dicts[0].get("finish_reason") != new:
+            dicts[0]["finish_reason"] = new
+            changed = True
+    return changed
+
+
+def _unique_ids(calls: list[dict[str, Any]]) -> bool:
+    taken = {tc.get("id") for tc in calls if isinstance(tc.get("id"), str)}
+    seen: set[str] = set()
+    changed = False
+    for ordinal, tc in enumerate(calls):
+        id_ = tc.get("id")
+        if not isinstance(id_, str):
+            continue
+        if id_ in seen:
+            new, k = f"call_{ordinal}", 1
+            while new in taken:
+                new, k = f"call_{ordinal}_{k}", k + 1
+            tc["id"] = new
+            taken.add(new)
+            changed = True
+            id_ = new
+        seen.add(id_)
+    return changed
