@@ -1,0 +1,329 @@
+"""wire/messages.py: truncation and re-sent tool_use headers on Anthropic /v1/messages; recordings."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from repairkit import chunking_property, recordings, repair_recording, run
+from wire import messages
+from wire.messages import MessagesRepairer, repair_messages_json
+from wire.rules import FlowContext, Rules
+from wire.stream import StreamRepair
+from wire.verdict import Verdict
+
+REQ = {"model": "devin/swe-2", "max_tokens": 400, "stream": True, "messages": []}
+
+
+def ev(obj, nl=3) -> bytes:
+    """One event the way CPA frames it (``nl`` newlines after the data line)."""
+    return b"event: " + obj["type"].encode() + b"\ndata: " + orjson.dumps(obj) + b"\n" * nl
+
+
+START = {"type": "message_start", "message": {"id": "interaction_1", "type": "message", "role": "assistant",
+                                              "content": [], "model": "devin/swe-2", "stop_reason": None,
+                                              "stop_sequence": None, "usage": {"input_tokens": 0, "output_tokens": 0}}}
+STOP = {"type": "message_stop"}
+
+
+def block_start(i, type_="text", **cb):
+    base = {"text": {"type": "text", "text": ""}, "thinking": {"type": "thinking", "thinking": ""},
+            "tool_use": {"type": "tool_use", "id": "write_file_0#a1", "name": "write_file", "input": {}}}[type_]
+    return {"type": "content_block_start", "index": i, "content_block": {**base, **cb}}
+
+
+def text(i, t):
+    return {"type": "content_block_delta", "index": i, "delta": {"type": "text_delta", "text": t}}
+
+
+def part(i, j):
+    return {"type": "content_block_delta", "index": i, "delta": {"type": "input_json_delta", "partial_json": j}}
+
+
+def block_stop(i):
+    return {"type": "content_block_stop", "index": i}
+
+
+def message_delta(reason="tool_use", out=58):
+    return {"type": "message_delta", "delta": {"stop_reason": reason, "stop_sequence": None},
+            "usage": {"input_tokens": 10, "output_tokens": out}}
+
+
+def body(*objs, nl=3):
+    return b"".join(o if isinstance(o, bytes) else ev(o, nl) for o in objs)
+
+
+def datas(out: bytes) -> list[dict]:
+    return [orjson.loads(line[6:]) for line in out.split(b"\n") if line.startswith(b"data: ")]
+
+
+def assemble(out: bytes) -> dict:
+    """A strict Messages client: checks the event grammar and builds the message."""
+    msg = None
+    open_ = None
+    for d in datas(out):
+        t = d["type"]
+        if t == "message_start":
+            msg = dict(d["message"], content=[])
+        elif t == "content_block_start":
+            assert open_ is None and d["index"] == len(msg["content"]), d
+            msg["content"].append(dict(d["content_block"], _json=""))
+            open_ = d["index"]
+        elif t == "content_block_delta":
+            assert d["index"] == open_, d
+            b, delta = msg["content"][open_], d["delta"]
+            if delta["type"] == "text_delta":
+                b["text"] += delta["text"]
+            elif delta["type"] == "input_json_delta":
+                b["_json"] += delta["partial_json"]
+        elif t == "content_block_stop":
+            assert d["index"] == open_, d
+            open_ = None
+        elif t == "message_delta":
+            assert open_ is None
+            msg["stop_reason"] = d["delta"]["stop_reason"]
+    ids = [b["id"] for b in msg["content"] if b["type"] == "tool_use"]
+    assert len(ids) == len(set(ids)), f"duplicate tool_use ids {ids}"
+    return msg
+
+
+def fix(*objs, request=REQ, rules=None, verdict=None):
+    out, rep = run(MessagesRepairer, body(*objs), request, rules, verdict)
+    return out, rep
+
+
+CUT = '{"path":"index.html","content":"<!doctype'
+WHOLE = '{"path":"a.txt","content":"hi"}'
+
+
+# --- truncation ------------------------------------------------------------------------------
+def test_truncation_sets_max_tokens():
+    out, rep = fix(START, block_start(0, "tool_use"), part(0, CUT), block_stop(0), message_delta(out=400), STOP)
+    assert assemble(out)["stop_reason"] == "max_tokens"
+    assert rep.decision.outcome == "max_tokens" and rep.changed == 1
+
+
+def test_truncation_off_leaves_tool_use():
+    out, rep = fix(START, block_start(0, "tool_use"), part(0, CUT), block_stop(0), message_delta(out=400), STOP,
+                   rules=Rules(truncation="off"))
+    assert assemble(out)["stop_reason"] == "tool_use" and rep.decision.truncated
+
+
+def test_content_filter_becomes_refusal():
+    v = Verdict(resolver=lambda ver: ver.upstream("content_filter", "StopReason 11"))
+    out, _ = fix(START, block_start(0), text(0, "I can"), block_stop(0), message_delta("end_turn", 3), STOP, verdict=v)
+    assert assemble(out)["stop_reason"] == "refusal"
+
+
+@pytest.mark.parametrize("reason", ["max_tokens", "refusal", "model_context_window_exceeded"])
+def test_native_stop_reasons_left_alone(reason):
+    b = body(START, block_start(0), text(0, "a"), block_stop(0), message_delta(reason, 400), STOP)
+    out, rep = run(MessagesRepairer, b, REQ)
+    assert out == b and rep.decision.native
+
+
+def test_whole_call_at_cap_stays_tool_use():
+    b = body(START, block_start(0, "tool_use"), part(0, WHOLE), block_stop(0), message_delta(out=400), STOP)
+    out, rep = run(MessagesRepairer, b, REQ)
+    assert out == b and rep.decision.outcome == "complete"
+
+
+def test_text_at_cap_becomes_max_tokens():
+    out, _ = fix(START, block_start(0), text(0, "Once upon"), block_stop(0), message_delta("end_turn", 400), STOP)
+    assert assemble(out)["stop_reason"] == "max_tokens"
+
+
+def test_evidence_reported():
+    v, direct = Verdict(), Verdict()
+    fix(START, block_start(0, "thinking"), block_stop(0), block_start(1), text(1, "Hi"), block_stop(1),
+        block_start(2, "tool_use"), part(2, '{"a":'), part(2, "1}"), block_stop(2), message_delta(out=9), STOP,
+        verdict=v)
+    direct.observe_text("Hi")
+    direct.observe_args('{"a":')
+    direct.observe_args("1}")
+    assert v.digest() == direct.digest() and v.last_tool_args == '{"a":1}' and v.output_tokens == 9
+
+
+# --- tool_header: re-sent tool_use blocks -----------------------------------------------------------
+def late_name(name_first="", id_first="write_file_0#a1", id_again="write_file_0#a1"):
+    return (START, block_start(0), text(0, "Reading."), block_stop(0),
+            block_start(1, "tool_use", name=name_first, id=id_first), part(1, '{"path":'), block_stop(1),
+            block_start(2, "tool_use", id=id_again), part(2, '"a.txt"}'), block_stop(2),
+            block_start(3), text(3, "Done."), block_stop(3), message_delta(out=30), STOP)
+
+
+def test_late_name_blocks_are_merged():
+    out, rep = fix(*late_name())
+    msg = assemble(out)
+    assert [b["type"] for b in msg["content"]] == ["text", "tool_use", "text"]
+    tool = msg["content"][1]
+    assert (tool["id"], tool["name"], tool["_json"]) == ("write_file_0#a1", "write_file", '{"path":"a.txt"}')
+    assert rep.changed >= 3
+
+
+def test_late_name_rule_off_leaves_two_blocks_with_one_id():
+    out, _ = fix(*late_name(), rules=Rules(tool_header=False))
+    with pytest.raises(AssertionError, match="duplicate tool_use ids"):
+        assemble(out)
+
+
+def test_resent_start_with_same_name_is_merged():
+    out, _ = fix(*late_name(name_first="write_file"))
+    msg = assemble(out)
+    assert len([b for b in msg["content"] if b["type"] == "tool_use"]) == 1
+
+
+def test_late_name_with_cpa_fallback_id_takes_the_real_id():
+    out, _ = fix(*late_name(id_first="toolu_interactions", id_again="write_file_0#z9"))
+    tool = assemble(out)["content"][1]
+    assert (tool["id"], tool["name"]) == ("write_file_0#z9", "write_file")
+
+
+def test_a_second_whole_call_with_the_same_id_is_not_merged():
+    out, _ = fix(START, block_start(0, "tool_use"), part(0, WHOLE), block_stop(0),
+                 block_start(1, "tool_use"), part(1, WHOLE), block_stop(1), message_delta(out=30), STOP,
+                 rules=Rules(truncation="off"))
+    assert datas(out).count(block_start(1, "tool_use")) == 1
+
+
+def test_a_different_call_is_not_merged():
+    objs = (START, block_start(0, "tool_use"), part(0, '{"a":'), block_stop(0),
+            block_start(1, "tool_use", id="read_file_1#b2", name="read_file"), part(1, "{}"), block_stop(1),
+            message_delta(out=30), STOP)
+    b = body(*objs)
+    out, _ = run(MessagesRepairer, b, REQ, Rules(truncation="off"))
+    assert out == b
+
+
+def test_tool_use_stop_is_held_until_the_next_data_event():
+    s = StreamRepair(MessagesRepairer(Rules(), FlowContext(request=REQ), Verdict()))
+    s.feed(body(START, block_start(0, "tool_use"), part(0, "{}")))
+    assert s.feed(body(block_stop(0), nl=2)) == b""
+    assert s.feed(b": ping\n\n") == b""
+    assert s.feed(body(message_delta(), nl=2)).count(b"data: ") == 2
+
+
+def test_nameless_start_is_held_until_named():
+    s = StreamRepair(MessagesRepairer(Rules(), FlowContext(request=REQ), Verdict()))
+    s.feed(body(START))
+    assert s.feed(body(block_start(0, "tool_use", name=""), part(0, "{"), block_stop(0))) == b""
+    out = s.feed(body(block_start(1, "tool_use"), part(1, "}")))
+    assert [d["type"] for d in datas(out)] == ["content_block_start", "content_block_delta", "content_block_delta"]
+    assert datas(out)[0]["content_block"]["name"] == "write_file"
+
+
+def test_nameless_start_hold_is_bounded_and_loses_nothing():
+    many = [text(0, "x")] * (messages.HOLD_LIMIT + 3)
+    s = StreamRepair(MessagesRepairer(Rules(), FlowContext(request=REQ), Verdict()))
+    out = s.feed(body(block_start(0, "tool_use", name=""), *many))
+    assert out.count(b"data: ") == messages.HOLD_LIMIT + 4
+    assert s.repairer.held == []
+
+
+def test_name_never_arriving_is_released_at_message_delta():
+    out, rep = fix(START, block_start(0, "tool_use", name=""), part(0, "{}"), block_stop(0),
+                   message_delta(out=3), STOP)
+    assert assemble(out)["content"][0]["name"] == ""
+    assert any("never arrived" in n for n in rep.notes)
+
+
+# --- framing, errors, passthrough ------------------------------------------------------------------
+def test_three_newline_framing_is_kept():
+    b = body(START, block_start(0), text(0, "a"), block_stop(0), message_delta("end_turn", 400), STOP)
+    out, _ = run(MessagesRepairer, b, REQ)
+    assert out.count(b"\n\n\n") == b.count(b"\n\n\n") == 6
+    assert out.replace(b"max_tokens", b"end_turn") == b
+
+
+def test_error_passes_and_nothing_is_synthesized():
+    err = {"type": "error", "error": {"type": "api_error", "message": "stream_truncated"}}
+    b = body(START, block_start(0, "tool_use", name=""), part(0, "{"), err)
+    out, rep = run(MessagesRepairer, b, REQ)
+    assert out == b
+    assert [d["type"] for d in datas(out)][-1] == "error"
+    assert not any(d["type"] in ("message_delta", "message_stop") for d in datas(out))
+
+
+def test_stream_without_message_delta_is_noted():
+    b = body(START, block_start(0), text(0, "part"))
+    out, rep = run(MessagesRepairer, b, REQ)
+    assert out == b and any("without message_delta" in n for n in rep.notes)
+
+
+def test_comments_bad_json_pass_raw():
+    b = b": hi\n\nevent: content_block_delta\ndata: {nope\n\ndata: [DONE]\n\n"
+    out, rep = run(MessagesRepairer, b, REQ)
+    assert out == b and rep.changed == 0
+
+
+# --- non-stream ---------------------------------------------------------------------------------
+def message(content, stop_reason="tool_use", out=58):
+    return {"id": "interaction_1", "type": "message", "role": "assistant", "model": "devin/swe-2",
+            "content": content, "stop_reason": stop_reason, "stop_sequence": None,
+            "usage": {"input_tokens": 10, "output_tokens": out}}
+
+
+def repair_json(obj, rules=None, request=REQ):
+    v = Verdict()
+    v.request(request)
+    return repair_messages_json(obj, rules or Rules(), FlowContext(request=request), v), obj
+
+
+def tool(id_):
+    return {"type": "tool_use", "id": id_, "name": "f", "input": {}}
+
+
+def test_json_usage_at_cap_is_max_tokens_even_with_a_tool_use():
+    changed, obj = repair_json(message([tool("w")], out=400))
+    assert changed and obj["stop_reason"] == "max_tokens"
+
+
+def test_json_truncation_off_and_below_cap():
+    assert repair_json(message([tool("w")], out=400), Rules(truncation="off"))[0] is False
+    assert repair_json(message([tool("w")], out=12))[0] is False
+
+
+def test_json_native_left_alone():
+    assert repair_json(message([{"type": "text", "text": "x"}], "max_tokens", 400))[0] is False
+
+
+def test_json_duplicate_fallback_ids():
+    changed, obj = repair_json(message([{"type": "text", "text": "x"}, tool("toolu_interactions"),
+                                        tool("toolu_interactions")], out=3))
+    assert changed
+    assert [b["id"] for b in obj["content"] if b["type"] == "tool_use"] == ["toolu_interactions", "toolu_1"]
+    changed, _ = repair_json(message([tool("toolu_interactions"), tool("toolu_interactions")], out=3),
+                             Rules(tool_index=False))
+    assert not changed
+
+
+def test_json_not_a_message():
+    assert repair_json({"type": "error", "error": {}})[0] is False
+
+
+# --- recordings -----------------------------------------------------------------------------------
+MSG = recordings("messages")
+NAMES = [r.name for r in MSG]
+
+
+def test_the_recordings_are_there():
+    assert {"messages-devin-truncated", "messages-clean"} <= set(NAMES)
+
+
+@pytest.mark.parametrize("rec", MSG, ids=NAMES)
+def test_recording_repaired_is_expected(rec):
+    out = repair_recording(rec, MessagesRepairer, repair_messages_json)
+    assert out == rec.expected
+    assert (out == rec.body) == (rec.kind == "clean")
+    assemble(out)
+
+
+@pytest.mark.parametrize("rec", MSG, ids=NAMES)
+def test_recording_repair_is_idempotent(rec):
+    once = repair_recording(rec, MessagesRepairer, repair_messages_json)
+    assert repair_recording(rec, MessagesRepairer, repair_messages_json, body=once) == once
+
+
+@pytest.mark.parametrize("rec", MSG, ids=NAMES)
+def test_recording_any_chunking(rec):
+    chunking_property(rec, MessagesRepairer, repair_messages_json)()

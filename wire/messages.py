@@ -1,0 +1,371 @@
+"""Repairs for Anthropic ``/v1/messages``: CPA's interactions -> Claude output (cpa-wire.md §6).
+
+What CPA's Claude translator emits, checked against the Anthropic event grammar
+(``message_start``, then per block ``content_block_start`` / ``content_block_delta``* /
+``content_block_stop`` with ``index`` 0, 1, 2... and deltas for the open block only, then
+``message_delta`` with ``stop_reason`` and ``usage.output_tokens``, then ``message_stop``):
+
+Harmless, left as it is
+    * "Three newlines": every event is ``event: <t>\\ndata: <json>\\n\\n\\n``. The third
+      newline is a blank line with an empty data buffer, which the SSE grammar (and the
+      Anthropic SDKs' and eventsource-parser's decoders) ignore. Not repaired, so the
+      bytes stay as CPA sent them.
+    * Block indexes come from CPA's own counter: contiguous, each delta/stop names the
+      open block, every block is closed before the next and before ``message_delta``.
+    * Required fields are all there (``message_start.message`` has id, type, role,
+      content, model, stop_reason, stop_sequence, usage; ``message_delta.usage`` has
+      ``output_tokens``; tool_use starts have ``input: {}``). ``thinking`` starts lack
+      ``signature``, which no client requires at the start. ``message_delta.usage`` also
+      carries ``input_tokens`` (allowed). Empty ``partial_json: ""`` deltas are harmless.
+    * ``stop_reason`` values (``end_turn``, ``tool_use``; newer builds ``max_tokens``,
+      ``refusal``) are all valid enum members.
+
+Broken, repaired here
+    ``truncation``: ``stop_reason`` is ``tool_use``/``end_turn`` even when Devin stopped on
+    its budget. At ``message_delta`` the verdict decides; truncated and not native ->
+    ``delta.stop_reason: "max_tokens"``; content_filter -> ``"refusal"`` (Anthropic's own
+    value when its classifiers stop a response, and what CPA's fixed translator maps
+    ``content_filter`` to). A gateway's own ``max_tokens``, ``refusal`` or
+    ``model_context_window_exceeded`` is native and left alone.
+
+    ``tool_header``: a re-sent tool header. When a call's name arrives late, the executor
+    re-emits ``step.start`` and the translator *closes* the tool_use block and opens a
+    second one with the same id (``content_block_stop`` n, ``content_block_start`` n+1
+    tool_use). Clients then hold two tool_use blocks with one id, the first with no name
+    and part of the input, the second with the rest (Anthropic rejects duplicate
+    tool_use ids on the next turn; AI SDK reports two calls, both invalid). Repair: a
+    tool_use start with a blank name is held (with everything after it, bounded by
+    :data:`HOLD_LIMIT`) until its re-sent start brings the name; each tool_use
+    ``content_block_stop`` is held until the next data event. A tool_use start that
+    immediately follows the stop of a tool_use block with the same id (or with any id,
+    if that block had no name and CPA's fallback id ``toolu_interactions``/``toolu_<n>``),
+    whose name was blank or is the same, and whose input so far is not complete JSON, is
+    a re-send: the held stop and the re-sent start are dropped, the name (and a late real
+    id) goes into the held first start, and every later ``index`` is shifted down so the
+    indexes stay contiguous. If the nameless start already went out (hold limit), the
+    blocks are still merged, and the client keeps the blank name it was given.
+
+Known and not repaired (open issues)
+    * The older executor variant streams text while a call is still open; the call's
+      later argument deltas then open a *second* tool_use block with the same id after
+      the text block. Merging would need reordering across a text block.
+    * Id-less calls all get the fallback id ``toolu_interactions`` in a stream (repaired
+      only in non-stream bodies, see :func:`repair_messages_json`).
+
+Evidence for the verdict: ``text_delta`` -> ``observe_text``, ``input_json_delta`` ->
+``observe_args``, each tool_use block's whole ``partial_json`` -> ``tool_args`` (block
+order) at ``message_delta``, whose ``usage.output_tokens`` -> ``usage``.
+Errors (``event: error``) pass through; held events are released first; nothing is ever
+synthesized. Cost: one orjson parse per event, argument fragments kept per tool_use block
+and joined once, hold queue bounded by :data:`HOLD_LIMIT`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import orjson
+
+from .rules import FlowContext, Rules
+from .sse import Event
+from .stream import EventRepairer
+from .verdict import Decision, Verdict
+
+__all__ = ["MessagesRepairer", "repair_messages_json", "HOLD_LIMIT"]
+
+HOLD_LIMIT = 64
+"""Most events held behind a nameless tool_use start."""
+
+_NATIVE = {"max_tokens": "max_tokens", "model_context_window_exceeded": "max_tokens",
+           "refusal": "content_filter"}
+_STOP = {"max_tokens": "max_tokens", "content_filter": "refusal"}
+_FALLBACK_ID = re.compile(r"toolu_(interactions|\d+)")
+
+
+def _blank(v: Any) -> bool:
+    return not isinstance(v, str) or not v.strip()
+
+
+def _parses(parts: list[str]) -> bool:
+    try:
+        orjson.loads("".join(parts))
+    except orjson.JSONDecodeError:
+        return False
+    return True
+
+
+class _Block:
+    __slots__ = ("out", "type", "id", "name", "args", "start")
+
+    def __init__(self, out: int, type_: str, id_: Any, name: Any) -> None:
+        self.out = out
+        self.type = type_
+        self.id = id_
+        self.name = name
+        self.args: list[str] = []
+        self.start: _Rec | None = None  # its start event, while held for a name
+
+
+class _Rec:
+    __slots__ = ("ev", "obj", "dirty", "drop", "wait")
+
+    def __init__(self, ev: Event, obj: dict[str, Any] | None) -> None:
+        self.ev = ev
+        self.obj = obj
+        self.dirty = False
+        self.drop = False
+        self.wait: str | None = None  # "name" | "stop"
+
+
+class MessagesRepairer(EventRepairer):
+    def __init__(self, rules: Rules, ctx: FlowContext, verdict: Verdict) -> None:
+        super().__init__()
+        self.rules = rules
+        self.ctx = ctx
+        self.verdict = verdict
+        self.decision: Decision | None = None
+        self._recs: list[_Rec] = []  # parallel to self.held
+        self._blocks: dict[int, _Block] = {}  # raw index -> block
+        self._order: list[_Block] = []
+        self._next_out = 0
+        self._stopped: tuple[_Rec, _Block] | None = None  # a held tool_use stop
+        self._nameless: _Block | None = None
+        self._delta_seen = False
+        self._errored = False
+
+    # --- EventRepairer -----------------------------------------------------------
+    def event(self, ev: Event) -> list[bytes]:
+        obj = self.parse(ev)
+        rec = _Rec(ev, obj)
+        kind = obj.get("type") if obj is not None else None
+        if ev.data is not None and self._stopped is not None:
+            srec, sblock = self._stopped
+            self._stopped = None
+            srec.wait = None
+            if kind == "content_block_start" and self._resend(rec, obj, srec, sblock):
+                kind = None  # merged: nothing more to do with it
+        if kind == "content_block_start":
+            self._block_start(rec, obj)
+        elif kind == "content_block_delta":
+            self._block_delta(rec, obj)
+        elif kind == "content_block_stop":
+            self._block_stop(rec, obj)
+        elif kind == "message_delta":
+            self._message_delta(rec, obj)
+        elif kind == "error":
+            self._errored = True
+            self._release("an error event")
+        self.held.append(ev)
+        self._recs.append(rec)
+        if len(self._recs) > HOLD_LIMIT:
+            self._release(f"more than {HOLD_LIMIT} events held")
+        return self._flush()
+
+    def end(self) -> list[bytes]:
+        if not self._delta_seen and not self._errored:
+            self.note("stream ended without message_delta; passed through as it ended")
+        self._release(None)
+        if self.decision is None:
+            self._report_args()
+            self.decision = self.verdict.decide()
+        return self._flush()
+
+    # --- the rules -------------------------------------------------------------
+    def _index(self, rec: _Rec, obj: dict[str, Any]) -> _Block | None:
+        raw = obj.get("index")
+        if not isinstance(raw, int) or isinstance(raw, bool):
+            return None
+        block = self._blocks.get(raw)
+        if block is not None and block.out != raw:
+            obj["index"] = block.out
+            rec.dirty = True
+        return block
+
+    def _block_start(self, rec: _Rec, obj: dict[str, Any]) -> None:
+        raw = obj.get("index")
+        cb = obj.get("content_block")
+        if not isinstance(raw, int) or isinstance(raw, bool) or not isinstance(cb, dict):
+            return
+        block = _Block(self._next_out, str(cb.get("type")), cb.get("id"), cb.get("name"))
+        self._next_out += 1
+        self._blocks[raw] = block
+        self._order.append(block)
+        self._index(rec, obj)
+        if block.type == "tool_use" and _blank(block.name) and self.rules.tool_header:
+            block.start = rec
+            rec.wait = "name"
+            self._nameless = block
+
+    def _resend(self, rec: _Rec, obj: dict[str, Any], srec: _Rec, prev: _Block) -> bool:
+        """Is this tool_use start a re-send of the block whose stop is held? Merge it."""
+        cb = obj.get("content_block")
+        raw = obj.get("index")
+        if not isinstance(cb, dict) or cb.get("type") != "tool_use" or not isinstance(raw, int):
+            return False
+        id_, name = cb.get("id"), cb.get("name")
+        late_id = (_blank(prev.name) and isinstance(prev.id, str) and _FALLBACK_ID.fullmatch(prev.id)
+                   and not _blank(id_))
+        if not (id_ == prev.id or late_id) or not (_blank(prev.name) or name == prev.name):
+            return False
+        if _parses(prev.args):
+            return False  # the previous call is whole: this is a second call
+        srec.drop = rec.drop = True
+        self._blocks[raw] = prev
+        if prev.start is not None and not _blank(name):
+            start = prev.start
+            pcb = start.obj["content_block"] if start.obj is not None else None
+            if isinstance(pcb, dict):
+                pcb["name"] = name
+                if late_id:
+                    pcb["id"] = id_
+                    prev.id = id_
+                start.dirty = True
+            prev.name = name
+            prev.start = None
+            start.wait = None
+            if self._nameless is prev:
+                self._nameless = None
+        return True
+
+    def _block_delta(self, rec: _Rec, obj: dict[str, Any]) -> None:
+        block = self._index(rec, obj)
+        delta = obj.get("delta")
+        if not isinstance(delta, dict):
+            return
+        t = delta.get("type")
+        if t == "text_delta":
+            text = delta.get("text")
+            if isinstance(text, str):
+                self.verdict.observe_text(text)
+        elif t == "input_json_delta":
+            part = delta.get("partial_json")
+            if isinstance(part, str) and part:
+                self.verdict.observe_args(part)
+                if block is not None:
+                    block.args.append(part)
+
+    def _block_stop(self, rec: _Rec, obj: dict[str, Any]) -> None:
+        block = self._index(rec, obj)
+        if block is not None and block.type == "tool_use" and self.rules.tool_header:
+            rec.wait = "stop"
+            self._stopped = (rec, block)
+
+    def _message_delta(self, rec: _Rec, obj: dict[str, Any]) -> None:
+        self._delta_seen = True
+        self._give_up_name("message_delta")
+        delta = obj.get("delta")
+        delta = delta if isinstance(delta, dict) else {}
+        sr = delta.get("stop_reason")
+        if sr in _NATIVE:
+            self.verdict.native(_NATIVE[sr], f"stop_reason {sr!r}")
+        usage = obj.get("usage")
+        if isinstance(usage, dict):
+            self.verdict.usage(usage.get("output_tokens"))
+        if self.decision is not None:
+            self.note("a second message_delta, passed through")
+            return
+        self._report_args()
+        d = self.decision = self.verdict.decide()
+        if d.truncated and not d.native and self.rules.truncation != "off":
+            new = _STOP[d.outcome]
+            if sr != new and isinstance(obj.get("delta"), dict):
+                obj["delta"]["stop_reason"] = new
+                rec.dirty = True
+
+    def _report_args(self) -> None:
+        for b in self._order:
+            if b.type == "tool_use":
+                self.verdict.tool_args("".join(b.args))
+
+    # --- the out queue -----------------------------------------------------------
+    def _give_up_name(self, why: str) -> None:
+        b = self._nameless
+        if b is not None and b.start is not None:
+            self.note(f"tool_use name never arrived before {why}; block passed as it came")
+            b.start.wait = None
+            b.start = None
+        self._nameless = None
+
+    def _release(self, why: str | None) -> None:
+        if why is not None and (self._nameless is not None or self._stopped is not None):
+            self.note(f"released held events early: {why}")
+        self._give_up_name(why or "the end of the stream")
+        if self._stopped is not None:
+            self._stopped[0].wait = None
+            self._stopped = None
+
+    def _flush(self) -> list[bytes]:
+        out: list[bytes] = []
+        recs = self._recs
+        n = 0
+        while n < len(recs) and recs[n].wait is None:
+            r = recs[n]
+            if r.drop:
+                self.changed += 1
+            elif r.dirty and r.obj is not None:
+                self.changed += 1
+                out.append(r.ev.with_data(orjson.dumps(r.obj)))
+            else:
+                out.append(r.ev.raw)
+            n += 1
+        if n:
+            del recs[:n]
+            del self.held[:n]
+        return out
+
+
+def repair_messages_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdict: Verdict) -> bool:
+    """Repair a non-streaming Anthropic ``message`` body in place; True if it changed.
+
+    - ``truncation``: ``stop_reason`` from the verdict. Evidence is usage (and a native
+      stop_reason) only: CPA's non-stream translator keeps a tool_use ``input`` only if
+      the whole arguments string parsed and writes ``{}`` otherwise, so a cut call looks
+      like a valid empty one and the arguments cannot speak.
+    - ``tool_index``: duplicate ``tool_use`` ids (CPA's fallback ``toolu_interactions``
+      for every id-less call) are made unique: later duplicates become
+      ``toolu_<ordinal>`` (position among the tool_use blocks; suffixed if taken).
+    """
+    if obj.get("type") not in (None, "message"):
+        return False
+    changed = False
+    content = obj.get("content")
+    blocks = [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+    for b in blocks:
+        if b.get("type") == "text" and isinstance(b.get("text"), str):
+            verdict.observe_text(b["text"])
+    if rules.tool_index:
+        changed |= _unique_ids([b for b in blocks if b.get("type") == "tool_use"])
+    sr = obj.get("stop_reason")
+    if sr in _NATIVE:
+        verdict.native(_NATIVE[sr], f"stop_reason {sr!r}")
+    usage = obj.get("usage")
+    if isinstance(usage, dict):
+        verdict.usage(usage.get("output_tokens"))
+    d = verdict.decide()
+    if d.truncated and not d.native and rules.truncation != "off" and "stop_reason" in obj:
+        new = _STOP[d.outcome]
+        if sr != new:
+            obj["stop_reason"] = new
+            changed = True
+    return changed
+
+
+def _unique_ids(calls: list[dict[str, Any]]) -> bool:
+    taken = {c.get("id") for c in calls if isinstance(c.get("id"), str)}
+    seen: set[str] = set()
+    changed = False
+    for ordinal, c in enumerate(calls):
+        id_ = c.get("id")
+        if not isinstance(id_, str):
+            continue
+        if id_ in seen:
+            new, k = f"toolu_{ordinal}", 1
+            while new in taken:
+                new, k = f"toolu_{ordinal}_{k}", k + 1
+            c["id"] = new
+            taken.add(new)
+            changed = True
+            id_ = new
+        seen.add(id_)
+    return changed
