@@ -100,9 +100,21 @@ async function runCase(c) {
   return out;
 }
 
+// A stream that never settles (the SDK waiting forever for a part that never comes) has
+// no pending I/O once the socket closed; node would then exit (code 13) and lose the
+// whole batch. A referenced timer per case keeps the loop alive and reports a hang.
+const hang = (c, ms) => new Promise(resolve => setTimeout(
+  () => resolve({ id: c.id, versions, hung: true, thrown: `hangs: no result after ${ms} ms` }), ms));
+
 const cases = JSON.parse(readFileSync(0, 'utf8'));
 await Promise.all(cases.map(async c => {
   let r;
-  try { r = await runCase(c); } catch (e) { r = { id: c.id, versions, thrown: 'probe: ' + short(e) }; }
+  const limit = (c.timeoutMs ?? 20000) + 2000;
+  try {
+    r = await Promise.race([runCase(c), hang(c, limit)]);
+  } catch (e) {
+    r = { id: c.id, versions, thrown: 'probe: ' + short(e) };
+  }
   process.stdout.write(JSON.stringify(r) + '\n');
 }));
+process.exit(0);  // the losing hang timers must not hold the process

@@ -22,6 +22,7 @@ Anything else is a failure, labelled with its symptom (the matrix cell).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,11 +65,13 @@ def _calls_label(got: list[list[str]], want: tuple[Call, ...]) -> str:
 def _aisdk(exp: Expected, r: dict[str, Any]) -> Outcome:
     if "probe_error" in r:
         return _fail("probe: " + r["probe_error"][:80])
+    if r.get("hung"):
+        return _fail("hangs (never finishes)")
     symptoms = []
     if r.get("thrown"):
         symptoms.append("throws " + _short(r["thrown"]))
     if r.get("errors"):
-        symptoms.append("error part")
+        symptoms.append(_error_parts(r["errors"]))
     calls = r.get("toolCalls") or []
     want_finish = exp.aisdk_finish()
     if r.get("finishReason") != want_finish:
@@ -86,6 +89,18 @@ def _aisdk(exp: Expected, r: dict[str, Any]) -> Outcome:
     return _fail(*dict.fromkeys(symptoms)) if symptoms else OK
 
 
+def _error_parts(errors: list[str]) -> str:
+    """``error part (rejects response.created, ...)``: which events the SDK's schema refused."""
+    rejected = list(dict.fromkeys(m.group(1) for e in errors if (m := _REJECTED.search(e))))
+    if rejected:
+        more = f" +{len(rejected) - 3}" if len(rejected) > 3 else ""
+        return "error part (rejects " + ", ".join(t.removeprefix("response.") for t in rejected[:3]) + more + ")"
+    return "error part: " + _short(errors[0], 50)
+
+
+_REJECTED = re.compile(r'Value: \{"type":"([^"]+)"')
+
+
 def _openai_py(client: Client, exp: Expected, r: dict[str, Any]) -> Outcome:
     exc = r.get("exception")
     calls = [list(c) for c in r.get("calls") or []]
@@ -98,7 +113,7 @@ def _openai_py(client: Client, exp: Expected, r: dict[str, Any]) -> Outcome:
                 return OK
         elif exc == "LengthFinishReasonError":
             return OK
-        return _fail(_exc(r) or "truncation not reported", _finish_label(client, exp, r))
+        return _fail(_exc(r) or "truncation not reported", "" if r.get("exception") else _finish_label(client, exp, r))
     if exc:
         return _fail(_exc(r))
     symptoms = [_finish_label(client, exp, r)]
@@ -134,9 +149,9 @@ def _codex(exp: Expected, r: dict[str, Any]) -> Outcome:
     if exp.truncated:
         if rc == 1 and any("Incomplete response returned" in f for f in failures):
             return OK
-        return _fail(f"exit {rc}", _short(failures[-1], 60) if failures else "truncation not reported")
+        return _fail(f"exit {rc}", _codex_error(failures[-1]) if failures else "truncation not reported")
     if rc != 0:
-        return _fail(f"exit {rc}", "turn.failed: " + _short(failures[-1], 60) if failures else "")
+        return _fail(f"exit {rc}", "turn.failed: " + _codex_error(failures[-1]) if failures else "")
     symptoms = []
     want_last = FOLLOWUP_TEXT if exp.calls else exp.text
     if (r.get("last") or "") != want_last:
@@ -144,6 +159,10 @@ def _codex(exp: Expected, r: dict[str, Any]) -> Outcome:
     if exp.writes_marker and r.get("marker") != MARKER_TEXT:
         symptoms.append("marker not written")
     return _fail(*symptoms) if symptoms else OK
+
+
+def _codex_error(msg: str) -> str:
+    return _short(msg.replace("stream disconnected before completion: ", ""), 70)
 
 
 def _short(s: str, n: int = 60) -> str:

@@ -35,7 +35,10 @@ CLIENTS = ROOT / ".cache" / "clients"
 AISDK_PROBE = HERE / "aisdk_probe.mjs"
 
 CASE_TIMEOUT = 30.0
-"""Seconds one client run may take (a replayed stream takes well under 2 s)."""
+"""Seconds one Codex or openai-python run may take (a replayed stream takes well under 2 s)."""
+AISDK_TIMEOUT = 12.0
+"""Seconds one AI SDK case may take; a case still unsettled then is reported as a hang
+(AI SDK 5 never settles on some broken chat streams, so this bounds the whole batch)."""
 CODEX_IDLE_MS = 10000
 PROMPT = "Run the probe command, then say ALL DONE."
 
@@ -108,7 +111,7 @@ def _node_version() -> str:
 # --- AI SDK -------------------------------------------------------------------------
 
 
-def run_aisdk_batch(install: Path, cases: list[dict[str, Any]], timeout: float = CASE_TIMEOUT) -> dict[str, dict]:
+def run_aisdk_batch(install: Path, cases: list[dict[str, Any]], timeout: float = AISDK_TIMEOUT) -> dict[str, dict]:
     """Run ``cases`` (id, api, baseURL, tools) in one node process; results by id."""
     for c in cases:
         c.setdefault("timeoutMs", int(timeout * 1000))
