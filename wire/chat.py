@@ -124,6 +124,8 @@ class ChatRepairer(EventRepairer):
         self.rules = rules
         self.ctx = ctx
         self.verdict = verdict
+        if verdict.cap is None and ctx.request:
+            verdict.request(ctx.request)  # the addon does it too; harmless twice
         self.decision: Decision | None = None
         self._recs: list[_Rec] = []  # parallel to self.held
         self._calls: dict[int, dict[int, _Call]] = {}  # choice -> raw index -> current call
@@ -356,6 +358,8 @@ def repair_chat_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdic
     - ``truncation``: as for streams; the finish_reason comes from the verdict (usage,
       the last call's arguments, a native ``length``/``content_filter``).
     """
+    if verdict.cap is None and ctx.request:
+        verdict.request(ctx.request)
     choices = obj.get("choices")
     if not isinstance(choices, list):
         return False

@@ -124,6 +124,8 @@ class MessagesRepairer(EventRepairer):
         self.rules = rules
         self.ctx = ctx
         self.verdict = verdict
+        if verdict.cap is None and ctx.request:
+            verdict.request(ctx.request)  # the addon does it too; harmless twice
         self.decision: Decision | None = None
         self._recs: list[_Rec] = []  # parallel to self.held
         self._blocks: dict[int, _Block] = {}  # raw index -> block
@@ -326,6 +328,8 @@ def repair_messages_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, ve
       for every id-less call) are made unique: later duplicates become
       ``toolu_<ordinal>`` (position among the tool_use blocks; suffixed if taken).
     """
+    if verdict.cap is None and ctx.request:
+        verdict.request(ctx.request)
     if obj.get("type") not in (None, "message"):
         return False
     changed = False

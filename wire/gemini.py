@@ -1,0 +1,201 @@
+"""Repairs for Gemini ``:streamGenerateContent?alt=sse`` and ``:generateContent``
+(CPA's interactions -> Gemini output, cpa-wire.md §6).
+
+CPA writes one ``data: {"candidates":[{"content":{"parts":[...],"role":"model"},
+"index":0}],"modelVersion":...,"responseId":...}`` chunk per delta and a final chunk with
+an empty text part, ``"finishReason":"STOP"`` (always) and ``usageMetadata``.
+
+``truncation``
+    At the chunk that carries a candidate's ``finishReason`` the verdict decides;
+    truncated and not native -> ``finishReason: "MAX_TOKENS"`` (content_filter ->
+    ``"SAFETY"``). Policy ``off`` leaves it. A gateway's own ``MAX_TOKENS`` is native
+    (max_tokens); ``SAFETY``, ``RECITATION``, ``BLOCKLIST``, ``PROHIBITED_CONTENT``,
+    ``SPII``, ``IMAGE_SAFETY`` are native content_filter; any other value except ``STOP``
+    and ``FINISH_REASON_UNSPECIFIED`` (e.g. ``MALFORMED_FUNCTION_CALL``) is the gateway's
+    own word and left alone (native, outcome unknown). If the finishing chunk has no
+    ``usageMetadata`` it is held until the next data event or the end of the stream
+    (bounded by :data:`HOLD_LIMIT`), in case usage follows. Only single-candidate streams
+    are rewritten.
+
+Evidence: non-thought ``text`` parts -> ``observe_text``; ``usageMetadata.
+candidatesTokenCount`` plus ``thoughtsTokenCount`` (Gemini counts thinking against
+``maxOutputTokens``; CPA's Devin path has no thought count) -> ``usage``; the cap is the
+request's ``generationConfig.maxOutputTokens``. No ``tool_args``: CPA turns every Devin
+``arguments_delta`` into its own ``functionCall`` part whose ``args`` is the fragment only
+if that fragment alone is valid JSON, else ``{}``, so the arguments string is gone on
+this leg (and a usage == cap with a call last therefore says ``max_tokens``).
+
+Known and not repaired (open issue): that fragmentation itself. A call streamed in N
+argument fragments reaches a Gemini client as N ``functionCall`` parts, mostly with
+``args: {}`` and sometimes with a scalar (a fragment like ``"index.html"`` is valid JSON),
+which google-genai's ``FunctionCall.args: dict`` rejects. The arguments cannot be
+rebuilt from the client leg; only the Connect-RPC tap has them.
+
+The non-streaming ``streamGenerateContent`` form (a JSON array, no ``alt=sse``) is not
+SSE and passes through unrepaired. Errors (``{"error": ...}``) pass through; held events
+are released first; nothing is synthesized. Cost: one orjson parse per event.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from .rules import FlowContext, Rules
+from .sse import Event
+from .stream import EventRepairer
+from .verdict import Decision, Verdict
+
+__all__ = ["GeminiRepairer", "repair_gemini_json", "HOLD_LIMIT"]
+
+HOLD_LIMIT = 64
+"""Most (comment) events held behind a finishing chunk that awaits usage."""
+
+_FILTER = ("SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY")
+_NOT_A_VERDICT = ("STOP", "FINISH_REASON_UNSPECIFIED")
+_FINISH = {"max_tokens": "MAX_TOKENS", "content_filter": "SAFETY"}
+
+
+def _native(verdict: Verdict, fr: Any) -> None:
+    if not isinstance(fr, str) or fr in _NOT_A_VERDICT:
+        return
+    if fr == "MAX_TOKENS":
+        verdict.native("max_tokens", f"finishReason {fr!r}")
+    elif fr in _FILTER:
+        verdict.native("content_filter", f"finishReason {fr!r}")
+    else:
+        verdict.native("unknown", f"finishReason {fr!r}")
+
+
+def _usage(verdict: Verdict, obj: dict[str, Any]) -> bool:
+    um = obj.get("usageMetadata")
+    if not isinstance(um, dict):
+        return False
+    n = um.get("candidatesTokenCount")
+    t = um.get("thoughtsTokenCount")
+    if isinstance(n, int) and not isinstance(n, bool):
+        if isinstance(t, int) and not isinstance(t, bool):
+            n += t
+        verdict.usage(n)
+    return True
+
+
+def _candidates(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    c = obj.get("candidates")
+    return [x for x in c if isinstance(x, dict)] if isinstance(c, list) else []
+
+
+def _observe(verdict: Verdict, cand: dict[str, Any]) -> None:
+    content = cand.get("content")
+    parts = content.get("parts") if isinstance(content, dict) else None
+    if not isinstance(parts, list):
+        return
+    for p in parts:
+        if isinstance(p, dict) and not p.get("thought") and isinstance(p.get("text"), str):
+            verdict.observe_text(p["text"])
+
+
+class GeminiRepairer(EventRepairer):
+    def __init__(self, rules: Rules, ctx: FlowContext, verdict: Verdict) -> None:
+        super().__init__()
+        self.rules = rules
+        self.ctx = ctx
+        self.verdict = verdict
+        if verdict.cap is None and ctx.request:
+            verdict.request(ctx.request)  # the addon does it too; harmless twice
+        self.decision: Decision | None = None
+        self._finish: tuple[Event, dict[str, Any], list[dict[str, Any]]] | None = None
+        self._candidates: set[int] = set()
+        self._finished = False
+        self._errored = False
+
+    def event(self, ev: Event) -> list[bytes]:
+        obj = self.parse(ev)
+        out: list[bytes] = []
+        if obj is not None:
+            if "error" in obj and "candidates" not in obj:
+                self._errored = True
+            else:
+                has_usage = _usage(self.verdict, obj)
+                finishing = []
+                for cand in _candidates(obj):
+                    i = cand.get("index", 0)
+                    self._candidates.add(i if isinstance(i, int) else 0)
+                    _observe(self.verdict, cand)
+                    if cand.get("finishReason") is not None:
+                        finishing.append(cand)
+                if finishing and self._finish is None and self.decision is None:
+                    self._finished = True
+                    for cand in finishing:
+                        _native(self.verdict, cand.get("finishReason"))
+                    if has_usage or self.rules.truncation == "off":
+                        return out + [self._apply(ev, obj, finishing)]
+                    self._finish = (ev, obj, finishing)
+                    self.held.append(ev)
+                    return out
+        if ev.data is not None or len(self.held) >= HOLD_LIMIT:
+            out += self._settle()
+        if self._finish is not None:
+            self.held.append(ev)
+            return out
+        return out + [ev.raw]
+
+    def end(self) -> list[bytes]:
+        if not self._finished and not self._errored:
+            self.note("stream ended without a finishReason; passed through as it ended")
+        out = self._settle()
+        if self.decision is None:
+            self.decision = self.verdict.decide()
+        return out
+
+    def _settle(self) -> list[bytes]:
+        """Decide a held finishing chunk and release it with what was held after it."""
+        if self._finish is None:
+            return []
+        ev, obj, finishing = self._finish
+        self._finish = None
+        rest = self.held[1:]
+        self.held.clear()
+        return [self._apply(ev, obj, finishing)] + [e.raw for e in rest]
+
+    def _apply(self, ev: Event, obj: dict[str, Any], finishing: list[dict[str, Any]]) -> bytes:
+        d = self.decision = self.verdict.decide()
+        if not d.truncated or d.native or self.rules.truncation == "off":
+            return ev.raw
+        if len(self._candidates) > 1:
+            self.note(f"{d.receipt()}; not applied: the stream has several candidates")
+            return ev.raw
+        new = _FINISH[d.outcome]
+        dirty = False
+        for cand in finishing:
+            if cand.get("finishReason") != new:
+                cand["finishReason"] = new
+                dirty = True
+        if not dirty:
+            return ev.raw
+        self.changed += 1
+        return ev.with_data(orjson.dumps(obj))
+
+
+def repair_gemini_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdict: Verdict) -> bool:
+    """Repair a non-streaming ``generateContent`` body in place; True if it changed."""
+    if verdict.cap is None and ctx.request:
+        verdict.request(ctx.request)
+    cands = _candidates(obj)
+    if not cands:
+        return False
+    _usage(verdict, obj)
+    for cand in cands:
+        _observe(verdict, cand)
+        _native(verdict, cand.get("finishReason"))
+    d = verdict.decide()
+    if not d.truncated or d.native or rules.truncation == "off" or len(cands) != 1:
+        return False
+    if cands[0].get("finishReason") is None:
+        return False  # no finish to correct: never invent one
+    new = _FINISH[d.outcome]
+    if cands[0].get("finishReason") == new:
+        return False
+    cands[0]["finishReason"] = new
+    return True
