@@ -1,0 +1,694 @@
+"""A stand-in for an *unfixed* CLIProxyAPI on its Devin path (for end-to-end tests).
+
+    python -m streamfix.cpa_standin --devin http://devin.test:PORT --proxy http://127.0.0.1:8080 --port 0
+
+Takes client requests on ``/v1/chat/completions``, ``/v1/responses`` and ``/v1/messages``
+(streaming or not), builds a GetChatMessageRequest from ``wire/devin.proto``, sends it to
+Devin (``--devin``, a fake one in tests) through an explicit HTTP proxy (``--proxy``, like
+CPA's ``proxy-url``; the sidecar's regular-mode listener), and translates the Connect
+frames into the client's format the way unfixed CPA does (reference: cpa-wire.md sections
+1-3 and 6), bugs included:
+
+* StopReason is read and ignored: Responses always ends in ``response.completed``, chat in
+  ``finish_reason`` ``tool_calls``/``stop``, messages in ``stop_reason``
+  ``tool_use``/``end_turn``;
+* function calls stay open until the end of the stream; Responses function_call items
+  have no ``status``; chat ``tool_calls[].index`` is the interactions step index;
+* ``max_output_tokens`` on ``/v1/responses`` (and ``max_tokens`` on ``/v1/messages``) is
+  dropped: Devin gets the default 128000. Chat maps ``max_tokens``/``max_completion_tokens``;
+* usage comes from Devin's field 7 (input = prompt + cache read).
+
+JSON is written like Go's ``encoding/json`` (compact, ``<``, ``>``, ``&`` escaped). Text
+and argument deltas are passed on verbatim, as CPA does, so the sidecar can match the two
+legs. Upstream failures become the error events CPA writes (Responses ``event: error``,
+chat ``data: {"error":...}`` without ``[DONE]``, messages ``event: error``). The exact
+error payloads are approximations; nothing here repairs anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import ssl
+import sys
+import time
+import uuid
+from typing import Any
+
+import aiohttp
+import orjson
+from aiohttp import web
+
+from wire import devin_pb2 as pb
+from wire.connect import ConnectDecoder, encode_frame
+from wire.devin import CHAT_PATH
+
+DEFAULT_MAX_TOKENS = 128000
+
+
+def go_json(obj: Any) -> bytes:
+    """Compact JSON with Go's HTML escaping (the bytes CPA would write)."""
+    return (
+        orjson.dumps(obj)
+        .replace(b"<", b"\\u003c")
+        .replace(b">", b"\\u003e")
+        .replace(b"&", b"\\u0026")
+        .replace("\u2028".encode(), b"\\u2028")
+        .replace("\u2029".encode(), b"\\u2029")
+    )
+
+
+# --- client request -> GetChatMessageRequest -----------------------------------------
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    if isinstance(content, list):
+        for p in content:
+            if isinstance(p, dict) and p.get("type") in ("text", "input_text", "output_text"):
+                parts.append(str(p.get("text", "")))
+    return "\n".join(parts)
+
+
+def build_request(api: str, body: dict[str, Any]) -> pb.GetChatMessageRequest:
+    """What CPA's request translators + Devin executor make of a client request."""
+    P = pb.ChatMessagePrompt
+    TC = pb.ChatToolCall
+    USER, ASSISTANT, TOOL = (pb.CHAT_MESSAGE_SOURCE_USER, pb.CHAT_MESSAGE_SOURCE_ASSISTANT,
+                             pb.CHAT_MESSAGE_SOURCE_TOOL)  # fmt: skip
+    system: list[str] = []
+    prompts: list[pb.ChatMessagePrompt] = []
+    max_tokens = DEFAULT_MAX_TOKENS
+    tools: list[pb.ChatToolDefinition] = []
+
+    def mid() -> str:
+        return str(uuid.uuid4())
+
+    if api == "responses":
+        if isinstance(body.get("instructions"), str):
+            system.append(body["instructions"])
+        inp = body.get("input")
+        items = [{"role": "user", "content": inp}] if isinstance(inp, str) else (inp or [])
+        for it in items:
+            if not isinstance(it, dict):
+                continue
+            t = it.get("type")
+            if t in (None, "message"):
+                role = it.get("role")
+                if role in ("system", "developer"):
+                    system.append(_text(it.get("content")))
+                else:
+                    prompts.append(P(message_id=mid(), source=USER if role == "user" else ASSISTANT,
+                                     prompt=_text(it.get("content"))))  # fmt: skip
+            elif t == "function_call":
+                prompts.append(P(message_id=mid(), source=ASSISTANT, tool_calls=[
+                    TC(id=str(it.get("call_id", "")).encode(), name=str(it.get("name", "")).encode(),
+                       arguments_json=str(it.get("arguments", "")).encode())]))  # fmt: skip
+            elif t == "function_call_output":
+                out = it.get("output")
+                prompts.append(P(message_id=mid(), source=TOOL, prompt=out if isinstance(out, str) else _text(out),
+                                 tool_call_id=str(it.get("call_id", ""))))  # fmt: skip
+        for tool in body.get("tools") or []:
+            if isinstance(tool, dict) and tool.get("type") == "function":
+                tools.append(pb.ChatToolDefinition(name=tool.get("name", ""), description=tool.get("description", ""),
+                                                   json_schema=orjson.dumps(tool.get("parameters", {})).decode()))  # fmt: skip
+        # the bug: max_output_tokens is dropped for Devin
+    else:
+        if api == "messages":
+            sys_field = body.get("system")
+            if sys_field:
+                system.append(_text(sys_field))
+        else:
+            for name in ("max_completion_tokens", "max_tokens"):  # chat maps the cap
+                v = body.get(name)
+                if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+                    max_tokens = v
+                    break
+        for m in body.get("messages") or []:
+            if not isinstance(m, dict):
+                continue
+            role, content = m.get("role"), m.get("content")
+            if role == "system":
+                system.append(_text(content))
+            elif role == "tool":
+                prompts.append(P(message_id=mid(), source=TOOL, prompt=_text(content),
+                                 tool_call_id=str(m.get("tool_call_id", ""))))  # fmt: skip
+            elif role == "user" and isinstance(content, list) and any(
+                isinstance(b, dict) and b.get("type") == "tool_result" for b in content
+            ):
+                for b in content:
+                    if isinstance(b, dict) and b.get("type") == "tool_result":
+                        prompts.append(P(message_id=mid(), source=TOOL, prompt=_text(b.get("content")),
+                                         tool_call_id=str(b.get("tool_use_id", ""))))  # fmt: skip
+                    elif isinstance(b, dict) and b.get("type") == "text":
+                        prompts.append(P(message_id=mid(), source=USER, prompt=str(b.get("text", ""))))
+            else:
+                calls = [TC(id=str(c.get("id", "")).encode(), name=str(c.get("function", {}).get("name", "")).encode(),
+                            arguments_json=str(c.get("function", {}).get("arguments", "")).encode())
+                         for c in m.get("tool_calls") or [] if isinstance(c, dict)]  # fmt: skip
+                prompts.append(P(message_id=mid(), source=USER if role == "user" else ASSISTANT,
+                                 prompt=_text(content), tool_calls=calls))  # fmt: skip
+    return pb.GetChatMessageRequest(
+        metadata=pb.ClientMetadata(ide_name="chisel", ide_version="3000.10.21", api_key="standin-session-token",
+                                   locale="en", os="linux", extension_version="3000.10.21",
+                                   extension_name="chisel"),
+        system_prompt="\n".join(system),
+        prompts=prompts,
+        request_type=5,
+        configuration=pb.CompletionConfiguration(num_completions=1, max_tokens=max_tokens, max_newlines=400,
+                                                 temperature=1.0, top_k=40, top_p=0.95),
+        tools=tools,
+        planner_mode=1,
+        chat_model_uid=str(body.get("model", "swe-2")),
+    )  # fmt: skip
+
+
+# --- Devin frames -> interactions events (the unfixed executor) -----------------------
+
+
+class Executor:
+    """Devin frames in, interactions events out, as the unfixed executor emits them:
+    StopReason ignored, function-call steps closed only at the end of the stream, text
+    after a call held back until the calls are closed."""
+
+    def __init__(self, model: str) -> None:
+        self.id = "interaction_" + str(uuid.uuid4())[:12]
+        self.model = model
+        self.next_index = 0
+        self.open: tuple[str, int] | None = None  # ("thought"|"model_output", index)
+        self.calls: list[dict[str, Any]] = []
+        self.held_text: list[str] = []
+        self.usage: pb.ModelUsage | None = None
+
+    def created(self) -> list[dict]:
+        return [{"event_type": "interaction.created", "interaction": {"id": self.id, "model": self.model}}]
+
+    def _start(self, kind: str, step: dict | None = None) -> list[dict]:
+        i = self.next_index
+        self.next_index += 1
+        if kind != "function_call":
+            self.open = (kind, i)
+        return [{"event_type": "step.start", "index": i, "step": step or {"type": kind}}]
+
+    def _stop_open(self) -> list[dict]:
+        if self.open is None:
+            return []
+        i = self.open[1]
+        self.open = None
+        return [{"event_type": "step.stop", "index": i}]
+
+    def frame(self, m: pb.GetChatMessageResponse) -> list[dict]:
+        ev: list[dict] = []
+        if m.thinking:
+            t = m.thinking.decode("utf-8", "replace")
+            if self.open is None or self.open[0] != "thought":
+                ev += self._stop_open() + self._start("thought")
+            ev.append({"event_type": "step.delta", "index": self.open[1],
+                       "delta": {"type": "thought_summary", "text": t, "content": {"type": "text", "text": t}}})  # fmt: skip
+        if m.text:
+            t = m.text.decode("utf-8", "replace")
+            if self.calls:
+                self.held_text.append(t)
+            else:
+                if self.open is None or self.open[0] != "model_output":
+                    ev += self._stop_open() + self._start("model_output")
+                ev.append({"event_type": "step.delta", "index": self.open[1], "delta": {"type": "text", "text": t}})
+        for tc in m.tool_calls:
+            cid, name = tc.id.decode(), tc.name.decode()
+            if cid and (not self.calls or self.calls[-1]["id"] != cid):
+                ev += self._stop_open()
+                call = {"id": cid, "name": name, "index": self.next_index, "args": []}
+                self.calls.append(call)
+                ev += self._start("function_call", {"type": "function_call", "name": name, "id": cid,
+                                                    "call_id": cid, "arguments": {}})  # fmt: skip
+            if tc.arguments_json and self.calls:
+                a = tc.arguments_json.decode("utf-8", "replace")
+                self.calls[-1]["args"].append(a)
+                ev.append({"event_type": "step.delta", "index": self.calls[-1]["index"],
+                           "delta": {"type": "arguments_delta", "arguments": a}})  # fmt: skip
+        if m.HasField("usage"):
+            self.usage = m.usage
+        return ev
+
+    def completed(self) -> list[dict]:
+        ev = self._stop_open()
+        for c in self.calls:
+            ev.append({"event_type": "step.stop", "index": c["index"]})
+        if self.held_text:
+            ev += self._start("model_output")
+            ev.append({"event_type": "step.delta", "index": self.open[1],
+                       "delta": {"type": "text", "text": "".join(self.held_text)}})  # fmt: skip
+            ev += self._stop_open()
+        u = self.usage
+        usage: dict[str, int] = {"total_input_tokens": 0, "total_output_tokens": 0, "total_cached_tokens": 0}
+        if u is not None:
+            inp = u.prompt_tokens + u.cache_read_tokens
+            usage = {"total_input_tokens": inp, "total_output_tokens": u.output_tokens,
+                     "total_cached_tokens": u.cache_read_tokens, "total_tokens": inp + u.output_tokens}  # fmt: skip
+        ev.append({"event_type": "interaction.completed",
+                   "interaction": {"id": self.id, "model": self.model, "status": "completed", "usage": usage}})  # fmt: skip
+        return ev
+
+
+# --- interactions -> client formats (the unfixed translators) --------------------------
+
+
+class ResponsesOut:
+    terminal_events = ("response.completed",)
+
+    def __init__(self) -> None:
+        self.seq = 0
+        self.id = self.model = ""
+        self.items: dict[int, dict] = {}  # output_index -> item (for the terminal)
+        self.text: dict[int, list[str]] = {}
+        self.kind: dict[int, str] = {}
+
+    def _ev(self, typ: str, obj: dict) -> bytes:
+        self.seq += 1
+        obj = {"type": typ, **obj, "sequence_number": self.seq}
+        return b"event: " + typ.encode() + b"\ndata: " + go_json(obj) + b"\n\n"
+
+    def event(self, e: dict) -> bytes:
+        et = e["event_type"]
+        if et == "interaction.created":
+            self.id, self.model = e["interaction"]["id"], e["interaction"]["model"]
+            return self._ev("response.created", {"response": {"id": self.id, "object": "response",
+                                                               "status": "in_progress", "model": self.model,
+                                                               "output": []}})  # fmt: skip
+        if et == "step.start":
+            i, step = e["index"], e["step"]
+            if i in self.kind:  # re-sent start ("update"): ignored
+                return b""
+            self.kind[i] = step["type"]
+            self.text[i] = []
+            if step["type"] == "thought":
+                return self._ev("response.output_item.added", {"output_index": i, "item": {
+                    "id": f"item_{i}", "type": "reasoning", "status": "in_progress", "encrypted_content": "",
+                    "summary": []}})  # fmt: skip
+            if step["type"] == "model_output":
+                item = {"id": f"item_{i}", "type": "message", "status": "in_progress", "role": "assistant", "content": []}
+                return self._ev("response.output_item.added", {"output_index": i, "item": item}) + self._ev(
+                    "response.content_part.added", {"output_index": i, "content_index": 0, "item_id": f"item_{i}",
+                                                    "part": {"type": "output_text", "text": ""}})  # fmt: skip
+            item = {"id": step["id"], "type": "function_call", "call_id": step["call_id"], "name": step["name"],
+                    "arguments": ""}  # fmt: skip
+            self.items[i] = item
+            return self._ev("response.output_item.added", {"output_index": i, "item": item})
+        if et == "step.delta":
+            i, d = e["index"], e["delta"]
+            if d["type"] == "thought_summary":
+                self.text[i].append(d["text"])
+                return self._ev("response.reasoning_summary_text.delta", {"output_index": i, "delta": d["text"]})
+            if d["type"] == "text":
+                self.text[i].append(d["text"])
+                return self._ev("response.output_text.delta", {"output_index": i, "content_index": 0,
+                                                               "item_id": f"item_{i}", "delta": d["text"]})  # fmt: skip
+            if d["type"] == "arguments_delta":
+                self.text[i].append(d["arguments"])
+                return self._ev("response.function_call_arguments.delta", {"output_index": i,
+                                "item_id": self.items[i]["id"], "delta": d["arguments"]})  # fmt: skip
+            return b""
+        if et == "step.stop":
+            i = e["index"]
+            kind = self.kind.get(i)
+            if kind == "thought":
+                item = {"id": f"item_{i}", "type": "reasoning", "encrypted_content": "",
+                        "summary": [{"type": "summary_text", "text": t} for t in self.text[i]]}  # fmt: skip
+                self.items[i] = item
+                return self._ev("response.output_item.done", {"output_index": i, "item": item})
+            if kind == "model_output":
+                text = "".join(self.text[i])
+                item = {"id": f"item_{i}", "type": "message", "status": "completed", "role": "assistant",
+                        "content": [{"type": "output_text", "text": text}]}  # fmt: skip
+                self.items[i] = item
+                return (
+                    self._ev("response.output_text.done", {"output_index": i, "content_index": 0,
+                             "item_id": f"item_{i}", "text": text, "logprobs": []})
+                    + self._ev("response.content_part.done", {"output_index": i, "content_index": 0,
+                               "item_id": f"item_{i}", "part": {"type": "output_text", "text": text}})
+                    + self._ev("response.output_item.done", {"output_index": i, "item": item})
+                )  # fmt: skip
+            if kind == "function_call":
+                item = dict(self.items[i], arguments="".join(self.text[i]))
+                self.items[i] = item
+                return self._ev("response.function_call_arguments.done", {"output_index": i, "item_id": item["id"],
+                                "arguments": item["arguments"]}) + self._ev(
+                    "response.output_item.done", {"output_index": i, "item": item})  # fmt: skip
+            return b""
+        if et == "interaction.completed":
+            u = e["interaction"]["usage"]
+            usage: dict[str, Any] = {"input_tokens": u["total_input_tokens"], "output_tokens": u["total_output_tokens"]}
+            if "total_tokens" in u:
+                usage["total_tokens"] = u["total_tokens"]
+            usage["input_tokens_details"] = {"cached_tokens": u["total_cached_tokens"]}
+            out = [self.items[i] for i in sorted(self.items)]
+            # the framer writes nothing after the terminal; the swallowed [DONE] leaves "\n"
+            return self._ev("response.completed", {"response": {"id": self.id, "object": "response",
+                            "status": "completed", "model": self.model, "output": out, "usage": usage}}) + b"\n"  # fmt: skip
+        return b""
+
+    def error(self, code: str, message: str) -> bytes:
+        return b"event: error\ndata: " + go_json({"type": "error", "code": code, "message": message}) + b"\n\n"
+
+    def body(self, events: list[dict]) -> dict:
+        for e in events:
+            self.event(e)
+        last = events[-1]["interaction"]["usage"]
+        out = []
+        for i in sorted(self.items):
+            it = self.items[i]
+            if it["type"] == "function_call":
+                it = {"type": "function_call", "call_id": it["call_id"], "name": it["name"], "arguments": it["arguments"]}
+            out.append(it)
+        usage = {"input_tokens": last["total_input_tokens"], "output_tokens": last["total_output_tokens"],
+                 "total_tokens": last.get("total_tokens", 0),
+                 "input_tokens_details": {"cached_tokens": last["total_cached_tokens"]}}  # fmt: skip
+        return {"id": self.id, "object": "response", "status": "completed", "model": self.model, "output": out,
+                "usage": usage}  # fmt: skip
+
+
+class ChatOut:
+    def __init__(self) -> None:
+        self.id = self.model = ""
+        self.created = int(time.time())
+        self.any_call = False
+
+    def _chunk(self, delta: dict, finish: str | None = None, usage: dict | None = None) -> bytes:
+        obj: dict[str, Any] = {"id": self.id, "object": "chat.completion.chunk", "created": self.created,
+                               "model": self.model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}  # fmt: skip
+        if usage is not None:
+            obj["usage"] = usage
+        return b"data: " + go_json(obj) + b"\n\n"
+
+    def event(self, e: dict) -> bytes:
+        et = e["event_type"]
+        if et == "interaction.created":
+            self.id, self.model = e["interaction"]["id"], e["interaction"]["model"]
+            return self._chunk({"role": "assistant"})
+        if et == "step.start" and e["step"]["type"] == "function_call":
+            s = e["step"]
+            self.any_call = True
+            return self._chunk({"tool_calls": [{"index": e["index"], "id": s.get("call_id") or f"call_{e['index']}",
+                                "type": "function", "function": {"name": s["name"], "arguments": ""}}]})  # fmt: skip
+        if et == "step.delta":
+            d = e["delta"]
+            if d["type"] == "thought_summary" and d["text"]:
+                return self._chunk({"reasoning_content": d["text"]})
+            if d["type"] == "text" and d["text"]:
+                return self._chunk({"content": d["text"]})
+            if d["type"] == "arguments_delta":
+                return self._chunk({"tool_calls": [{"index": e["index"], "function": {"arguments": d["arguments"]}}]})
+            return b""
+        if et == "interaction.completed":
+            u = e["interaction"]["usage"]
+            usage: dict[str, Any] = {"prompt_tokens": u["total_input_tokens"], "completion_tokens": u["total_output_tokens"]}
+            if "total_tokens" in u:
+                usage["total_tokens"] = u["total_tokens"]
+            usage["prompt_tokens_details"] = {"cached_tokens": u["total_cached_tokens"]}
+            finish = "tool_calls" if self.any_call else "stop"
+            return self._chunk({}, finish, usage) + b"data: [DONE]\n\n"
+        return b""
+
+    def error(self, code: str, message: str) -> bytes:
+        return b"data: " + go_json({"error": {"message": message, "type": "server_error", "code": code}}) + b"\n\n"
+
+    def body(self, events: list[dict]) -> dict:
+        content: list[str] = []
+        reasoning: list[str] = []
+        calls: dict[int, dict] = {}
+        usage: dict = {}
+        for e in events:
+            et = e["event_type"]
+            if et == "interaction.created":
+                self.id, self.model = e["interaction"]["id"], e["interaction"]["model"]
+            elif et == "step.start" and e["step"]["type"] == "function_call":
+                s = e["step"]
+                calls.setdefault(e["index"], {"id": s.get("call_id") or "call_0", "type": "function",
+                                              "function": {"name": s["name"], "arguments": ""}})  # fmt: skip
+            elif et == "step.delta":
+                d = e["delta"]
+                if d["type"] == "text":
+                    content.append(d["text"])
+                elif d["type"] == "thought_summary":
+                    reasoning.append(d["text"])
+                elif d["type"] == "arguments_delta":
+                    calls[e["index"]]["function"]["arguments"] += d["arguments"]
+            elif et == "interaction.completed":
+                u = e["interaction"]["usage"]
+                usage = {"prompt_tokens": u["total_input_tokens"], "completion_tokens": u["total_output_tokens"],
+                         "total_tokens": u.get("total_tokens", 0),
+                         "prompt_tokens_details": {"cached_tokens": u["total_cached_tokens"]}}  # fmt: skip
+        msg: dict[str, Any] = {"role": "assistant", "content": None if calls else "".join(content)}
+        if reasoning:
+            msg["reasoning_content"] = "".join(reasoning)
+        if calls:
+            msg["tool_calls"] = [calls[i] for i in sorted(calls)]
+        return {"id": self.id, "object": "chat.completion", "created": self.created, "model": self.model,
+                "choices": [{"index": 0, "message": msg, "finish_reason": "tool_calls" if calls else "stop"}],
+                "usage": usage}  # fmt: skip
+
+
+class MessagesOut:
+    def __init__(self) -> None:
+        self.block = -1
+        self.blocks: dict[int, int] = {}  # step index -> block index
+        self.any_call = False
+        self.id = self.model = ""
+
+    @staticmethod
+    def _ev(typ: str, obj: dict) -> bytes:
+        return b"event: " + typ.encode() + b"\ndata: " + go_json({"type": typ, **obj}) + b"\n\n\n"
+
+    def event(self, e: dict) -> bytes:
+        et = e["event_type"]
+        if et == "interaction.created":
+            self.id, self.model = e["interaction"]["id"], e["interaction"]["model"]
+            return self._ev("message_start", {"message": {"id": self.id, "type": "message", "role": "assistant",
+                            "content": [], "model": self.model, "stop_reason": None, "stop_sequence": None,
+                            "usage": {"input_tokens": 0, "output_tokens": 0}}})  # fmt: skip
+        if et == "step.start":
+            i, s = e["index"], e["step"]
+            if i in self.blocks:
+                return b""
+            self.block += 1
+            self.blocks[i] = self.block
+            if s["type"] == "thought":
+                cb: dict[str, Any] = {"type": "thinking", "thinking": ""}
+            elif s["type"] == "model_output":
+                cb = {"type": "text", "text": ""}
+            else:
+                self.any_call = True
+                cb = {"type": "tool_use", "id": s.get("call_id") or f"toolu_{i}", "name": s["name"], "input": {}}
+            return self._ev("content_block_start", {"index": self.block, "content_block": cb})
+        if et == "step.delta":
+            d, b = e["delta"], self.blocks.get(e["index"])
+            if b is None:
+                return b""
+            if d["type"] == "thought_summary" and d["text"]:
+                return self._ev("content_block_delta", {"index": b, "delta": {"type": "thinking_delta", "thinking": d["text"]}})
+            if d["type"] == "text" and d["text"]:
+                return self._ev("content_block_delta", {"index": b, "delta": {"type": "text_delta", "text": d["text"]}})
+            if d["type"] == "arguments_delta":
+                return self._ev("content_block_delta", {"index": b, "delta": {"type": "input_json_delta",
+                                                                               "partial_json": d["arguments"]}})  # fmt: skip
+            return b""
+        if et == "step.stop":
+            b = self.blocks.get(e["index"])
+            return self._ev("content_block_stop", {"index": b}) if b is not None else b""
+        if et == "interaction.completed":
+            u = e["interaction"]["usage"]
+            return self._ev("message_delta", {"delta": {"stop_reason": "tool_use" if self.any_call else "end_turn",
+                            "stop_sequence": None}, "usage": {"input_tokens": u["total_input_tokens"],
+                            "output_tokens": u["total_output_tokens"]}}) + self._ev("message_stop", {})  # fmt: skip
+        return b""
+
+    def error(self, code: str, message: str) -> bytes:
+        return b"event: error\ndata: " + go_json({"type": "error", "error": {"type": "api_error", "message": message}}) + b"\n\n"
+
+    def body(self, events: list[dict]) -> dict:
+        content: list[dict] = []
+        by_step: dict[int, dict] = {}
+        usage: dict = {}
+        for e in events:
+            et = e["event_type"]
+            if et == "interaction.created":
+                self.id, self.model = e["interaction"]["id"], e["interaction"]["model"]
+            elif et == "step.start" and e["index"] not in by_step:
+                s = e["step"]
+                if s["type"] == "thought":
+                    blk: dict[str, Any] = {"type": "thinking", "thinking": ""}
+                elif s["type"] == "model_output":
+                    blk = {"type": "text", "text": ""}
+                else:
+                    self.any_call = True
+                    blk = {"type": "tool_use", "id": s.get("call_id") or "toolu_0", "name": s["name"], "input": {},
+                           "_args": ""}  # fmt: skip
+                by_step[e["index"]] = blk
+                content.append(blk)
+            elif et == "step.delta":
+                d, blk = e["delta"], by_step.get(e["index"])
+                if blk is None:
+                    continue
+                if d["type"] == "thought_summary":
+                    blk["thinking"] += d["text"]
+                elif d["type"] == "text":
+                    blk["text"] += d["text"]
+                elif d["type"] == "arguments_delta":
+                    blk["_args"] += d["arguments"]
+            elif et == "interaction.completed":
+                u = e["interaction"]["usage"]
+                usage = {"input_tokens": u["total_input_tokens"], "output_tokens": u["total_output_tokens"]}
+        for blk in content:
+            if "_args" in blk:
+                try:
+                    blk["input"] = orjson.loads(blk.pop("_args") or "{}")
+                except orjson.JSONDecodeError:
+                    blk["input"] = {}
+        return {"id": self.id, "type": "message", "role": "assistant", "model": self.model, "content": content,
+                "stop_reason": "tool_use" if self.any_call else "end_turn", "stop_sequence": None, "usage": usage}  # fmt: skip
+
+
+TRANSLATORS = {"responses": ResponsesOut, "chat": ChatOut, "messages": MessagesOut}
+ROUTES = {"/v1/responses": "responses", "/v1/chat/completions": "chat", "/v1/messages": "messages"}
+
+
+class UpstreamError(Exception):
+    def __init__(self, code: str, message: str, status: int = 502) -> None:
+        super().__init__(message)
+        self.code, self.message, self.status = code, message, status
+
+
+# --- the server ----------------------------------------------------------------------
+
+
+class Standin:
+    def __init__(self, devin: str, proxy: str | None, cafile: str | None = None) -> None:
+        self.devin = devin.rstrip("/")
+        self.proxy = proxy
+        self.ssl: ssl.SSLContext | bool = ssl.create_default_context(cafile=cafile) if cafile else True
+        self.session: aiohttp.ClientSession | None = None
+
+    async def start(self, app: web.Application) -> None:
+        self.session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=0), timeout=aiohttp.ClientTimeout(total=300)
+        )
+
+    async def stop(self, app: web.Application) -> None:
+        if self.session is not None:
+            await self.session.close()
+
+    async def devin_events(self, api: str, body: dict):
+        """Yield interactions events for one client request, raising UpstreamError."""
+        req = build_request(api, body)
+        ex = Executor(str(body.get("model", "devin/swe-2")))
+        assert self.session is not None
+        headers = {"content-type": "application/connect+proto", "connect-protocol-version": "1", "accept": "*/*",
+                   "authorization": "Basic standin-token-standin-token",
+                   "sentry-trace": f"{uuid.uuid4().hex}-{uuid.uuid4().hex[:16]}-1"}  # fmt: skip
+        try:
+            resp = await self.session.post(self.devin + CHAT_PATH, data=encode_frame(req.SerializeToString()),
+                                           headers=headers, proxy=self.proxy, ssl=self.ssl)  # fmt: skip
+        except aiohttp.ClientError as e:
+            raise UpstreamError("upstream_unreachable", f"devin request failed: {type(e).__name__}") from None
+        async with resp:
+            if resp.status != 200:
+                raise UpstreamError("upstream_status", f"devin returned HTTP {resp.status}", resp.status)
+            yield ex.created()
+            dec = ConnectDecoder()
+            async for chunk in resp.content.iter_any():
+                for f in dec.feed(chunk):
+                    if f.end_stream:
+                        t = f.trailer()
+                        if not t.ok:
+                            yield [{"event_type": "response.failed", "error": {"code": t.error_code,
+                                                                                "message": t.error_message}}]  # fmt: skip
+                            raise UpstreamError(t.error_code or "unknown", t.error_message or "devin stream failed")
+                        yield ex.completed()
+                        return
+                    yield ex.frame(pb.GetChatMessageResponse.FromString(f.payload))
+            end = dec.close()
+            if end.error and not end.truncated:
+                raise UpstreamError("stream_error", end.error)
+            raise UpstreamError("stream_truncated", "devin stream terminated prematurely before EOS trailer")
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        api = ROUTES[request.path]
+        try:
+            body = orjson.loads(await request.read())
+            assert isinstance(body, dict)
+        except (orjson.JSONDecodeError, AssertionError):
+            return web.json_response({"error": {"message": "invalid JSON body"}}, status=400)
+        out = TRANSLATORS[api]()
+        if not body.get("stream"):
+            events: list[dict] = []
+            try:
+                async for evs in self.devin_events(api, body):
+                    events += evs
+            except UpstreamError as e:
+                return web.json_response({"error": {"message": e.message, "code": e.code}}, status=e.status)
+            return web.Response(body=go_json(out.body(events)), content_type="application/json")
+        resp: web.StreamResponse | None = None
+        try:
+            async for evs in self.devin_events(api, body):
+                if resp is None:
+                    resp = web.StreamResponse(headers={"content-type": "text/event-stream", "cache-control": "no-cache"})
+                    await resp.prepare(request)
+                data = b"".join(out.event(e) for e in evs if e["event_type"] != "response.failed")
+                if data:
+                    await resp.write(data)
+        except UpstreamError as e:
+            if resp is None:
+                return web.json_response({"error": {"message": e.message, "code": e.code}}, status=e.status)
+            await resp.write(out.error(e.code, e.message))
+        assert resp is not None
+        await resp.write_eof()
+        return resp
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        for path in ROUTES:
+            app.router.add_post(path, self.handle)
+        app.on_startup.append(self.start)
+        app.on_cleanup.append(self.stop)
+        return app
+
+
+async def serve(
+    devin: str, proxy: str | None, host: str = "127.0.0.1", port: int = 0, cafile: str | None = None
+) -> tuple[web.AppRunner, int]:
+    runner = web.AppRunner(Standin(devin, proxy, cafile).app(), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    sock = site._server.sockets[0]  # type: ignore[union-attr]
+    return runner, sock.getsockname()[1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m streamfix.cpa_standin", description=__doc__.split("\n")[0])
+    ap.add_argument("--devin", required=True, help="Devin base URL (e.g. http://devin.test:PORT)")
+    ap.add_argument("--proxy", help="HTTP proxy for the Devin call, like CPA's proxy-url (the sidecar's regular listener)")
+    ap.add_argument("--ca", help="CA bundle to trust for an https Devin URL (e.g. mitmproxy's CA)")
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=0, help="0 (default) picks a free port")
+    a = ap.parse_args(argv)
+
+    async def run() -> None:
+        runner, port = await serve(a.devin, a.proxy, a.host, a.port, a.ca)
+        print(f"CPA stand-in listening on http://{a.host}:{port}", flush=True)
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await runner.cleanup()
+
+    try:
+        asyncio.run(run())
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,256 @@
+"""A fake Devin: serves GetChatMessage over Connect with scripted, schema-built frames.
+
+    python -m streamfix.fake_devin --port 0          # prints "fake Devin listening on URL"
+
+``POST /exa.api_server_pb.ApiServerService/GetChatMessage`` takes a GetChatMessageRequest
+(one envelope, as CPA sends it) and streams GetChatMessageResponse envelopes built from
+``wire/devin.proto``, then the end-of-stream trailer. What it says is picked by markers in
+the **last user prompt** (so a test selects it through any client API):
+
+``[scenario:NAME]``
+    ``stop`` (default): thinking, text, StopReason 2 STOP_PATTERN.
+    ``tool``: thinking, text, one ``write_file`` call with complete JSON arguments,
+    StopReason 10 FUNCTION_CALL.
+    ``max_tokens``: thinking, text, a call whose arguments stop mid-string, StopReason 3
+    MAX_TOKENS (the budget ran out, whatever the request's cap).
+    ``max_tokens_text``: thinking and text only, StopReason 3 (nothing on the client leg
+    shows the cut: only the upstream StopReason can).
+    ``content_filter``: a little text, StopReason 11 CONTENT_FILTER.
+    ``gzip``: like ``tool`` but every envelope gzip-compressed (flag 0x01, trailer 0x03).
+    ``error``: a little text, then a trailer error ``resource_exhausted``.
+    ``truncated``: a little text, then the body ends without a trailer.
+    ``long``: 60 text deltas (about 600 characters), StopReason 2: a cap cuts it.
+``[conv:ID]``
+    Woven into the generated text and arguments late in the stream, so concurrent
+    conversations differ only near their end.
+``[delay:MS]``
+    Pause between envelopes (default ``--delay-ms``).
+
+The request's max tokens (field 8.2) are honoured: one token is 4 characters of text or
+arguments; when the script would exceed the cap, the output is cut at the cap and the
+stream ends with StopReason 3 MAX_TOKENS (usage output = cap). ``GET /_requests`` lists
+what each request asked for (max tokens, scenario, conversation, model), newest last,
+so tests can check the sidecar's request patch.
+
+Listens on 127.0.0.1 (plain HTTP, or HTTPS with ``--tls-cert``/``--tls-key``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import re
+import ssl
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+from aiohttp import web
+
+from wire import devin_pb2 as pb
+from wire.connect import encode_end_stream, encode_frame
+from wire.devin import CHAT_PATH, read_request
+
+CHARS_PER_TOKEN = 4
+_MARK = re.compile(r"\[(scenario|conv|delay):([^\]\s]+)\]")
+SCENARIOS = ("stop", "tool", "max_tokens", "max_tokens_text", "content_filter", "gzip", "error", "truncated", "long")
+
+
+@dataclass
+class Script:
+    """What one response says, before the cap is applied."""
+
+    thinking: list[str] = field(default_factory=list)
+    text: list[str] = field(default_factory=list)
+    call: tuple[str, str, list[str]] | None = None  # id, name, argument fragments
+    stop_reason: int = pb.STOP_REASON_STOP_PATTERN
+    trailer_error: tuple[str, str] | None = None
+    truncate: bool = False
+    gzip: bool = False
+
+
+def script_for(scenario: str, conv: str) -> Script:
+    s = Script(thinking=["Let me think", " about this."])
+    if scenario in ("stop", "long"):
+        s.text = ["Here is ", "the answer ", f"for {conv}."]
+        if scenario == "long":
+            s.text = [f"word{i:02d} of a long answer; " for i in range(60)] + [f"end {conv}."]
+    elif scenario in ("tool", "gzip"):
+        s.text = ["Writing ", "the file."]
+        s.call = ("write_file_0#a1", "write_file",
+                  ['{"path":"index.html",', '"content":"<h1>Hello</h1>', f"<p>{conv}</p>", '"}'])  # fmt: skip
+        s.stop_reason = pb.STOP_REASON_FUNCTION_CALL
+        s.gzip = scenario == "gzip"
+    elif scenario == "max_tokens":
+        s.text = ["Writing ", "index.html now."]
+        s.call = ("write_file_0#a1", "write_file",
+                  ['{"path":"index.html","content":"', "<!doctype html>\\n<h1>", f"Launch {conv}"])  # fmt: skip
+        s.stop_reason = pb.STOP_REASON_MAX_TOKENS
+    elif scenario == "max_tokens_text":
+        s.text = ["The answer ", "starts here and ", f"is cut {conv} mid"]
+        s.stop_reason = pb.STOP_REASON_MAX_TOKENS
+    elif scenario == "content_filter":
+        s.thinking = []
+        s.text = ["I cannot ", f"continue {conv}"]
+        s.stop_reason = pb.STOP_REASON_CONTENT_FILTER
+    elif scenario == "error":
+        s.text = [f"Starting {conv}"]
+        s.trailer_error = ("resource_exhausted", "fake Devin: quota exhausted")
+    elif scenario == "truncated":
+        s.text = [f"Starting {conv}"]
+        s.truncate = True
+    else:
+        raise ValueError(f"unknown scenario {scenario!r}")
+    return s
+
+
+def apply_cap(s: Script, cap: int) -> tuple[Script, int]:
+    """Cut text and arguments (in stream order) at ``cap`` tokens; (script, output tokens)."""
+    budget = cap * CHARS_PER_TOKEN if cap > 0 else None
+    used = 0
+    cut = False
+
+    def take(parts: list[str]) -> list[str]:
+        nonlocal used, cut
+        out: list[str] = []
+        for p in parts:
+            if cut:
+                break
+            if budget is not None and used + len(p) > budget:
+                p = p[: budget - used]
+                cut = True
+            used += len(p)
+            if p:
+                out.append(p)
+        return out
+
+    text = take(s.text)
+    call = s.call
+    if call is not None:
+        args = take(call[2])
+        call = (call[0], call[1], args) if (args or not cut) else None
+    if cut:
+        s = Script(s.thinking, text, call, pb.STOP_REASON_MAX_TOKENS, None, False, s.gzip)
+        return s, cap
+    s = Script(s.thinking, text, call, s.stop_reason, s.trailer_error, s.truncate, s.gzip)
+    return s, -(-used // CHARS_PER_TOKEN)
+
+
+def frames_for(s: Script, output_tokens: int, prompt_tokens: int) -> list[bytes]:
+    """The response body as a list of envelopes (the trailer last, unless truncated)."""
+    R = pb.GetChatMessageResponse
+
+    def env(msg: pb.GetChatMessageResponse) -> bytes:
+        return encode_frame(msg.SerializeToString(), compress=s.gzip)
+
+    out = [env(R(output_id=b"bot-fake", timestamp=pb.Timestamp(seconds=int(time.time())), message_id=b"msg-fake"))]
+    out += [env(R(thinking=t.encode())) for t in s.thinking]
+    out += [env(R(text=t.encode())) for t in s.text]
+    if s.call is not None:
+        cid, name, args = s.call
+        TC = pb.ChatToolCall
+        first = args[0] if args else ""
+        out.append(env(R(tool_calls=[TC(id=cid.encode(), name=name.encode(), arguments_json=first.encode())])))
+        out += [env(R(tool_calls=[TC(arguments_json=a.encode())])) for a in args[1:]]
+    if s.truncate:
+        return out
+    out.append(env(R(stop_reason=s.stop_reason, delta_tokens=output_tokens)))
+    out.append(env(R(usage=pb.ModelUsage(prompt_tokens=prompt_tokens, output_tokens=output_tokens,
+                                         cache_read_tokens=prompt_tokens // 2, model=b"swe-fake"))))  # fmt: skip
+    code, msg = s.trailer_error or (None, None)
+    out.append(encode_end_stream(code, msg, compress=s.gzip))
+    return out
+
+
+class FakeDevin:
+    def __init__(self, delay_ms: float = 5.0) -> None:
+        self.delay_ms = delay_ms
+        self.requests: deque[dict] = deque(maxlen=1000)
+
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        body = await request.read()
+        info = read_request(body)
+        if info is None:
+            resp = web.StreamResponse(status=200, headers={"content-type": "application/connect+proto"})
+            await resp.prepare(request)
+            await resp.write(encode_end_stream("invalid_argument", "fake Devin: not a GetChatMessageRequest"))
+            await resp.write_eof()
+            return resp
+        users = info.user_texts()
+        last = users[-1] if users else ""
+        marks = dict(_MARK.findall(last))
+        scenario = marks.get("scenario", "stop")
+        conv = marks.get("conv", "conv")
+        delay = float(marks.get("delay", self.delay_ms)) / 1000
+        self.requests.append({"max_tokens": info.max_tokens, "scenario": scenario, "conv": conv,
+                              "model": info.model, "prompts": len(info.prompts),
+                              "authorization": bool(request.headers.get("authorization"))})  # fmt: skip
+        if scenario not in SCENARIOS:
+            return web.Response(status=400, text=f"unknown scenario {scenario}")
+        s, out_tokens = apply_cap(script_for(scenario, conv), info.max_tokens or 0)
+        prompt_tokens = sum(len(t) for _, t in info.prompts) // CHARS_PER_TOKEN + 10
+        resp = web.StreamResponse(status=200, headers={"content-type": "application/connect+proto"})
+        await resp.prepare(request)
+        for i, env in enumerate(frames_for(s, out_tokens, prompt_tokens)):
+            if i and delay:
+                await asyncio.sleep(delay)
+            await resp.write(env)
+        if s.truncate:  # end the body (and the connection) without a trailer
+            resp.force_close()
+        await resp.write_eof()
+        return resp
+
+    async def seen(self, request: web.Request) -> web.Response:
+        return web.json_response(list(self.requests))
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_post(CHAT_PATH, self.chat)
+        app.router.add_get("/_requests", self.seen)
+        return app
+
+
+async def serve(
+    host: str = "127.0.0.1", port: int = 0, delay_ms: float = 5.0, ssl_context: ssl.SSLContext | None = None
+) -> tuple[web.AppRunner, int, FakeDevin]:
+    fake = FakeDevin(delay_ms)
+    runner = web.AppRunner(fake.app(), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, ssl_context=ssl_context)
+    await site.start()
+    sock = site._server.sockets[0]  # type: ignore[union-attr]
+    return runner, sock.getsockname()[1], fake
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m streamfix.fake_devin", description=__doc__.split("\n")[0])
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=0, help="0 (default) picks a free port")
+    ap.add_argument("--delay-ms", type=float, default=5.0, help="pause between envelopes")
+    ap.add_argument("--tls-cert", help="serve HTTPS with this certificate (PEM)")
+    ap.add_argument("--tls-key", help="... and this key (PEM)")
+    a = ap.parse_args(argv)
+    ctx = None
+    if a.tls_cert:
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ctx.load_cert_chain(a.tls_cert, a.tls_key)
+
+    async def run() -> None:
+        runner, port, _ = await serve(a.host, a.port, a.delay_ms, ctx)
+        scheme = "https" if ctx else "http"
+        print(f"fake Devin listening on {scheme}://{a.host}:{port}", flush=True)
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await runner.cleanup()
+
+    try:
+        asyncio.run(run())
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

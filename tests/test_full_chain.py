@@ -1,0 +1,332 @@
+"""The whole chain, real processes on 127.0.0.1:
+
+    client -> mitmdump reverse listener (addons/repair.py: client leg)
+           -> CPA stand-in (python -m streamfix.cpa_standin: an unfixed CPA's Devin path)
+           -> mitmdump regular listener (addons/upstream.py: upstream leg), as CPA's proxy-url
+           -> fake Devin (python -m streamfix.fake_devin: Connect-RPC, scripted StopReasons)
+
+One mitmdump process with both listeners, as in production. Host names (``standin.test``,
+``plain.devin.test``, ``tls.devin.test``, ``other.test``) are mapped to local ports inside
+mitmdump by ``tests/e2e_hostmap.py``, so the upstream-leg host filter and TLS
+interception see real names. One stack per module (per xdist worker); every wait is
+bounded; everything is stopped at teardown.
+
+The terminal the client gets is checked for every StopReason on chat, Responses and
+messages; ``max_tokens_text`` and ``content_filter`` turns can only be told by Devin's
+StopReason (nothing on the client leg shows them), so they prove the two legs were
+matched, also with many conversations at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import json
+import ssl
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+import orjson
+import pytest
+
+from support import ROOT, Proc, child_env, fetch, tool
+from wire.sse import SseParser
+
+pytestmark = pytest.mark.e2e
+
+REPAIR = ROOT / "addons" / "repair.py"
+HOSTMAP = Path(__file__).with_name("e2e_hostmap.py")
+WIRED = REPAIR.exists() and "resolver_for" in REPAIR.read_text() and "note_client_request" in REPAIR.read_text()
+needs_wiring = pytest.mark.skipif(
+    not WIRED,
+    reason="addons/repair.py does not exist yet or does not wire the upstream leg yet "
+    "(addons.upstream.note_client_request at request time, verdict.resolver = addons.upstream.resolver_for(flow.id))",
+)
+TIMEOUT = 60.0
+
+
+# --- certificates for the TLS fake Devin ----------------------------------------------
+def make_certs(d: Path) -> tuple[Path, Path, Path]:
+    """A CA and a server certificate for tls.devin.test and other.test: (ca, cert, key)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "streamfix test CA")])
+    ca = (
+        x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=2))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )  # fmt: skip
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (
+        x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "tls.devin.test")]))
+        .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1)).not_valid_after(now + datetime.timedelta(days=2))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName("tls.devin.test"), x509.DNSName("other.test")]),
+                       critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )  # fmt: skip
+    paths = d / "ca.pem", d / "server.pem", d / "server.key"
+    paths[0].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    paths[1].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    paths[2].write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return paths
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Chain:
+    def __init__(self, d: Path) -> None:
+        self.dir = d
+        self.procs: list[Proc] = []
+
+    def start(self, cmd: list[str], pattern: str) -> tuple[Proc, str]:
+        p = Proc(cmd, env=child_env())
+        self.procs.append(p)
+        return p, p.wait_for(pattern, TIMEOUT).group(1)
+
+    def up(self) -> Chain:
+        d = self.dir
+        confdir = d / "conf"
+        self.ca, cert, key = make_certs(d)
+        self.hostmap = d / "hosts.json"
+        self.hostmap.write_text("{}")
+        # mitmproxy refuses two listeners on 127.0.0.1:0, so the regular one gets a port
+        # picked here; a lost race (port taken meanwhile) is retried with another one
+        for attempt in range(3):
+            reg = free_port()
+            cmd = [tool("mitmdump"), "--set", f"confdir={confdir}", "--set", "flow_detail=0",
+                   "--mode", "reverse:http://standin.test:9@127.0.0.1:0",
+                   "--mode", f"regular@127.0.0.1:{reg}",
+                   "-s", str(REPAIR), "-s", str(ROOT / "addons" / "upstream.py"),
+                   "-s", str(ROOT / "addons" / "views.py"), "-s", str(HOSTMAP),
+                   "--set", f"e2e_hostmap_file={self.hostmap}",
+                   "--set", "streamfix_upstream_hosts=*.devin.test",
+                   "--set", f"ssl_verify_upstream_trusted_ca={self.ca}"]  # fmt: skip
+            self.mitm = Proc(cmd, env=child_env())
+            try:
+                m = self.mitm.wait_for(r"listening at 127\.0\.0\.1:(\d+)", TIMEOUT)
+                self.mitm.wait_for(r"HTTP\(S\) proxy listening at 127\.0\.0\.1:(\d+)", TIMEOUT)
+                break
+            except RuntimeError:
+                self.mitm.stop()
+                if attempt == 2 or "address already in use" not in self.mitm.output.lower():
+                    raise
+        self.procs.append(self.mitm)
+        if "error in script" in self.mitm.output or "Traceback" in self.mitm.output:
+            raise RuntimeError(f"an addon failed to load:\n{self.mitm.tail()}")
+        self.client_port = int(m.group(1))
+        self.proxy = f"http://127.0.0.1:{reg}"
+        self.mitm_ca = confdir / "mitmproxy-ca-cert.pem"
+        py = sys.executable
+        _, self.devin = self.start([py, "-m", "streamfix.fake_devin", "--port", "0", "--delay-ms", "3"],
+                                   r"fake Devin listening on (\S+)")  # fmt: skip
+        _, self.devin_tls = self.start([py, "-m", "streamfix.fake_devin", "--port", "0", "--delay-ms", "3",
+                                        "--tls-cert", str(cert), "--tls-key", str(key)],
+                                       r"fake Devin listening on (\S+)")  # fmt: skip
+        _, standin = self.start([py, "-m", "streamfix.cpa_standin", "--devin", "http://plain.devin.test:80",
+                                 "--proxy", self.proxy, "--port", "0"], r"CPA stand-in listening on (\S+)")  # fmt: skip
+        _, self.standin_tls = self.start([py, "-m", "streamfix.cpa_standin", "--devin", "https://tls.devin.test:443",
+                                          "--proxy", self.proxy, "--ca", str(self.mitm_ca), "--port", "0"],
+                                         r"CPA stand-in listening on (\S+)")  # fmt: skip
+        port = lambda url: int(url.rsplit(":", 1)[1])  # noqa: E731
+        self.hostmap.write_text(json.dumps({
+            "standin.test": port(standin), "plain.devin.test": port(self.devin),
+            "tls.devin.test": port(self.devin_tls), "other.test": port(self.devin_tls),
+        }))  # fmt: skip
+        time.sleep(0.05)  # a fresh mtime for the map
+        return self
+
+    def down(self) -> None:
+        for p in reversed(self.procs):
+            p.stop()
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.client_port}"
+
+    def seen(self, devin: str | None = None) -> list[dict]:
+        return httpx.get(f"{devin or self.devin}/_requests", verify=False, timeout=10, trust_env=False).json()
+
+
+@pytest.fixture(scope="module")
+def chain(tmp_path_factory):
+    c = Chain(tmp_path_factory.mktemp("chain"))
+    try:
+        yield c.up()
+    finally:
+        c.down()
+
+
+# --- requests and terminals -----------------------------------------------------------
+PATHS = {"chat": "/v1/chat/completions", "responses": "/v1/responses", "messages": "/v1/messages"}
+
+
+def request_body(api: str, prompt: str, cap: int | None = None, stream: bool = True) -> dict:
+    if api == "responses":
+        body: dict = {"model": "devin/swe-2", "stream": stream, "input": [{"role": "user", "content": prompt}]}
+        if cap:
+            body["max_output_tokens"] = cap
+    elif api == "chat":
+        body = {"model": "devin/swe-2", "stream": stream, "messages": [{"role": "user", "content": prompt}]}
+        if cap:
+            body["max_tokens"] = cap
+    else:
+        body = {"model": "devin/swe-2", "stream": stream, "max_tokens": cap or 32000,
+                "messages": [{"role": "user", "content": [{"type": "text", "text": prompt}]}]}  # fmt: skip
+    return body
+
+
+def terminal(api: str, body: bytes):
+    """What the client learns about how the turn ended."""
+    p = SseParser()
+    events = p.feed(body) + p.close()
+    datas = []
+    for ev in events:
+        if ev.data and ev.data != b"[DONE]":
+            try:
+                datas.append((ev.event, orjson.loads(ev.data)))
+            except orjson.JSONDecodeError:
+                pass
+    if api == "chat":
+        finishes = [c["finish_reason"] for _, d in datas for c in d.get("choices", []) if c.get("finish_reason")]
+        return finishes[-1] if finishes else None
+    if api == "responses":
+        for name, d in datas:
+            t = d.get("type")
+            if t in ("response.completed", "response.incomplete", "response.failed"):
+                det = d["response"].get("incomplete_details")
+                return t, (det or {}).get("reason")
+        return None
+    stops = [d["delta"].get("stop_reason") for _, d in datas if d.get("type") == "message_delta"]
+    return stops[-1] if stops else None
+
+
+EXPECT = {
+    "chat": {"max_tokens": "length", "max_tokens_text": "length", "content_filter": "content_filter",
+             "tool": "tool_calls", "stop": "stop"},
+    "responses": {"max_tokens": ("response.incomplete", "max_output_tokens"),
+                  "max_tokens_text": ("response.incomplete", "max_output_tokens"),
+                  "content_filter": ("response.incomplete", "content_filter"),
+                  "tool": ("response.completed", None), "stop": ("response.completed", None)},
+    "messages": {"max_tokens": "max_tokens", "max_tokens_text": "max_tokens", "content_filter": "refusal",
+                 "tool": "tool_use", "stop": "end_turn"},
+}  # fmt: skip
+
+
+async def ask(client: httpx.AsyncClient, chain: Chain, api: str, scenario: str, conv: str, delay: int | None = None,
+              cap: int | None = None) -> bytes:
+    marks = f"[scenario:{scenario}] [conv:{conv}]" + (f" [delay:{delay}]" if delay is not None else "")
+    r = await client.post(chain.base + PATHS[api], json=request_body(api, f"Please do it. {marks}", cap))
+    assert r.status_code == 200, r.text
+    return r.content
+
+
+def client() -> httpx.AsyncClient:
+    return httpx.AsyncClient(timeout=TIMEOUT, trust_env=False)
+
+
+# --- the tests --------------------------------------------------------------------------
+@needs_wiring
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+@pytest.mark.parametrize("scenario", ["max_tokens_text", "max_tokens", "content_filter", "tool", "stop"])
+async def test_each_stop_reason_reaches_the_client(chain, api, scenario):
+    async with client() as c:
+        body = await ask(c, chain, api, scenario, f"single-{api}-{scenario}")
+    assert terminal(api, body) == EXPECT[api][scenario], body.decode()[-600:]
+
+
+@needs_wiring
+async def test_concurrent_conversations_are_matched_by_content(chain):
+    """21 turns at once, differing only late in the stream, whose terminals only the
+    right upstream StopReason can give."""
+    scenarios = ["max_tokens_text", "stop", "content_filter", "tool", "max_tokens_text", "stop", "content_filter"]
+    jobs = [(api, scenarios[i], f"conc{i}-{api}") for api in ("chat", "responses", "messages") for i in range(7)]
+    async with client() as c:
+        bodies = await asyncio.gather(*(ask(c, chain, api, sc, conv, delay=15) for api, sc, conv in jobs))
+    wrong = [(api, sc, terminal(api, b)) for (api, sc, _), b in zip(jobs, bodies) if terminal(api, b) != EXPECT[api][sc]]
+    assert not wrong
+
+
+@needs_wiring
+async def test_responses_max_output_tokens_reaches_devin(chain):
+    conv = f"patch-{uuid.uuid4().hex[:8]}"
+    async with client() as c:
+        body = await ask(c, chain, "responses", "long", conv, cap=12)
+    seen = [r for r in chain.seen() if r["conv"] == conv]
+    assert [r["max_tokens"] for r in seen] == [12]  # CPA alone would have sent 128000
+    assert terminal("responses", body) == ("response.incomplete", "max_output_tokens")
+    assert "Devin max_tokens 128000 -> 12" in chain.mitm.output
+
+
+@needs_wiring
+async def test_caps_on_chat_and_messages(chain):
+    async with client() as c:
+        await ask(c, chain, "chat", "stop", "cap-chat", cap=14)  # CPA maps it itself
+        await ask(c, chain, "messages", "stop", "cap-messages", cap=15)  # CPA drops it: patched
+        await ask(c, chain, "responses", "stop", "cap-none")  # no cap asked: untouched
+    by_conv = {r["conv"]: r["max_tokens"] for r in chain.seen()}
+    assert (by_conv["cap-chat"], by_conv["cap-messages"], by_conv["cap-none"]) == (14, 15, 128000)
+
+
+async def test_upstream_leg_streams_devin_frames_without_buffering(chain):
+    """Devin's envelopes reach CPA (and the client) as they are sent, not at the end."""
+    body = orjson.dumps(request_body("chat", "go [scenario:long] [conv:pace] [delay:25]"))
+    r = await asyncio.to_thread(fetch, chain.base + PATHS["chat"], body=body,
+                                headers={"content-type": "application/json"}, timeout=TIMEOUT)  # fmt: skip
+    times = r.event_times()
+    assert r.status == 200 and len(times) > 40
+    # ~60 envelopes 25 ms apart: events spread over more than a second, not one burst
+    assert times[-1] - times[3] > 1.0
+
+
+async def test_error_trailer_is_not_turned_into_success(chain):
+    async with client() as c:
+        body = await ask(c, chain, "responses", "error", "err1")
+    assert terminal("responses", body) is None
+    assert b"event: error" in body and b"resource_exhausted" in body
+
+
+async def test_tls_upstream_leg_with_mitmproxys_ca(chain):
+    """CPA -> sidecar -> Devin over TLS: the stand-in trusts only mitmproxy's CA (like
+    SSL_CERT_FILE for Go), mitmproxy trusts the fake Devin's CA; the tap reads the frames."""
+    conv = f"tls-{uuid.uuid4().hex[:8]}"
+    async with client() as c:
+        r = await c.post(chain.standin_tls + "/v1/responses",
+                         json=request_body("responses", f"x [scenario:content_filter] [conv:{conv}]"))  # fmt: skip
+    assert r.status_code == 200
+    assert [s["conv"] for s in chain.seen(chain.devin_tls)].count(conv) == 1
+    deadline = time.monotonic() + 10
+    while "Devin StopReason 11 CONTENT_FILTER" not in chain.mitm.output and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert "Devin StopReason 11 CONTENT_FILTER" in chain.mitm.output
+
+
+async def test_other_hosts_are_passed_through_untouched(chain):
+    """TLS to a host not in streamfix_upstream_hosts is not intercepted: the client sees
+    the server's own certificate (trusting only the server's CA works), while a Devin
+    host is intercepted (the same trust fails: mitmproxy's certificate is presented)."""
+    only_server_ca = ssl.create_default_context(cafile=str(chain.ca))
+    async with httpx.AsyncClient(proxy=chain.proxy, verify=only_server_ca, timeout=TIMEOUT, trust_env=False) as c:
+        r = await c.get("https://other.test:443/_requests")
+        assert r.status_code == 200
+        with pytest.raises(httpx.ConnectError):
+            await c.get("https://tls.devin.test:443/_requests")
+    assert "passing TLS to other.test through untouched" in chain.mitm.output
