@@ -44,3 +44,8 @@ offline NAME:
 # replay upstream alone (port 18317)
 replay *ARGS:
     {{py}} -m streamfix.replay {{ARGS}}
+
+# real clients x recordings, raw vs repaired (--ablate: which client catches each rule; --write-docs)
+clients *ARGS:
+    scripts/install-clients
+    {{py}} tests/clients/harness.py {{ARGS}}
