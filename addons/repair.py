@@ -25,6 +25,7 @@ _ROOT = str(Path(__file__).resolve().parent.parent)
 if _ROOT not in sys.path:  # loaded with -s from a checkout that is not pip-installed
     sys.path.insert(0, _ROOT)
 
+from addons import shared  # noqa: E402  (the correlator shared with addons/upstream.py)
 from wire.apis import api_for_path, json_repairer, stream_repairer  # noqa: E402
 from wire.encoding import Decoder, decoder_for  # noqa: E402
 from wire.rules import FlowContext, Rules  # noqa: E402
@@ -201,6 +202,15 @@ class Repair:
         fctx = FlowContext(model=model if isinstance(model, str) else None, request=body)
         verdict = Verdict(enabled=self.evidence)
         verdict.request(body)
+        if "upstream" in self.evidence and body is not None:
+            # the upstream leg (addons/upstream.py) matches CPA's Devin request to this one
+            # by prompt, and at the terminal event the verdict asks for the matching
+            # upstream flow's StopReason by output digest
+            try:
+                shared.correlator().note_client_request(flow.id, flow.request.path, body)
+                verdict.resolver = shared.correlator().resolver(flow.id)
+            except Exception:
+                logger.exception("streamfix: correlator bookkeeping failed; upstream evidence off for this flow")
         self.flows[flow.id] = FlowState(api, fctx, verdict)
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
@@ -232,6 +242,8 @@ class Repair:
 
     def response(self, flow: http.HTTPFlow) -> None:
         st = self.flows.pop(flow.id, None)
+        if st is not None:
+            shared.correlator().forget_client(flow.id)
         if st is None or flow.response is None or st.stream is not None:
             if st is not None and st.stream is not None and ctx.options.streamfix_keep_bodies:
                 self._keep_bodies(flow, st.stream)
@@ -239,7 +251,8 @@ class Repair:
         self._repair_buffered(flow, st)
 
     def error(self, flow: http.HTTPFlow) -> None:
-        self.flows.pop(flow.id, None)
+        if self.flows.pop(flow.id, None) is not None:
+            shared.correlator().forget_client(flow.id)
 
     # --- helpers -----------------------------------------------------------------
     def _repair_buffered(self, flow: http.HTTPFlow, st: FlowState) -> None:
