@@ -122,8 +122,8 @@ class Chain:
                    "--set", f"ssl_verify_upstream_trusted_ca={self.ca}"]  # fmt: skip
             self.mitm = Proc(cmd, env=child_env())
             try:
-                m = self.mitm.wait_for(r"listening at 127\.0\.0\.1:(\d+)", TIMEOUT)
-                self.mitm.wait_for(r"HTTP\(S\) proxy listening at 127\.0\.0\.1:(\d+)", TIMEOUT)
+                m = self.mitm.wait_for(r"reverse proxy to \S+ listening at 127\.0\.0\.1:(\d+)", TIMEOUT)
+                self.mitm.wait_for(rf"HTTP\(S\) proxy listening at 127\.0\.0\.1:{reg}\b", TIMEOUT)
                 break
             except RuntimeError:
                 self.mitm.stop()
