@@ -89,3 +89,18 @@ def events(body: bytes) -> list[Any]:
                 except orjson.JSONDecodeError:
                     out.append(d)
     return out
+
+
+def error_cuts(rec: Recording, cls: type, error: bytes, terminals: Callable[[bytes], int]) -> None:
+    """Cut the recording after every event, append an upstream error: the output must end
+    with the error and hold no more terminal markers than the input prefix did."""
+    from wire.sse import SseParser
+
+    p = SseParser()
+    raws = [e.raw for e in p.feed(rec.body) + p.close()]
+    for k in range(len(raws) + 1):
+        body = b"".join(raws[:k]) + error
+        out, rep = run(cls, body, rec.request.get("body"))
+        assert out.endswith(error), (rec.name, k)
+        assert terminals(out) == terminals(body), (rec.name, k)
+        assert len(out) >= len(error)

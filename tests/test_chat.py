@@ -6,7 +6,7 @@ import pytest
 from openai.lib.streaming.chat._completions import ChatCompletionStreamState
 from openai.types.chat import ChatCompletionChunk
 
-from repairkit import chunking_property, events, recordings, repair_recording, run, sse
+from repairkit import chunking_property, error_cuts, events, recordings, repair_recording, run, sse
 from wire import chat
 from wire.chat import ChatRepairer, repair_chat_json
 from wire.rules import FlowContext, Rules
@@ -441,3 +441,24 @@ def test_recording_assembles_in_openai_python(rec):
     if rec.kind == "buggy":  # unrepaired, the helper cannot even assemble it
         with pytest.raises(IndexError):
             openai_assemble(rec.body)
+
+
+@pytest.mark.parametrize("rec", [r for r in CHAT if r.streaming], ids=lambda r: r.name)
+def test_no_error_stream_becomes_success(rec):
+    err = b'data: {"error":{"message":"devin stream terminated prematurely before EOS trailer","code":"stream_truncated"}}\n\n'
+    error_cuts(rec, ChatRepairer, err, lambda b: len(finish_reasons(events(b))))
+
+
+def test_fail_open_when_the_verdict_raises_loses_and_duplicates_nothing():
+    def boom(ver):
+        raise RuntimeError("resolver down")
+
+    from wire.stream import StreamRepair
+    body = sse(chunk({"content": "a"}), header(1, name=""), args(1, "{}"), chunk(finish="stop"), DONE)
+    for cut in range(0, len(body), 7):
+        rep = ChatRepairer(Rules(), FlowContext(request=REQ), Verdict(resolver=boom))
+        s = StreamRepair(rep)
+        out = s.feed(body[:cut]) + s.feed(body[cut:]) + s.close()
+        assert isinstance(s.error, RuntimeError)
+        assert len(events(out)) == len(events(body))
+        assert out.endswith(sse(chunk(finish="stop"), DONE))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from repairkit import chunking_property, events, recordings, repair_recording, run, sse
+from repairkit import chunking_property, error_cuts, events, recordings, repair_recording, run, sse
 from wire import gemini
 from wire.gemini import GeminiRepairer, repair_gemini_json
 from wire.rules import FlowContext, Rules
@@ -179,3 +179,22 @@ def test_recording_repair_is_idempotent(rec):
 @pytest.mark.parametrize("rec", GEM, ids=NAMES)
 def test_recording_any_chunking(rec):
     chunking_property(rec, GeminiRepairer, repair_gemini_json)()
+
+
+@pytest.mark.parametrize("rec", [r for r in GEM if r.streaming], ids=lambda r: r.name)
+def test_no_error_stream_becomes_success(rec):
+    err = b'data: {"error":{"code":502,"message":"stream_truncated","status":"UNAVAILABLE"}}\n\n'
+    error_cuts(rec, GeminiRepairer, err, lambda b: len(reasons(b)))
+
+
+def test_fail_open_when_the_verdict_raises_loses_and_duplicates_nothing():
+    def boom(ver):
+        raise RuntimeError("resolver down")
+
+    b = sse(chunk(text("a")), chunk(text(""), finish="STOP"), {"usageMetadata": {"candidatesTokenCount": 1}})
+    b = b.replace(b"\n\ndata: {\"usage", b"\n\n: ping\n\ndata: {\"usage")
+    for cut in range(0, len(b), 9):
+        s = StreamRepair(GeminiRepairer(Rules(), FlowContext(request=REQ), Verdict(resolver=boom)))
+        out = s.feed(b[:cut]) + s.feed(b[cut:]) + s.close()
+        assert isinstance(s.error, RuntimeError)
+        assert out == b

@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from repairkit import chunking_property, recordings, repair_recording, run
+from repairkit import chunking_property, error_cuts, recordings, repair_recording, run
 from wire import messages
 from wire.messages import MessagesRepairer, repair_messages_json
 from wire.rules import FlowContext, Rules
@@ -327,3 +327,22 @@ def test_recording_repair_is_idempotent(rec):
 @pytest.mark.parametrize("rec", MSG, ids=NAMES)
 def test_recording_any_chunking(rec):
     chunking_property(rec, MessagesRepairer, repair_messages_json)()
+
+
+@pytest.mark.parametrize("rec", [r for r in MSG if r.streaming], ids=lambda r: r.name)
+def test_no_error_stream_becomes_success(rec):
+    err = b'event: error\ndata: {"type":"error","error":{"type":"api_error","message":"stream_truncated"}}\n\n'
+    error_cuts(rec, MessagesRepairer, err,
+               lambda b: sum(d["type"] in ("message_delta", "message_stop") for d in datas(b)))
+
+
+def test_fail_open_when_the_verdict_raises_loses_and_duplicates_nothing():
+    def boom(ver):
+        raise RuntimeError("resolver down")
+
+    b = body(START, block_start(0, "tool_use", name=""), part(0, "{}"), block_stop(0), message_delta(), STOP)
+    for cut in range(0, len(b), 11):
+        s = StreamRepair(MessagesRepairer(Rules(), FlowContext(request=REQ), Verdict(resolver=boom)))
+        out = s.feed(b[:cut]) + s.feed(b[cut:]) + s.close()
+        assert isinstance(s.error, RuntimeError)
+        assert out == b

@@ -150,10 +150,11 @@ class ChatRepairer(EventRepairer):
                 self._chunk(rec, obj)
         elif ev.data is not None and self._finish is not None and not self._settled:
             self._settle()  # [DONE] (or any other data) after the finish: no usage is coming
+        if len(self._recs) >= HOLD_LIMIT:
+            self._release_all(f"more than {HOLD_LIMIT} events held")
+        # nothing below raises: an event in self.held is never also re-sent by the driver
         self.held.append(ev)
         self._recs.append(rec)
-        if len(self._recs) > HOLD_LIMIT:
-            self._release_all(f"more than {HOLD_LIMIT} events held")
         return self._flush()
 
     def end(self) -> list[bytes]:
@@ -329,6 +330,16 @@ class ChatRepairer(EventRepairer):
         if self._finish is not None and not self._settled:
             self._settle()
 
+    def _dump(self, r: _Rec) -> bytes:
+        """A rewritten event's bytes; its original bytes if it cannot be serialized."""
+        try:
+            data = orjson.dumps(r.obj)
+        except (TypeError, orjson.JSONEncodeError):
+            self.note("a repaired event could not be serialized; sent as it came")
+            return r.ev.raw
+        self.changed += 1
+        return r.ev.with_data(data)
+
     def _flush(self) -> list[bytes]:
         out: list[bytes] = []
         recs = self._recs
@@ -336,8 +347,7 @@ class ChatRepairer(EventRepairer):
         while n < len(recs) and recs[n].wait is None:
             r = recs[n]
             if r.dirty and r.obj is not None:
-                self.changed += 1
-                out.append(r.ev.with_data(orjson.dumps(r.obj)))
+                out.append(self._dump(r))
             else:
                 out.append(r.ev.raw)
             n += 1

@@ -154,10 +154,11 @@ class GeminiRepairer(EventRepairer):
         if self._finish is None:
             return []
         ev, obj, finishing = self._finish
+        first = self._apply(ev, obj, finishing)  # may raise: self.held is still whole then
         self._finish = None
         rest = self.held[1:]
         self.held.clear()
-        return [self._apply(ev, obj, finishing)] + [e.raw for e in rest]
+        return [first] + [e.raw for e in rest]
 
     def _apply(self, ev: Event, obj: dict[str, Any], finishing: list[dict[str, Any]]) -> bytes:
         d = self.decision = self.verdict.decide()

@@ -158,10 +158,11 @@ class MessagesRepairer(EventRepairer):
         elif kind == "error":
             self._errored = True
             self._release("an error event")
+        if len(self._recs) >= HOLD_LIMIT:
+            self._release(f"more than {HOLD_LIMIT} events held")
+        # nothing below raises: an event in self.held is never also re-sent by the driver
         self.held.append(ev)
         self._recs.append(rec)
-        if len(self._recs) > HOLD_LIMIT:
-            self._release(f"more than {HOLD_LIMIT} events held")
         return self._flush()
 
     def end(self) -> list[bytes]:
@@ -297,6 +298,16 @@ class MessagesRepairer(EventRepairer):
             self._stopped[0].wait = None
             self._stopped = None
 
+    def _dump(self, r: _Rec) -> bytes:
+        """A rewritten event's bytes; its original bytes if it cannot be serialized."""
+        try:
+            data = orjson.dumps(r.obj)
+        except (TypeError, orjson.JSONEncodeError):
+            self.note("a repaired event could not be serialized; sent as it came")
+            return r.ev.raw
+        self.changed += 1
+        return r.ev.with_data(data)
+
     def _flush(self) -> list[bytes]:
         out: list[bytes] = []
         recs = self._recs
@@ -306,8 +317,7 @@ class MessagesRepairer(EventRepairer):
             if r.drop:
                 self.changed += 1
             elif r.dirty and r.obj is not None:
-                self.changed += 1
-                out.append(r.ev.with_data(orjson.dumps(r.obj)))
+                out.append(self._dump(r))
             else:
                 out.append(r.ev.raw)
             n += 1
