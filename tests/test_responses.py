@@ -824,14 +824,13 @@ def test_nonstream_recording_items_have_ids(rec):
     assert all(o.get("status") == "completed" for o in out["output"] if o["type"] == "function_call")
 
 
-@settings(max_examples=40, deadline=None)
+@pytest.mark.parametrize("rec", STREAMED, ids=lambda r: r.name)
+@settings(max_examples=30, deadline=None)
 @given(data=st.data())
-def test_any_chunking_gives_the_same_output(data):
-    rec = data.draw(st.sampled_from(STREAMED), label="recording")
+def test_any_chunking_gives_the_same_output(rec, data):
     body = rec.body
-    cuts = sorted(set(data.draw(st.lists(st.integers(0, len(body)), max_size=30), label="cuts")))
-    rep = ResponsesRepairer(Rules(), rec_ctx(rec), Verdict())
-    s = StreamRepair(rep)
+    cuts = sorted(set(data.draw(st.lists(st.integers(0, len(body)), max_size=40), label="cuts")))
+    s = StreamRepair(ResponsesRepairer(Rules(), rec_ctx(rec), Verdict()))
     out = b""
     prev = 0
     for c in cuts + [len(body)]:
@@ -839,7 +838,14 @@ def test_any_chunking_gives_the_same_output(data):
         prev = c
     out += s.close()
     assert s.error is None
-    assert out == rec.expected
+    assert out == rec.expected  # == the one-chunk output (test_recording_repaired_equals_expected)
+
+
+def test_byte_by_byte_feeding():
+    for rec in STREAMED:
+        s = StreamRepair(ResponsesRepairer(Rules(), rec_ctx(rec), Verdict()))
+        out = b"".join(s.feed(rec.body[i:i + 1]) for i in range(len(rec.body))) + s.close()
+        assert out == rec.expected, rec.name
 
 
 # --- non-streaming ------------------------------------------------------------------------

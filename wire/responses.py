@@ -68,7 +68,7 @@ vercel/ai git HEAD is 4.0.46 and lacks the refine):
   ``input_tokens`` and ``output_tokens`` numbers; ``incomplete_details`` null or
   ``{reason}``. ``response.failed``/``error``: ``sequence_number``.
 - Unfixed CPA misses: ``created_at`` on ``response.created`` (Devin path) and ``model`` on
-  ``response.created``/``.in_progress`` (Claude path before v7.2.x), ``item_id`` and
+  ``response.created``/``.in_progress`` (Claude/Kiro path before v7.2.117), ``item_id`` and
   ``summary_index`` on ``reasoning_summary_text.delta`` (Devin path), ``status`` on
   function_call done. Filled with the truthful value: ``ctx.started_at`` (or an earlier
   lifecycle event's ``created_at``), the earlier lifecycle ``model`` or ``ctx.model``, the
@@ -87,6 +87,10 @@ vercel/ai git HEAD is 4.0.46 and lacks the refine):
 - ``output_index`` matters: doStream keys tool calls by ``output_index`` and resolves
   ``item_id`` through the ``output_index`` of the added item; openai-python's stream helper
   raises "Duplicate response output index" on the Claude path's double index 0.
+- Checked by running: ``tests/test_responses.py`` feeds every repaired recording through
+  the real ``doStream`` of ``@ai-sdk/openai`` 2.0.131, 3.0.88 and 4.0.118 (no error part,
+  every call emitted, finish ``tool-calls``/``stop``/``length`` as the terminal says); the
+  unrepaired Devin streams give 4.0.118 an error part and lose the calls on 2.x/3.x.
 
 Non-streaming bodies: :func:`repair_responses_json` (same rules on the response object).
 """
@@ -106,6 +110,7 @@ __all__ = [
     "ResponsesRepairer",
     "repair_responses_json",
     "repair_responses_body",
+    "fix_usage",
 ]
 
 _LIFECYCLE = frozenset({"response.created", "response.in_progress", "response.queued"})
