@@ -616,6 +616,27 @@ def test_schema_fill_function_call_id_and_failed_sequence():
     assert evs[2]["sequence_number"] == 3
 
 
+def test_schema_fill_item_ids_and_done_fields_from_the_announced_item():
+    body = sse(created(created_at=STARTED),
+               {"type": "response.output_item.added", "output_index": 0,
+                "item": {"type": "message", "status": "in_progress", "role": "assistant", "content": []},
+                "sequence_number": 2},
+               {"type": "response.output_item.done", "output_index": 0,
+                "item": {"type": "message", "status": "completed", "role": "assistant", "content": []},
+                "sequence_number": 3},
+               fc_added(1, "c", 4, status="in_progress"), args_delta(1, "c", "{}", 5),
+               {"type": "response.output_item.done", "output_index": 1,
+                "item": {"type": "function_call", "status": "completed"}, "sequence_number": 6})
+    out, _ = run(body)
+    evs = parse(out)
+    assert evs[1]["item"]["id"] == "item_0" and evs[2]["item"]["id"] == "item_0"
+    assert evs[5]["item"] == {"type": "function_call", "status": "completed", "id": "c", "call_id": "c", "name": "f",
+                              "arguments": "{}"}
+    assert aisdk_problems(out) == []
+    off, _ = run(body, Rules(schema_fill=False))
+    assert any("item.id" in p for p in aisdk_problems(off))
+
+
 # --- rule 9: truncation -------------------------------------------------------------------
 
 

@@ -467,14 +467,17 @@ class ResponsesRepairer(EventRepairer):
         if self.rules.output_index and raw != it.index:
             obj["output_index"] = it.index
             dirty = True
+        if self.rules.schema_fill and not isinstance(item.get("id"), str):
+            # a function call's id is its call_id (CPA's own choice); other items get
+            # CPA's fallback name item_<index>
+            fill = item.get("call_id") if it.type == "function_call" else f"item_{raw if type(raw) is int else it.index}"
+            if isinstance(fill, str):
+                item["id"] = it.id = fill
+                dirty = True
         if it.type == "function_call":
-            if self.rules.schema_fill:
-                if not isinstance(item.get("id"), str) and isinstance(item.get("call_id"), str):
-                    item["id"] = it.id = item["call_id"]
-                    dirty = True
-                if not isinstance(item.get("arguments"), str):
-                    item["arguments"] = ""
-                    dirty = True
+            if self.rules.schema_fill and not isinstance(item.get("arguments"), str):
+                item["arguments"] = ""
+                dirty = True
             if self.rules.status and "status" not in item:
                 item["status"] = "in_progress"
                 dirty = True
@@ -499,12 +502,12 @@ class ResponsesRepairer(EventRepairer):
             self.changed += 1
             return []
         dirty = self._remap_index(obj, it)
+        if self.rules.schema_fill:
+            dirty |= self._fill_done_item(item, it)
+            if it is not None and type(obj.get("output_index")) is not int:
+                obj["output_index"] = self._index(it)
+                dirty = True
         if item.get("type") == "function_call":
-            if self.rules.schema_fill and not isinstance(item.get("id"), str):
-                fill = it.id if it is not None and isinstance(it.id, str) else item.get("call_id")
-                if isinstance(fill, str):
-                    item["id"] = fill
-                    dirty = True
             if self.rules.status and "status" not in item:
                 item["status"] = "completed"
                 dirty = True
@@ -519,6 +522,29 @@ class ResponsesRepairer(EventRepairer):
             it.open = False
             it.final = item
         return [self._out(ev, obj, dirty)]
+
+    @staticmethod
+    def _fill_done_item(item: dict[str, Any], it: _Item | None) -> bool:
+        """Fields a done item must carry, taken from the announced item (or, for a call's
+        id and arguments, from its call_id and what was streamed)."""
+        dirty = False
+        known = it.item if it is not None else {}
+        if not isinstance(item.get("id"), str):
+            fill = it.id if it is not None and isinstance(it.id, str) else None
+            if fill is None and item.get("type") == "function_call":
+                fill = item.get("call_id")
+            if isinstance(fill, str):
+                item["id"] = fill
+                dirty = True
+        if item.get("type") == "function_call":
+            for key in ("call_id", "name"):
+                if not isinstance(item.get(key), str) and isinstance(known.get(key), str):
+                    item[key] = known[key]
+                    dirty = True
+            if not isinstance(item.get("arguments"), str) and it is not None:
+                item["arguments"] = it.arguments()
+                dirty = True
+        return dirty
 
     def _item_event(self, ev: Event, obj: dict[str, Any], typ: str) -> list[bytes]:
         it = self._lookup(obj)
