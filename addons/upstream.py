@@ -243,7 +243,13 @@ class UpstreamLeg:
                             )
         except Exception as e:  # fail open: the request goes out as it came
             logger.warning(f"streamfix: reading the Devin request failed ({type(e).__name__}); unchanged")
-        corr.upstream_started(flow.id, pending.flow_id if pending else None, sent, original)
+        corr.upstream_started(
+            flow.id,
+            pending.flow_id if pending else None,
+            sent,
+            original,
+            link_ambiguous=pending.last_match_ambiguous if pending else False,
+        )
         flow.metadata["streamfix.devin_request"] = {
             "client_flow": pending.flow_id if pending else None,
             "max_tokens": sent,

@@ -273,3 +273,47 @@ def test_note_ignores_requests_without_text(body):
     corr = Correlator()
     assert corr.note_client_request("c", "/v1/responses", body) is None
     assert not corr.pending
+
+
+def test_digest_miss_falls_back_to_an_unambiguous_request_link():
+    """A client leg that saw the content differently (a non-streamed body whose repairer
+    reports no deltas, a UTF-8 character split across frames) still gets its StopReason
+    through the request-side link; an ambiguous link is not used."""
+    corr = Correlator()
+    corr.note_client_request("c-mine", "/v1/responses", {"input": "unique prompt one"})
+    corr.note_client_request("c-a", "/v1/responses", {"input": "same prompt"})
+    corr.note_client_request("c-b", "/v1/responses", {"input": "same prompt"})
+    for up, prompt in (("up-mine", "unique prompt one"), ("up-same", "same prompt")):
+        p = corr.match_request(up, read_request(upstream_request([prompt])))
+        corr.upstream_started(up, p.flow_id, link_ambiguous=p.last_match_ambiguous)
+        tap = DevinTap()
+        tap.feed(frame(text=b"generated text", stop_reason=3) + encode_end_stream())
+        corr.upstream_finished(up, tap.result())
+    assert corr.records["up-same"].link_ambiguous and not corr.records["up-mine"].link_ambiguous
+    v = Verdict()
+    v.observe_text("the client saw something else")
+    v.resolver = r = corr.resolver("c-mine")
+    d = v.decide()
+    assert d.outcome == "max_tokens" and r.record.flow_id == "up-mine" and r.record.by_link
+    assert d.evidence[0].detail == "Devin StopReason 3 MAX_TOKENS, matched by prompt (content digest differs)"
+    v = Verdict()
+    v.observe_text("also different")
+    v.resolver = r = corr.resolver(corr.records["up-same"].client_flow_id)
+    v.decide()
+    assert r.record is None  # linked, but the link was a tie between c-a and c-b
+    assert corr.stats["by_link"] == 1
+
+
+def test_link_fallback_takes_the_latest_finished_record_of_a_retry():
+    now = [0.0]
+    corr = Correlator(clock=lambda: now[0])
+    for up, trailer in (("first", encode_end_stream("unavailable", "retry")), ("retry", encode_end_stream())):
+        corr.upstream_started(up, "c")
+        tap = DevinTap()
+        tap.feed(frame(text=b"t", stop_reason=11) + trailer)
+        now[0] += 1
+        corr.upstream_finished(up, tap.result())
+    v = Verdict()
+    v.observe_text("x")
+    v.resolver = r = corr.resolver("c")
+    assert v.decide().outcome == "content_filter" and r.record.flow_id == "retry"

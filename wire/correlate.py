@@ -21,6 +21,10 @@ for the client's digest, claims one, and reports its StopReason to the verdict.
 Ties (identical outputs, e.g. two identical requests) are broken by the request-side link
 when there is one, then by age (oldest finished first). An empty output (no text, no
 arguments) is only matched through the request-side link: its digest says nothing.
+When no record has the client's digest (the client leg saw the content differently, e.g.
+a non-streamed body whose repairer reports no deltas, or a UTF-8 character Devin split
+across frames), the record the request side linked to this client flow is taken, if the
+link was unambiguous; the receipt then says so.
 
 Prompt content (request side). When a client request is seen (``note_client_request``) its
 *needles* are recorded: the texts of its user messages and tool results, in order (the
@@ -75,6 +79,10 @@ class UpstreamRecord:
     result: TapResult | None = None
     claimed_by: str | None = None
     """The client flow id (or ``"?"``) that claimed it."""
+    link_ambiguous: bool = False
+    """Another pending client request matched the request equally well."""
+    by_link: bool = False
+    """Claimed through the request-side link, not by content digest."""
 
     @property
     def digest(self) -> Digest | None:
@@ -92,6 +100,8 @@ class PendingRequest:
     needles: tuple[str, ...]
     noted: float
     upstream_flow_ids: list[str] = field(default_factory=list)
+    last_match_ambiguous: bool = False
+    """The last upstream request matched to it matched another pending request as well."""
 
 
 def client_cap(body: dict[str, Any]) -> tuple[int | None, str | None]:
@@ -183,7 +193,7 @@ class Correlator:
         self._by_digest: dict[Digest, list[str]] = {}
         self.pending: OrderedDict[str, PendingRequest] = OrderedDict()
         self._swept = clock()
-        self.stats = {"resolved": 0, "unresolved": 0, "ties": 0, "requests_matched": 0, "expired": 0}
+        self.stats = {"resolved": 0, "unresolved": 0, "ties": 0, "by_link": 0, "requests_matched": 0, "expired": 0}
 
     # --- request side --------------------------------------------------------------
     def note_client_request(self, flow_id: str, path: str, body: Any) -> PendingRequest | None:
@@ -213,15 +223,18 @@ class Correlator:
             return None
         best: tuple[int, int, float] | None = None
         chosen: PendingRequest | None = None
+        keys: list[tuple[int, int]] = []
         for p in self.pending.values():
             if not any(p.needles[-1] in c for c in contents):
                 continue
             found = sum(1 for n in p.needles if any(n in c for c in contents))
             key = (found, 0 if p.upstream_flow_ids else 1, -p.noted)
+            keys.append(key[:2])
             if best is None or key > best:
                 best, chosen = key, p
-        if chosen is not None:
+        if chosen is not None and best is not None:
             chosen.upstream_flow_ids.append(upstream_flow_id)
+            chosen.last_match_ambiguous = keys.count(best[:2]) > 1
             self.stats["requests_matched"] += 1
         return chosen
 
@@ -232,9 +245,11 @@ class Correlator:
         client_flow_id: str | None = None,
         max_tokens_sent: int | None = None,
         max_tokens_original: int | None = None,
+        link_ambiguous: bool = False,
     ) -> UpstreamRecord:
         self._sweep()
-        rec = UpstreamRecord(flow_id, self.clock(), client_flow_id, max_tokens_sent, max_tokens_original)
+        rec = UpstreamRecord(flow_id, self.clock(), client_flow_id, max_tokens_sent, max_tokens_original,
+                             link_ambiguous=link_ambiguous)  # fmt: skip
         self.records[flow_id] = rec
         while len(self.records) > self.max_records:
             _, old = self.records.popitem(last=False)
@@ -262,7 +277,7 @@ class Correlator:
         """Take the finished, unclaimed record with this digest (see the module docstring)."""
         ids = self._by_digest.get(digest)
         if not ids:
-            return None
+            return self._claim_linked(client_flow_id)
         empty = digest[1] == 0 and digest[3] == 0
         best: tuple[int, float] | None = None
         chosen: UpstreamRecord | None = None
@@ -284,13 +299,41 @@ class Correlator:
             if best is None or key > best:
                 best, chosen = key, rec
         if chosen is None:
-            return None
+            return self._claim_linked(client_flow_id)
         if n > 1:
             self.stats["ties"] += 1
         chosen.claimed_by = client_flow_id or "?"
         ids.remove(chosen.flow_id)
         if not ids:
             del self._by_digest[digest]
+        return chosen
+
+    def _claim_linked(self, client_flow_id: str | None) -> UpstreamRecord | None:
+        """No digest match: the finished record the request side linked to this client
+        flow, unambiguously (the latest finished, if CPA retried). O(records)."""
+        if client_flow_id is None:
+            return None
+        chosen: UpstreamRecord | None = None
+        for rec in self.records.values():
+            if (
+                rec.client_flow_id == client_flow_id
+                and not rec.link_ambiguous
+                and rec.claimed_by is None
+                and rec.finished is not None
+                and (chosen is None or rec.finished >= chosen.finished)  # type: ignore[operator]
+            ):
+                chosen = rec
+        if chosen is None:
+            return None
+        chosen.claimed_by = client_flow_id
+        chosen.by_link = True
+        self.stats["by_link"] += 1
+        if chosen.result is not None:
+            ids = self._by_digest.get(chosen.result.digest)
+            if ids and chosen.flow_id in ids:
+                ids.remove(chosen.flow_id)
+                if not ids:
+                    del self._by_digest[chosen.result.digest]
         return chosen
 
     def resolve(self, verdict: Any, client_flow_id: str | None = None) -> UpstreamRecord | None:
@@ -308,7 +351,8 @@ class Correlator:
             return None
         self.stats["resolved"] += 1
         r = rec.result
-        verdict.upstream(r.outcome or "unknown", r.detail())
+        detail = r.detail() + (", matched by prompt (content digest differs)" if rec.by_link else "")
+        verdict.upstream(r.outcome or "unknown", detail)
         report_usage = getattr(verdict, "upstream_usage", None)
         if r.usage is not None and report_usage is not None:
             report_usage(r.usage.output_tokens)
