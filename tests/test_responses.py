@@ -521,6 +521,31 @@ def test_usage_completed(usage, fixed):
         assert verdict.output_tokens == usage["output_tokens"]
 
 
+def test_usage_output_tokens_from_the_upstream_count():
+    verdict = Verdict()
+    verdict.upstream_usage(123)  # what the Devin tap / correlator reports
+    term = completed([], 2, usage={})
+    out, rep = run(sse(created(created_at=STARTED), term), verdict=verdict)
+    assert parse(out)[-1]["response"]["usage"] == {"input_tokens": 0, "output_tokens": 123, "total_tokens": 123}
+    assert any("upstream" in n for n in rep.notes)
+    # a count the client leg has is kept
+    verdict = Verdict()
+    verdict.upstream_usage(123)
+    out, _ = run(sse(created(created_at=STARTED), completed([], 2, usage={"input_tokens": 1, "output_tokens": 7})),
+                 verdict=verdict)
+    assert parse(out)[-1]["response"]["usage"] == {"input_tokens": 1, "output_tokens": 7, "total_tokens": 8}
+
+
+def test_incomplete_details_null_is_no_native_evidence():
+    term = completed([fc_item("a", '{"x"', status="completed")], 4, incomplete_details=None,
+                     usage={"input_tokens": 1, "output_tokens": 400, "total_tokens": 401})
+    body = sse(created(created_at=STARTED), fc_added(0, "a", 2, status="in_progress"),
+               fc_done(0, "a", '{"x"', 3, status="completed"), term)
+    out, rep = run(body, request={"max_output_tokens": 400})
+    assert not rep.decision.native and rep.decision.outcome == "max_tokens"
+    assert parse(out)[-1]["response"]["incomplete_details"] == {"reason": "max_output_tokens"}
+
+
 def test_usage_reported_to_verdict():
     verdict = Verdict()
     run(one_call(), verdict=verdict)

@@ -26,8 +26,9 @@ switchable in :class:`~wire.rules.Rules`):
    by ``id`` (function calls also by ``call_id``) and kept as given; unannounced extras are
    kept at the end (with a note).
 6. ``usage``: integer ``input_tokens``/``output_tokens``/``total_tokens`` always (``{}``,
-   null, missing or partial usage is completed with zeros, total = input + output);
-   ``*_details`` objects hold integers.
+   null, missing or partial usage is completed with zeros, total = input + output; a
+   missing ``output_tokens`` takes the upstream's count when the verdict has one, see
+   ``Verdict.output_tokens_best``); ``*_details`` objects hold integers.
 7. ``response_id``: ``response.id`` of every lifecycle event equals the first one.
 8. ``schema_fill``: fields the AI SDK chunk schema requires and CPA leaves out (below).
 9. truncation: evidence goes to the :class:`~wire.verdict.Verdict`; at a success terminal
@@ -162,18 +163,22 @@ def _int(v: Any) -> int | None:
     return None
 
 
-def fix_usage(usage: Any) -> tuple[dict[str, Any], bool]:
+def fix_usage(usage: Any, output_tokens: int | None = None) -> tuple[dict[str, Any], bool]:
     """``usage`` with integer input/output/total tokens and integer ``*_details`` values.
 
-    Unknown counts become 0 (never a guess beyond zero); a missing ``total_tokens`` is
-    input + output. Existing keys keep their place, missing ones are appended.
+    Unknown counts become 0 (never a guess beyond zero), except ``output_tokens`` when the
+    caller knows it from elsewhere (``output_tokens``, e.g. the upstream's count); a
+    missing ``total_tokens`` is input + output. Existing keys keep their place, missing
+    ones are appended.
     """
     if not isinstance(usage, dict):
-        return {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}, True
+        usage = {}
     changed = False
     counts = {}
     for key in ("input_tokens", "output_tokens"):
         v = _int(usage.get(key))
+        if v is None and key == "output_tokens" and output_tokens is not None:
+            v = output_tokens
         counts[key] = 0 if v is None else v
         if type(usage.get(key)) is not int or usage[key] != counts[key]:
             usage[key] = counts[key]
@@ -667,19 +672,18 @@ class ResponsesRepairer(EventRepairer):
         usage = resp.get("usage")
         if isinstance(usage, dict):
             self.verdict.usage(_int(usage.get("output_tokens")))
-        if self.rules.usage:
-            usage, changed = fix_usage(usage)
-            if changed:
-                resp["usage"] = usage
-                dirty = True
         dirty |= self._terminal_output(resp)
         details = resp.get("incomplete_details")
         if typ == "response.incomplete" or isinstance(details, dict):
             reason = details.get("reason") if isinstance(details, dict) else None
             self.verdict.native(_NATIVE.get(reason, "unknown"), f"{typ}, incomplete_details.reason {reason!r}")
-        elif "incomplete_details" in resp:
-            self.verdict.native("complete", f"{typ} with incomplete_details null")
+        # ``incomplete_details: null`` is no evidence: CPA's templates write it unconditionally
         self.decision = d = self.verdict.decide()
+        if self.rules.usage:
+            usage, changed = fix_usage(usage, self._upstream_output_tokens(usage))
+            if changed:
+                resp["usage"] = usage
+                dirty = True
         rename = None
         if (
             typ == "response.completed"
@@ -694,6 +698,17 @@ class ResponsesRepairer(EventRepairer):
             self.note(f"terminal rewritten to response.incomplete ({d.outcome})")
         out.append(self._out(ev, obj, dirty, event=rename if ev.event is not None else None))
         return out
+
+    def _upstream_output_tokens(self, usage: Any) -> int | None:
+        """The upstream's output token count, when the client leg's usage has none (the
+        verdict's correlated Devin usage): known, so it fills instead of a zero."""
+        if isinstance(usage, dict) and _int(usage.get("output_tokens")) is not None:
+            return None
+        tokens, where = self.verdict.output_tokens_best
+        if where != "upstream":
+            return None
+        self.note(f"usage.output_tokens filled from the upstream's count ({tokens})")
+        return tokens
 
     def _terminal_output(self, resp: dict[str, Any]) -> bool:
         """Rules 1 and 5 on ``response.output``."""
@@ -792,20 +807,23 @@ def _repair_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdict: V
     usage = obj.get("usage")
     if isinstance(usage, dict):
         verdict.usage(_int(usage.get("output_tokens")))
-    if rules.usage:
-        usage, fixed = fix_usage(usage)
-        if fixed:
-            obj["usage"] = usage
-            changed = True
     details = obj.get("incomplete_details")
     if obj.get("status") == "incomplete" or isinstance(details, dict):
         reason = details.get("reason") if isinstance(details, dict) else None
         verdict.native(_NATIVE.get(reason, "unknown"), f"status {obj.get('status')!r}, reason {reason!r}")
-    elif "incomplete_details" in obj:
-        verdict.native("complete", "response with incomplete_details null")
-    if obj.get("status") == "failed" or obj.get("error"):
+    failed = obj.get("status") == "failed" or bool(obj.get("error"))
+    d = None if failed else verdict.decide()
+    if rules.usage:
+        known = None
+        if not (isinstance(usage, dict) and _int(usage.get("output_tokens")) is not None):
+            tokens, where = verdict.output_tokens_best
+            known = tokens if where == "upstream" else None
+        usage, fixed = fix_usage(usage, known)
+        if fixed:
+            obj["usage"] = usage
+            changed = True
+    if d is None:
         return changed, None
-    d = verdict.decide()
     if d.truncated and not d.native and rules.truncation == "incomplete":
         obj["status"] = "incomplete"
         obj["incomplete_details"] = {"reason": _REASON[d.outcome]}
