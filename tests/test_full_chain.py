@@ -330,3 +330,21 @@ async def test_other_hosts_are_passed_through_untouched(chain):
         with pytest.raises(httpx.ConnectError):
             await c.get("https://tls.devin.test:443/_requests")
     assert "passing TLS to other.test through untouched" in chain.mitm.output
+
+
+@needs_wiring
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+async def test_non_streamed_bodies_get_the_upstream_verdict(chain, api):
+    """A JSON (stream: false) turn that Devin stopped for CONTENT_FILTER: only the upstream
+    StopReason can tell, so the body's finish/stop reason proves the legs were matched."""
+    async with client() as c:
+        r = await c.post(chain.base + PATHS[api],
+                         json=request_body(api, f"x [scenario:content_filter] [conv:ns-{api}]", stream=False))  # fmt: skip
+    assert r.status_code == 200
+    obj = r.json()
+    if api == "chat":
+        assert obj["choices"][0]["finish_reason"] == "content_filter"
+    elif api == "responses":
+        assert (obj["status"], obj["incomplete_details"]) == ("incomplete", {"reason": "content_filter"})
+    else:
+        assert obj["stop_reason"] == "refusal"
