@@ -45,8 +45,9 @@ decided from the events seen so far, so the first byte of an event is never dela
 
 Cost per event: one ``orjson.loads``, O(1) dictionary work, at most one ``orjson.dumps``.
 Per stream: the streamed text/arguments of items not yet closed are kept as lists of
-delta strings (needed to synthesize their closes); a closing or terminal event costs
-O(items + size of what it carries).
+delta strings (needed to synthesize their closes) and dropped when the item closes; each
+closed item is kept as closed (for the terminal's ``output``). A closing or terminal event
+costs O(items + size of what it carries).
 
 What the AI SDK requires (read in ``@ai-sdk/openai`` 4.0.118 from npm,
 ``src/responses/openai-responses-api.ts`` and ``openai-responses-language-model.ts``; the
@@ -229,7 +230,6 @@ class _Item:
         "type",
         "item",
         "open",
-        "by_us",
         "final",
         "parts",
         "args",
@@ -245,7 +245,6 @@ class _Item:
         self.type = item.get("type")
         self.item = item
         self.open = True
-        self.by_us = False
         self.final: dict[str, Any] | None = None
         self.parts: dict[int, _Part] = {}
         self.args: list[str] = []
@@ -264,6 +263,14 @@ class _Item:
 
     def arguments(self) -> str:
         return "".join(self.args)
+
+    def close(self, final: dict[str, Any]) -> None:
+        """Closed: keep the item as closed, drop what was streamed (not needed any more)."""
+        self.open = False
+        self.final = final
+        self.parts = {}
+        self.args = []
+        self.summary = {}
 
     def snapshot(self) -> dict[str, Any]:
         """The item as closed (or as announced, if it never was)."""
@@ -296,7 +303,6 @@ class ResponsesRepairer(EventRepairer):
         self._created_at: Any = None
         self._model: str | None = None
         self._finished = False  # a terminal (success or failure) went out
-        self._failed = False
         self._noted: set[tuple[str, int]] = set()
 
     # --- driver interface ---------------------------------------------------------
@@ -446,9 +452,7 @@ class ResponsesRepairer(EventRepairer):
         elif "status" in item:
             item["status"] = "completed"
         out.append(self._synth(ev, "response.output_item.done", {"output_index": idx, "item": item}))
-        it.open = False
-        it.by_us = True
-        it.final = item
+        it.close(item)
         self._note_once("closed an open item before the next one", it)
         return out
 
@@ -524,8 +528,7 @@ class ResponsesRepairer(EventRepairer):
         if it is None:
             self.note("output_item.done for an item never added, passed through")
         else:
-            it.open = False
-            it.final = item
+            it.close(item)
         return [self._out(ev, obj, dirty)]
 
     @staticmethod
@@ -761,7 +764,7 @@ class ResponsesRepairer(EventRepairer):
 
     def _failure(self, ev: Event, obj: dict[str, Any], typ: str) -> bytes:
         """``response.failed`` / ``error``: pass (numbered, id kept); nothing synthesized."""
-        self._finished = self._failed = True
+        self._finished = True
         dirty = False
         if self.rules.schema_fill and type(obj.get("sequence_number")) is not int and self._last_seq is not None:
             obj["sequence_number"] = self._last_seq + 1
