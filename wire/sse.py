@@ -97,7 +97,7 @@ def format_event(data: bytes, event: str | None = None, eol: bytes = b"\n") -> b
 class SseParser:
     """Feed bytes, get complete :class:`Event` objects; ``close()`` returns the rest."""
 
-    __slots__ = ("_buf", "_scan", "_start", "_fields", "_eol", "_first")
+    __slots__ = ("_buf", "_scan", "_start", "_fields", "_eol", "_first", "_seek")
 
     def __init__(self) -> None:
         self._buf = bytearray()
@@ -106,6 +106,7 @@ class SseParser:
         self._fields: list[tuple[bytes, bytes]] = []
         self._eol: bytes | None = None
         self._first = True  # strip a UTF-8 BOM at the very start of the stream
+        self._seek = 0  # where to look for the next line end: bytes before it hold none
 
     def feed(self, chunk: bytes) -> list[Event]:
         if not chunk:
@@ -116,18 +117,23 @@ class SseParser:
         scan = self._scan
         n = len(buf)
         while scan < n:
-            m = _EOL.search(buf, scan)
+            # resume the search where the last one stopped, so a long line arriving in
+            # many small chunks is scanned once, not once per chunk
+            m = _EOL.search(buf, max(scan, self._seek))
             if m is None:
+                self._seek = n
                 break
             end = m.end()
             if m.group() == b"\r" and end == n:
-                break  # a CR at the end of the input may be the first half of CRLF
+                self._seek = m.start()  # a CR at the end may be the first half of CRLF
+                break
             self._line(bytes(buf[scan : m.start()]), m.group(), events, end)
             scan = end
         # drop what has been handed out, so the buffer holds one event at most
         if self._start:
             del buf[: self._start]
             scan -= self._start
+            self._seek = max(0, self._seek - self._start)
             self._start = 0
         self._scan = scan
         return events
