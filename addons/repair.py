@@ -149,7 +149,8 @@ class Repair:
             "streamfix_evidence",
             Sequence[str],
             list(SOURCES),
-            f"Evidence sources the truncation verdict may use: {', '.join(SOURCES)}.",
+            f"Evidence sources the truncation verdict may use (repeat the option or separate "
+            f"with commas): {', '.join(SOURCES)}.",
         )
         loader.add_option(
             "streamfix_keep_bodies",
@@ -167,13 +168,15 @@ class Repair:
                 f"not {opts.streamfix_truncation!r}"
             )
         if "streamfix_evidence" in updated:
-            bad = [s for s in opts.streamfix_evidence if s not in SOURCES]
+            # repeated --set streamfix_evidence=a --set ... or one comma-separated value
+            names = [n.strip() for v in opts.streamfix_evidence for n in v.split(",") if n.strip()]
+            bad = [n for n in names if n not in SOURCES]
             if bad:
                 raise exceptions.OptionsError(
                     f"unknown streamfix_evidence source(s) {', '.join(map(repr, bad))}; "
                     f"known: {', '.join(SOURCES)}"
                 )
-            self.evidence = frozenset(opts.streamfix_evidence)
+            self.evidence = frozenset(names)
         if updated & (set(RULE_OPTIONS) | {"streamfix_truncation"}):
             self.rules = replace(
                 Rules(),

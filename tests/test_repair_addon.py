@@ -99,6 +99,8 @@ class TestOptions:
                 tctx.configure(addon, streamfix_evidence=["usage", "telepathy"])
             tctx.configure(addon, streamfix_evidence=["usage"])
             assert addon.evidence == {"usage"}
+            tctx.configure(addon, streamfix_evidence=["usage,native", "upstream"])
+            assert addon.evidence == {"usage", "native", "upstream"}
 
 
 class TestStreaming:
