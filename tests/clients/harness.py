@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterator
@@ -60,7 +59,7 @@ ABLATIONS: dict[str, tuple[str, ...]] = {
     "truncation": ("streamfix_truncation=off",),
 }
 """Ablation mode name -> the mitmdump ``--set`` options that switch that rule off."""
-CODEX_PARALLEL = 2
+CODEX_PARALLEL = 3
 
 
 @dataclass
@@ -179,7 +178,6 @@ def _execute(runs: list[Run], scratch: Path) -> None:
             batches[(run.client.install or "", run.mode)].append(run)
         else:
             singles.append(run)
-    codex_slots = threading.Semaphore(CODEX_PARALLEL)
 
     def aisdk(batch: list[Run]) -> None:
         cases = [{"id": r.id, "api": r.client.variant, "baseURL": r.base_url,
@@ -190,17 +188,19 @@ def _execute(runs: list[Run], scratch: Path) -> None:
 
     def single(run: Run) -> None:
         if run.client.family == "codex":
-            with codex_slots:
-                run.result = run_codex(run.base_url, scratch)
+            run.result = run_codex(run.base_url, scratch)
         else:
             tools = tools_for(run.recording.request.get("body"), run.expected.calls)
             run.result = run_openai_py(run.client, run.base_url, tools)
 
-    # Codex first: its runs are the slowest, the rest fills the gaps
-    singles.sort(key=lambda r: r.client.family != "codex")
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        futures = [pool.submit(aisdk, b) for b in batches.values()]
-        futures += [pool.submit(single, r) for r in singles]
+    # Codex in its own small pool (each run is a process with a few threads); the node
+    # batches and the in-process openai-python runs share the other
+    codex = [r for r in singles if r.client.family == "codex"]
+    rest = [r for r in singles if r.client.family != "codex"]
+    with ThreadPoolExecutor(max_workers=CODEX_PARALLEL) as cpool, ThreadPoolExecutor(max_workers=8) as pool:
+        futures = [cpool.submit(single, r) for r in codex]
+        futures += [pool.submit(aisdk, b) for b in batches.values()]
+        futures += [pool.submit(single, r) for r in rest]
         for f in futures:
             f.result()
 

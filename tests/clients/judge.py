@@ -56,7 +56,7 @@ def _fail(*symptoms: str) -> Outcome:
 
 def _calls_label(got: list[list[str]], want: tuple[Call, ...]) -> str:
     if len(got) != len(want):
-        return f"{len(got)} calls"
+        return _n_calls(len(got))
     if [g[0] for g in got] != [c.name for c in want]:
         return "wrong tool names"
     return "arguments differ"
@@ -67,9 +67,9 @@ def _aisdk(exp: Expected, r: dict[str, Any]) -> Outcome:
         return _fail("probe: " + r["probe_error"][:80])
     if r.get("hung"):
         return _fail("hangs (never finishes)")
+    if r.get("thrown"):  # nothing else is known then: no finish, no calls
+        return _fail("throws " + _short(r["thrown"]))
     symptoms = []
-    if r.get("thrown"):
-        symptoms.append("throws " + _short(r["thrown"]))
     if r.get("errors"):
         symptoms.append(_error_parts(r["errors"]))
     calls = r.get("toolCalls") or []
@@ -77,7 +77,7 @@ def _aisdk(exp: Expected, r: dict[str, Any]) -> Outcome:
     if r.get("finishReason") != want_finish:
         symptoms.append(f"finish {r.get('finishReason')}")
     if [c["toolName"] for c in calls] != [c.name for c in exp.calls]:
-        symptoms.append(f"{len(calls)} calls")
+        symptoms.append(_n_calls(len(calls)))
     else:
         for got, want in zip(calls, exp.calls):
             if got["invalid"] != (not want.valid):
@@ -87,6 +87,10 @@ def _aisdk(exp: Expected, r: dict[str, Any]) -> Outcome:
     if r.get("toolErrors") and all(c.valid for c in exp.calls):
         symptoms.append("tool-error")
     return _fail(*dict.fromkeys(symptoms)) if symptoms else OK
+
+
+def _n_calls(n: int) -> str:
+    return f"{n} call" if n == 1 else f"{n} calls"
 
 
 def _error_parts(errors: list[str]) -> str:

@@ -103,13 +103,14 @@ def render_markdown(m: Matrix) -> str:
     return "\n".join(out)
 
 
-def ablation_rows(m: Matrix) -> dict[str, list[str]]:
-    """rule -> the runs ("client x recording") that fail with only that rule switched off."""
-    rows: dict[str, list[str]] = {}
+def ablation_rows(m: Matrix) -> dict[str, dict[str, list[tuple[str, str]]]]:
+    """rule -> client -> [(recording, symptom)] for the runs that fail with only that rule off."""
+    rows: dict[str, dict[str, list[tuple[str, str]]]] = {}
     for rule in ABLATIONS:
-        mode = f"no-{rule}"
-        rows[rule] = [f"{r.client.name} x {r.recording.name}: {r.outcome.label}"
-                      for r in m.runs if r.mode == mode and not r.outcome.ok]
+        rows[rule] = {}
+        for r in m.runs:
+            if r.mode == f"no-{rule}" and not r.outcome.ok:
+                rows[rule].setdefault(r.client.name, []).append((r.recording.name, r.outcome.label))
     return rows
 
 
@@ -117,13 +118,15 @@ def ablation_table(m: Matrix, markdown: bool = True) -> str:
     rows = ablation_rows(m)
     if not markdown:
         out = ["which client run fails with one rule switched off:"]
-        for rule, fails in rows.items():
-            out.append(f"  {rule}: " + ("; ".join(fails) if fails else "NO CLIENT CATCHES IT"))
+        for rule, by_client in rows.items():
+            out.append(f"  {rule}:" + ("" if by_client else " NO CLIENT CATCHES IT"))
+            for client, fails in by_client.items():
+                out += [f"    {client} x {rec}: {label}" for rec, label in fails]
         return "\n".join(out)
-    out = ["| rule switched off | client runs that fail without it |", "|---|---|"]
-    for rule, fails in rows.items():
-        opt = ABLATIONS[rule][0]
-        out.append(f"| `{opt}` | " + ("<br>".join(f"`{f}`" for f in fails) if fails else "**none**") + " |")
+    out = ["| rule switched off | clients that then fail (recordings) |", "|---|---|"]
+    for rule, by_client in rows.items():
+        cells = [f"`{client}` ({', '.join(rec for rec, _ in fails)})" for client, fails in by_client.items()]
+        out.append(f"| `{ABLATIONS[rule][0]}` | " + ("<br>".join(cells) if cells else "**none**") + " |")
     return "\n".join(out)
 
 
