@@ -60,6 +60,7 @@ ABLATIONS: dict[str, tuple[str, ...]] = {
 }
 """Ablation mode name -> the mitmdump ``--set`` options that switch that rule off."""
 CODEX_PARALLEL = 3
+SCRATCH = HERE.parents[1] / ".cache" / "clients-runs"
 
 
 @dataclass
@@ -152,7 +153,10 @@ def run_matrix(modes: dict[str, tuple[str, ...]] | None = None, clients: list[st
     missing = [c for c in chosen if not installed(c)]
     chosen = [c for c in chosen if installed(c)]
     expected = {r.name: expected_from_body(r.api, r.expected) for r in recs}
-    with tempfile.TemporaryDirectory(prefix="streamfix-clients-") as tmp:
+    # scratch (confdirs, CODEX_HOMEs, Codex working dirs) under .cache, not /tmp: Codex
+    # refuses to set up its helper binaries in a CODEX_HOME under the temp dir
+    SCRATCH.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="run-", dir=SCRATCH) as tmp:
         scratch = Path(tmp)
         with stack(modes, scratch, root) as st:
             all_modes = (["raw"] if raw else []) + list(modes)

@@ -285,6 +285,6 @@ def run_codex(base_url: str, scratch: Path, timeout: float = CASE_TIMEOUT) -> di
     marker = work / "probe-marker.txt"
     out["marker"] = marker.read_text().strip() if marker.exists() else None
     out["stderr"] = stderr.strip()[-400:]
-    if out["rc"] == 0:  # keep failed runs' folders for a look
+    if out["rc"] == 0:  # a failed run's folder stays until the harness's scratch goes
         shutil.rmtree(run, ignore_errors=True)
     return out
