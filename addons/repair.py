@@ -203,6 +203,8 @@ class Repair:
         body = _json_object(flow.request.get_content(strict=False))
         model = body.get("model") if body else None
         fctx = FlowContext(model=model if isinstance(model, str) else None, request=body)
+        if flow.request.timestamp_start:  # the request's own time, also for a saved flow (-nr)
+            fctx.started_at = int(flow.request.timestamp_start)
         verdict = Verdict(enabled=self.evidence)
         verdict.request(body)
         if "upstream" in self.evidence and body is not None:
