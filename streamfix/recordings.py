@@ -94,6 +94,8 @@ def to_flow(rec: Recording, out: Path) -> None:
     r = rec.request
     url = "http://127.0.0.1:8317" + r["path"]
     req = http.Request.make(r.get("method", "POST"), url, rec.request_body, r.get("headers", {}))
+    if "started_at" in rec.meta:  # when the exchange happened: what created_at repairs use
+        req.timestamp_start = float(rec.meta["started_at"])
     resp = http.Response.make(rec.status, rec.body, rec.headers)
     f = tflow.tflow(req=req, resp=resp)
     f.comment = f"streamfix recording {rec.name}"
