@@ -1,0 +1,281 @@
+"""Real processes for end-to-end tests: the replay upstream, mitmdump, the sidecar.
+
+Every process listens on 127.0.0.1 on a port the OS picked (``--port 0``, ``@127.0.0.1:0``)
+and says which in its first log lines, so parallel test workers never race for a port.
+Its output is read by a thread into memory (the pipe never fills up, and tests can
+assert on log lines); every wait has a timeout; :meth:`Proc.stop` ends the process by its
+own id and is safe to call twice.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+REPAIR_ADDON = ROOT / "addons" / "repair.py"
+START_TIMEOUT = 30.0
+"""Seconds a process may take to start listening (generous: a loaded 2-core CI box)."""
+
+
+def tool(name: str) -> str:
+    """A console script next to this interpreter (mitmdump), else the bare name."""
+    here = Path(sys.executable).parent / name
+    return str(here) if here.exists() else name
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    env.update(extra)
+    return env
+
+
+class Proc:
+    """A child process with its stdout+stderr collected line by line."""
+
+    def __init__(self, cmd: Sequence[str], *, cwd: Path = ROOT, env: dict[str, str] | None = None,
+                 new_session: bool = False) -> None:
+        self.cmd = list(cmd)
+        self.p = subprocess.Popen(
+            self.cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            env=env if env is not None else child_env(),
+            start_new_session=new_session,
+        )
+        self.lines: list[str] = []
+        self._cond = threading.Condition()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    @property
+    def pid(self) -> int:
+        return self.p.pid
+
+    def _read(self) -> None:
+        assert self.p.stdout is not None
+        for raw in self.p.stdout:
+            with self._cond:
+                self.lines.append(raw.decode("utf-8", "replace").rstrip("\n"))
+                self._cond.notify_all()
+        with self._cond:
+            self._cond.notify_all()
+
+    @property
+    def output(self) -> str:
+        with self._cond:
+            return "\n".join(self.lines)
+
+    def wait_for(self, pattern: str, timeout: float = START_TIMEOUT, start: int = 0) -> re.Match[str]:
+        """The first output line (from line ``start`` on) matching ``pattern``."""
+        rx = re.compile(pattern)
+        deadline = time.monotonic() + timeout
+        i = start
+        with self._cond:
+            while True:
+                while i < len(self.lines):
+                    m = rx.search(self.lines[i])
+                    i += 1
+                    if m:
+                        return m
+                if self.p.poll() is not None and not self._reader.is_alive():
+                    raise RuntimeError(f"{self.cmd[0]} exited ({self.p.returncode}) before {pattern!r}:\n{self.tail()}")
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"no {pattern!r} from {self.cmd[0]} after {timeout}s:\n{self.tail()}")
+                self._cond.wait(min(left, 0.5))
+
+    def wait_count(self, pattern: str, count: int, timeout: float = 10.0, start: int = 0) -> None:
+        """Waits until ``count`` output lines from line ``start`` on match ``pattern``."""
+        rx = re.compile(pattern)
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while sum(1 for line in self.lines[start:] if rx.search(line)) < count:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"fewer than {count} lines {pattern!r} after {timeout}s:\n{self.tail()}")
+                self._cond.wait(min(left, 0.5))
+
+    def tail(self, n: int = 40) -> str:
+        with self._cond:
+            return "\n".join(self.lines[-n:])
+
+    def signal(self, sig: int) -> None:
+        if self.p.poll() is None:
+            self.p.send_signal(sig)
+
+    def wait(self, timeout: float) -> int:
+        rc = self.p.wait(timeout)
+        self._reader.join(timeout)
+        return rc
+
+    def stop(self, timeout: float = 10.0) -> int:
+        """SIGTERM, then SIGKILL after ``timeout``; returns the exit code."""
+        if self.p.poll() is None:
+            self.p.terminate()
+            try:
+                self.p.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait(timeout)
+        self._reader.join(timeout)
+        if self.p.stdout is not None:
+            self.p.stdout.close()
+        return self.p.returncode
+
+
+def start_replay(recordings: Path | None = None, timeout: float = START_TIMEOUT) -> tuple[Proc, str]:
+    """``python -m streamfix.replay --port 0``: (process, base URL like http://127.0.0.1:PORT)."""
+    cmd = [sys.executable, "-m", "streamfix.replay", "--port", "0"]
+    if recordings is not None:
+        cmd += ["--recordings", str(recordings)]
+    proc = Proc(cmd)
+    try:
+        m = proc.wait_for(r"listening on (http://\S+)", timeout)
+    except BaseException:
+        proc.stop()
+        raise
+    return proc, m.group(1)
+
+
+def mitmdump_args(confdir: Path, *args: str, addons: Sequence[Path] = (REPAIR_ADDON,)) -> list[str]:
+    cmd = [tool("mitmdump"), "--set", f"confdir={confdir}", "--set", "flow_detail=0"]
+    for a in addons:
+        cmd += ["-s", str(a)]
+    return cmd + list(args)
+
+
+def start_mitmdump(
+    upstream: str,
+    confdir: Path,
+    *args: str,
+    addons: Sequence[Path] = (REPAIR_ADDON,),
+    timeout: float = START_TIMEOUT,
+) -> tuple[Proc, int]:
+    """mitmdump in reverse mode in front of ``upstream``: (process, listen port).
+
+    Startup errors of an addon script (which mitmdump logs and survives) fail here.
+    """
+    cmd = mitmdump_args(confdir, "--mode", f"reverse:{upstream}@127.0.0.1:0", *args, addons=addons)
+    proc = Proc(cmd)
+    try:
+        m = proc.wait_for(r"listening at 127\.0\.0\.1:(\d+)", timeout)
+        if "error in script" in proc.output or "Traceback" in proc.output:
+            raise RuntimeError(f"an addon failed to load:\n{proc.tail()}")
+    except BaseException:
+        proc.stop()
+        raise
+    return proc, int(m.group(1))
+
+
+def run_mitmdump(confdir: Path, *args: str, addons: Sequence[Path] = (REPAIR_ADDON,),
+                 timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+    """A mitmdump that ends by itself (``-nr``): waits for it, bounded."""
+    return subprocess.run(
+        mitmdump_args(confdir, *args, addons=addons),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=child_env(),
+        timeout=timeout,
+    )
+
+
+def children(pid: int) -> list[int]:
+    """Direct children of ``pid`` (Linux /proc)."""
+    out: list[int] = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                out += [int(c) for c in f.read().split()]
+    except OSError:
+        pass
+    return out
+
+
+def alive(pid: int) -> bool:
+    """True if ``pid`` runs (a zombie does not count)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
+
+
+def wait_gone(pids: Sequence[int], timeout: float = 10.0) -> list[int]:
+    """Waits until none of ``pids`` runs; returns those still running at the timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = [p for p in pids if alive(p)]
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.05)
+
+
+def kill_pids(pids: Sequence[int]) -> None:
+    """SIGKILL each of ``pids`` that still runs (teardown of orphans we started)."""
+    for p in pids:
+        if alive(p):
+            try:
+                os.kill(p, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+# --- a streaming HTTP/1.1 client ------------------------------------------------------
+class Received:
+    """A response read as it streamed: raw body bytes (no content decoding) with the
+    monotonic time each read arrived, and the time the request was sent."""
+
+    def __init__(self, status: int, headers, sent_at: float, reads: list[tuple[float, bytes]],
+                 wall: tuple[float, float]) -> None:
+        self.status = status
+        self.headers = headers
+        self.sent_at = sent_at
+        self.reads = reads
+        self.wall = wall
+        """Wall-clock (time.time()) bounds of the exchange: request sent, body complete."""
+
+    @property
+    def body(self) -> bytes:
+        return b"".join(c for _, c in self.reads)
+
+    def event_times(self) -> list[float]:
+        """Arrival time of each complete SSE event (parsed as the client sees them)."""
+        from wire.sse import SseParser
+
+        p = SseParser()
+        times: list[float] = []
+        for t, c in self.reads:
+            times += [t] * len(p.feed(c))
+        return times
+
+
+def fetch(url: str, *, method: str = "POST", body: bytes = b"", headers: dict[str, str] | None = None,
+          timeout: float = 30.0) -> Received:
+    """One request over a fresh HTTP/1.1 connection; every read is bounded by ``timeout``
+    and so is the whole exchange."""
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    with httpx.Client(http1=True, http2=False, timeout=timeout, trust_env=False) as client:
+        sent, sent_wall = time.monotonic(), time.time()
+        with client.stream(method, url, content=body, headers=headers or {}) as r:
+            reads: list[tuple[float, bytes]] = []
+            for chunk in r.iter_raw():
+                reads.append((time.monotonic(), chunk))
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{url}: still streaming after {timeout}s")
+            return Received(r.status_code, r.headers, sent, reads, (sent_wall, time.time()))
