@@ -1,0 +1,498 @@
+"""What a repair costs, measured against what streaming costs anyway.
+
+    python -m streamfix.bench            # `just bench`; about two minutes on 2 cores
+    python -m streamfix.bench --quick    # fewer repeats, for a smoke run
+
+Two measurements, each as a ratio against a floor taken in the same run (so the figures
+do not depend on how fast or how loaded the machine is), repeated and reported as medians:
+
+(a) In process: the repairer (``StreamRepair`` around the API's repairer, one event per
+    chunk as CPA writes them) against the least any event-level repair must do: split the
+    stream into events with :class:`wire.sse.SseParser` and ``orjson.loads`` each event's
+    data once.
+(b) In mitmdump: the proxy process's CPU (utime+stime from ``/proc/<pid>/stat``) with
+    ``addons/repair.py`` against mitmdump with a ``stream = True`` passthrough
+    (``streamfix/bench_addon.py``), on the same upstream stream served by the replay
+    upstream, one event per upstream write and batched (16 KiB writes).
+
+The streams are long synthetic Devin turns as unfixed CPA emits them (cpa-wire.md sections
+2 and 3): reasoning and text deltas, several write_file calls with thousands of argument
+deltas (all calls closed at the end, Go-escaped ``\\u003c``), usage on the terminal.
+The builders are public: the end-to-end tests use them for their large bodies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from wire.rules import FlowContext, Rules
+from wire.sse import SseParser
+from wire.stream import StreamRepair
+from wire.verdict import Verdict
+
+ROOT = Path(__file__).resolve().parent.parent
+MODEL = "devin/swe-2"
+INTERACTION_ID = "interaction_3f9c1a2b-4d5"
+CALLS = (1200, 300, 200, 100)
+"""Argument deltas per write_file call of the default streams (CPA users report 3500-4700
+deltas for one large call; four calls make the item bookkeeping work)."""
+
+RESPONSES_REQUEST: dict[str, Any] = {
+    "model": MODEL,
+    "stream": True,
+    "input": [{"role": "user", "content": "Build the landing pages."}],
+    "tools": [
+        {
+            "type": "function",
+            "name": "write_file",
+            "parameters": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
+                "required": ["path", "content"],
+            },
+        }
+    ],
+}
+CHAT_REQUEST: dict[str, Any] = {
+    "model": MODEL,
+    "stream": True,
+    "messages": [{"role": "user", "content": "Build the landing pages."}],
+    "tools": [
+        {
+            "type": "function",
+            "function": {
+                "name": "write_file",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
+                    "required": ["path", "content"],
+                },
+            },
+        }
+    ],
+}
+
+_WORDS = (
+    "the page needs a hero section with a call to action and three feature cards plus "
+    "a footer that links to pricing docs and the blog so I will write index.html first "
+    "then styles.css and keep every asset relative to the site root"
+).split()
+
+
+# --- synthetic CPA streams ----------------------------------------------------------
+def _deltas(rng: random.Random, n: int) -> list[str]:
+    """n token-sized text deltas (1-4 words each)."""
+    return [" " + " ".join(rng.choice(_WORDS) for _ in range(rng.randint(1, 4))) for _ in range(n)]
+
+
+def _html(rng: random.Random, k: int, size: int) -> str:
+    lines = [f'<!doctype html>\n<html lang="en">\n<head><title>Page {k} & co</title></head>\n<body>']
+    n = 0
+    while n < size:
+        line = f'  <p class="c{rng.randint(0, 9)}">' + " ".join(rng.choice(_WORDS) for _ in range(8)) + "</p>"
+        lines.append(line)
+        n += len(line) + 1
+    return "\n".join(lines + ["</body>\n</html>\n"])
+
+
+def _split(s: str, n: int) -> list[str]:
+    """``s`` cut into n pieces of similar length (never empty)."""
+    n = max(1, min(n, len(s)))
+    step, extra = divmod(len(s), n)
+    out, i = [], 0
+    for j in range(n):
+        w = step + (1 if j < extra else 0)
+        out.append(s[i : i + w])
+        i += w
+    return out
+
+
+def _go(data: bytes) -> bytes:
+    """Go's encoding/json (sjson) escapes <, > and & inside strings; they only occur there."""
+    return data.replace(b"<", b"\\u003c").replace(b">", b"\\u003e").replace(b"&", b"\\u0026")
+
+
+def _calls(rng: random.Random, calls: Sequence[int]) -> list[tuple[str, str, list[str]]]:
+    """(call id, full arguments, argument deltas) per call; ~20 argument bytes per delta."""
+    out = []
+    for k, n in enumerate(calls):
+        args = json.dumps({"path": f"site/page_{k}.html", "content": _html(rng, k, 20 * n)}, separators=(",", ":"))
+        out.append((f"write_file_{k}#{rng.getrandbits(32):08x}", args, _split(args, n)))
+    return out
+
+
+def devin_responses_stream(
+    calls: Sequence[int] = CALLS, reasoning: int = 300, text: int = 400, seed: int = 1, keepalive_every: int = 1000
+) -> bytes:
+    """A Devin turn on unfixed CPA's ``/v1/responses``: reasoning, text, then ``calls``
+    function calls, all of them closed only at the end; no status on function_call items,
+    no ``response.in_progress``, reasoning deltas without item_id/summary_index, one
+    summary_text per delta, ``output_index`` = step index, the body's extra trailing LF."""
+    rng = random.Random(seed)
+    out: list[bytes] = []
+    seq = 0
+
+    def emit(type_: str, **fields: Any) -> None:
+        nonlocal seq
+        seq += 1
+        obj = {"type": type_, **fields, "sequence_number": seq}
+        out.append(b"event: " + type_.encode() + b"\ndata: " + _go(orjson.dumps(obj)) + b"\n\n")
+        if keepalive_every and seq % keepalive_every == 0:
+            out.append(b": keep-alive\n\n")
+
+    emit("response.created", response={"id": INTERACTION_ID, "object": "response", "status": "in_progress", "model": MODEL, "output": []})
+    rdeltas = _deltas(rng, reasoning)
+    emit("response.output_item.added", output_index=0,
+         item={"id": "item_0", "type": "reasoning", "status": "in_progress", "encrypted_content": "", "summary": []})
+    for d in rdeltas:
+        emit("response.reasoning_summary_text.delta", output_index=0, delta=d)
+    reasoning_item = {"id": "item_0", "type": "reasoning", "encrypted_content": "",
+                      "summary": [{"type": "summary_text", "text": d} for d in rdeltas]}
+    emit("response.output_item.done", output_index=0, item=reasoning_item)
+
+    tdeltas = _deltas(rng, text)
+    full = "".join(tdeltas)
+    emit("response.output_item.added", output_index=1,
+         item={"id": "item_1", "type": "message", "status": "in_progress", "role": "assistant", "content": []})
+    emit("response.content_part.added", output_index=1, content_index=0, item_id="item_1", part={"type": "output_text", "text": ""})
+    for d in tdeltas:
+        emit("response.output_text.delta", output_index=1, content_index=0, item_id="item_1", delta=d)
+    emit("response.output_text.done", output_index=1, content_index=0, item_id="item_1", text=full, logprobs=[])
+    emit("response.content_part.done", output_index=1, content_index=0, item_id="item_1", part={"type": "output_text", "text": full})
+    message_item = {"id": "item_1", "type": "message", "status": "completed", "role": "assistant",
+                    "content": [{"type": "output_text", "text": full}]}
+    emit("response.output_item.done", output_index=1, item=message_item)
+
+    call_items = []
+    for k, (cid, args, pieces) in enumerate(_calls(rng, calls)):
+        emit("response.output_item.added", output_index=2 + k,
+             item={"id": cid, "type": "function_call", "call_id": cid, "name": "write_file", "arguments": ""})
+        for p in pieces:
+            emit("response.function_call_arguments.delta", output_index=2 + k, item_id=cid, delta=p)
+        call_items.append({"id": cid, "type": "function_call", "call_id": cid, "name": "write_file", "arguments": args})
+    for k, item in enumerate(call_items):
+        emit("response.function_call_arguments.done", output_index=2 + k, item_id=item["id"], arguments=item["arguments"])
+        emit("response.output_item.done", output_index=2 + k, item=item)
+
+    out_tokens = (len(full) + sum(len(i["arguments"]) for i in call_items)) // 4
+    emit("response.completed", response={
+        "id": INTERACTION_ID, "object": "response", "status": "completed", "model": MODEL,
+        "output": [reasoning_item, message_item, *call_items],
+        "usage": {"input_tokens": 12850, "output_tokens": out_tokens, "total_tokens": 12850 + out_tokens,
+                  "input_tokens_details": {"cached_tokens": 11640}},
+    })
+    out.append(b"\n")
+    return b"".join(out)
+
+
+def devin_chat_stream(
+    calls: Sequence[int] = CALLS, reasoning: int = 300, text: int = 400, seed: int = 1, keepalive_every: int = 1000
+) -> bytes:
+    """The same turn on unfixed CPA's ``/v1/chat/completions``: ``tool_calls[].index`` =
+    step index (2, 3, ...), interaction id as chunk id, usage on the finish chunk, [DONE]."""
+    rng = random.Random(seed)
+    out: list[bytes] = []
+    base = {"id": INTERACTION_ID, "object": "chat.completion.chunk", "created": 1789012345, "model": MODEL}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None, usage: dict[str, Any] | None = None) -> None:
+        obj: dict[str, Any] = {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        if usage is not None:
+            obj["usage"] = usage
+        out.append(b"data: " + _go(orjson.dumps(obj)) + b"\n\n")
+        if keepalive_every and len(out) % keepalive_every == 0:
+            out.append(b": keep-alive\n\n")
+
+    chunk({"role": "assistant"})
+    for d in _deltas(rng, reasoning):
+        chunk({"reasoning_content": d})
+    tdeltas = _deltas(rng, text)
+    for d in tdeltas:
+        chunk({"content": d})
+    n_args = 0
+    for k, (cid, args, pieces) in enumerate(_calls(rng, calls)):
+        chunk({"tool_calls": [{"index": 2 + k, "id": cid, "type": "function", "function": {"name": "write_file", "arguments": ""}}]})
+        for p in pieces:
+            chunk({"tool_calls": [{"index": 2 + k, "function": {"arguments": p}}]})
+        n_args += len(args)
+    out_tokens = (len("".join(tdeltas)) + n_args) // 4
+    chunk({}, "tool_calls", {"prompt_tokens": 12850, "completion_tokens": out_tokens, "total_tokens": 12850 + out_tokens,
+                             "prompt_tokens_details": {"cached_tokens": 11640}})
+    out.append(b"data: [DONE]\n\n")
+    return b"".join(out)
+
+
+STREAMS: dict[str, tuple[str, str, dict[str, Any], Callable[[], bytes]]] = {
+    # name -> (api, path, request body, builder)
+    "responses": ("responses", "/v1/responses", RESPONSES_REQUEST, devin_responses_stream),
+    "chat": ("chat", "/v1/chat/completions", CHAT_REQUEST, devin_chat_stream),
+}
+
+
+def events_of(body: bytes) -> list[bytes]:
+    """The body cut into its events' raw bytes (one write each, as CPA sends them)."""
+    p = SseParser()
+    return [e.raw for e in p.feed(body) + p.close()]
+
+
+def repair_in_process(api: str, request: dict[str, Any], chunks: Sequence[bytes], rules: Rules | None = None) -> tuple[bytes, StreamRepair]:
+    """What the addon does to one streamed flow, without mitmproxy (same defaults)."""
+    from wire.apis import stream_repairer
+
+    verdict = Verdict()
+    verdict.request(request)
+    model = request.get("model")
+    fctx = FlowContext(model=model if isinstance(model, str) else None, request=request)
+    s = StreamRepair(stream_repairer(api, rules or Rules(), fctx, verdict))
+    out = [s.feed(c) for c in chunks]
+    out.append(s.close())
+    return b"".join(out), s
+
+
+def floor_in_process(chunks: Sequence[bytes]) -> int:
+    """The floor: split into events and parse each event's JSON once."""
+    p = SseParser()
+    loads = orjson.loads
+    n = 0
+    for c in chunks:
+        for ev in p.feed(c):
+            d = ev.data
+            if d is not None and d != b"[DONE]":
+                loads(d)
+            n += 1
+    return n + len(p.close())
+
+
+# --- (a) in process -----------------------------------------------------------------
+def bench_in_process(repeats: int) -> list[dict[str, Any]]:
+    rows = []
+    for name, (api, _path, request, build) in STREAMS.items():
+        chunks = events_of(build())
+        out, s = repair_in_process(api, request, chunks)  # warm-up, and a sanity check
+        floor_t, rep_t = [], []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            floor_in_process(chunks)
+            floor_t.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            repair_in_process(api, request, chunks)
+            rep_t.append(time.perf_counter() - t)
+        f, r = statistics.median(floor_t), statistics.median(rep_t)
+        rows.append({
+            "stream": name, "events": len(chunks), "bytes": sum(map(len, chunks)),
+            "floor_evs": len(chunks) / f, "repair_evs": len(chunks) / r, "ratio": r / f,
+            "changed": s.repairer.changed, "error": repr(s.error) if s.error else None,
+            "floor_us": f / len(chunks) * 1e6, "repair_us": r / len(chunks) * 1e6,
+        })
+    return rows
+
+
+# --- (b) mitmdump CPU ---------------------------------------------------------------
+def _cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+
+class _Proc:
+    """A child process logging to a file; ``wait_for`` polls the log, bounded."""
+
+    def __init__(self, cmd: list[str], log: Path) -> None:
+        self.log = log
+        self.fp = log.open("wb")
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+        self.p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self.fp, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
+
+    def wait_for(self, pattern: str, timeout: float = 30.0) -> re.Match[str]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            m = re.search(pattern, self.log.read_text("utf-8", "replace"))
+            if m:
+                return m
+            if self.p.poll() is not None:
+                break
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"{pattern!r} not seen; log:\n{self.log.read_text('utf-8', 'replace')[-2000:]}")
+
+    def stop(self) -> None:
+        if self.p.poll() is None:
+            self.p.terminate()
+            try:
+                self.p.wait(10)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait()
+        self.fp.close()
+
+
+def _tool(name: str) -> str:
+    here = Path(sys.executable).parent / name
+    return str(here) if here.exists() else name
+
+
+def _write_recordings(root: Path) -> dict[str, tuple[str, bytes, int]]:
+    """Bench recordings for the replay upstream: name -> (path, body, events)."""
+    out = {}
+    for name, (api, path, request, build) in STREAMS.items():
+        body = build()
+        for mode, chunk in (("event", "event"), ("batched", "bytes:16384")):
+            rec = root / f"bench-{name}-{mode}"
+            rec.mkdir(parents=True)
+            (rec / "response.body").write_bytes(body)
+            (rec / "recording.json").write_text(json.dumps({
+                "description": f"streamfix.bench: synthetic Devin turn on {path}, {mode} writes",
+                "api": api, "kind": "buggy", "source": "streamfix.bench (synthetic)",
+                "request": {"method": "POST", "path": path, "headers": {"content-type": "application/json"}, "body": request},
+                "response": {"status": 200, "headers": {"content-type": "text/event-stream"}},
+                "pacing": {"delay_ms": 0, "chunk": chunk},
+            }, indent=1))
+            out[rec.name] = (path, body, len(events_of(body)))
+    return out
+
+
+def _fetch(client: Any, url: str, body: bytes, headers: dict[str, str]) -> tuple[bytes, int]:
+    """The whole streamed body and how many reads it took the client."""
+    parts = []
+    with client.stream("POST", url, content=body, headers=headers) as r:
+        r.raise_for_status()
+        for c in r.iter_raw():
+            parts.append(c)
+    return b"".join(parts), len(parts)
+
+
+def bench_mitmdump(repeats: int, per_sample: int, pace_ms: float) -> list[dict[str, Any]]:
+    import httpx
+
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="streamfix-bench-") as tmp:
+        tmpd = Path(tmp)
+        recs = _write_recordings(tmpd / "recordings")
+        procs: list[_Proc] = []
+        try:
+            replay = _Proc([sys.executable, "-m", "streamfix.replay", "--port", "0", "--recordings", str(tmpd / "recordings")],
+                           tmpd / "replay.log")
+            procs.append(replay)
+            upstream = replay.wait_for(r"listening on (http://\S+)").group(1)
+            proxies = {}
+            for label, addon in (("repair", ROOT / "addons" / "repair.py"), ("passthrough", ROOT / "streamfix" / "bench_addon.py")):
+                p = _Proc([_tool("mitmdump"), "--mode", f"reverse:{upstream}@127.0.0.1:0", "--set", f"confdir={tmpd / 'conf'}",
+                           "--set", "flow_detail=0", "-s", str(addon)], tmpd / f"mitm-{label}.log")
+                procs.append(p)
+                port = int(p.wait_for(r"listening at 127\.0\.0\.1:(\d+)").group(1))
+                if "error in script" in p.log.read_text():
+                    raise RuntimeError(f"{addon} failed to load:\n{p.log.read_text()}")
+                proxies[label] = (p, f"http://127.0.0.1:{port}")
+            with httpx.Client(timeout=60) as client:
+                for name, (api, path, request, _build) in STREAMS.items():
+                    reqbody = json.dumps(request).encode()
+                    expect, _ = repair_in_process(api, request, events_of(recs[f"bench-{name}-event"][1]))
+                    for mode in ("event", "batched"):
+                        rec = f"bench-{name}-{mode}"
+                        _, original, n_events = recs[rec]
+                        headers = {"content-type": "application/json", "accept-encoding": "identity",
+                                   "x-streamfix-recording": rec,
+                                   "x-streamfix-delay-ms": str(pace_ms if mode == "event" else 0)}
+                        cpu: dict[str, list[float]] = {"repair": [], "passthrough": []}
+                        reads: dict[str, list[int]] = {"repair": [], "passthrough": []}
+                        ok = {"repair": True, "passthrough": True}
+                        for i in range(repeats + 1):  # the first round warms up both
+                            order = ("repair", "passthrough") if i % 2 else ("passthrough", "repair")
+                            for label in order:
+                                proc, base = proxies[label]
+                                c0 = _cpu_seconds(proc.p.pid)
+                                for _ in range(per_sample):
+                                    got, n_reads = _fetch(client, base + path, reqbody, headers)
+                                    want = expect if label == "repair" else original
+                                    ok[label] &= len(got) == len(want)  # same length: created_at may differ by value only
+                                    reads[label].append(n_reads)
+                                if i:
+                                    cpu[label].append((_cpu_seconds(proc.p.pid) - c0) / per_sample)
+                        rep, base_cpu = statistics.median(cpu["repair"]), statistics.median(cpu["passthrough"])
+                        rows.append({
+                            "stream": name, "mode": mode, "events": n_events,
+                            "events_per_read": n_events / statistics.median(reads["passthrough"]),
+                            "repair_ms": rep * 1e3, "passthrough_ms": base_cpu * 1e3,
+                            "repair_us": rep / n_events * 1e6, "passthrough_us": base_cpu / n_events * 1e6,
+                            "ratio": rep / base_cpu if base_cpu else float("nan"),
+                            "extra_us": (rep - base_cpu) / n_events * 1e6,
+                            "bodies_ok": ok["repair"] and ok["passthrough"],
+                        })
+        finally:
+            for p in reversed(procs):
+                p.stop()
+    return rows
+
+
+# --- report -------------------------------------------------------------------------
+def machine() -> dict[str, str]:
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    import mitmproxy.version
+
+    return {"nproc": str(os.cpu_count()), "cpu": cpu, "python": platform.python_version(),
+            "mitmproxy": mitmproxy.version.VERSION, "platform": platform.platform()}
+
+
+def report(inproc: list[dict[str, Any]], mitm: list[dict[str, Any]], repeats: int) -> str:
+    m = machine()
+    lines = [f"machine: {m['nproc']} CPUs, {m['cpu']}; Python {m['python']}; mitmproxy {m['mitmproxy']}; {m['platform']}",
+             f"medians of {repeats} runs", "",
+             "(a) in process: repairer vs floor (SSE split + one orjson parse per event), one event per chunk",
+             "| stream | events | floor ev/s | repairer ev/s | repairer/floor | floor µs/ev | repairer µs/ev | events changed |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in inproc:
+        err = f" (FAILED OPEN: {r['error']})" if r["error"] else ""
+        lines.append(f"| {r['stream']} | {r['events']} | {r['floor_evs']:,.0f} | {r['repair_evs']:,.0f} | "
+                     f"{r['ratio']:.2f} | {r['floor_us']:.1f} | {r['repair_us']:.1f} | {r['changed']}{err} |")
+    if mitm:
+        lines += ["", "(b) mitmdump CPU per event: repair addon vs stream=True passthrough, same upstream stream",
+                  "| stream | upstream writes | events | events/read | passthrough µs/ev | repair µs/ev | repair/passthrough | extra µs/ev | bodies |",
+                  "|---|---|---:|---:|---:|---:|---:|---:|---|"]
+        for r in mitm:
+            writes = "1 event each" if r["mode"] == "event" else "16 KiB"
+            lines.append(f"| {r['stream']} | {writes} | {r['events']} | {r['events_per_read']:.1f} | {r['passthrough_us']:.1f} | "
+                         f"{r['repair_us']:.1f} | {r['ratio']:.2f} | {r['extra_us']:+.1f} | {'ok' if r['bodies_ok'] else 'MISMATCH'} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m streamfix.bench", description=__doc__.split("\n")[0])
+    ap.add_argument("--repeats", type=int, default=None, help="runs per figure (default 9 in process, 5 in mitmdump)")
+    ap.add_argument("--quick", action="store_true", help="3 runs each, for a smoke run")
+    ap.add_argument("--in-process-only", action="store_true", help="skip the mitmdump measurement")
+    ap.add_argument("--pace-ms", type=float, default=0.2,
+                    help="upstream pause between single-event writes, so each arrives in its own read (default %(default)s)")
+    a = ap.parse_args(argv)
+    rin = a.repeats or (3 if a.quick else 9)
+    rmitm = a.repeats or (3 if a.quick else 5)
+    t0 = time.monotonic()
+    inproc = bench_in_process(rin)
+    mitm = [] if a.in_process_only else bench_mitmdump(rmitm, 2, a.pace_ms)
+    print(report(inproc, mitm, rin if a.in_process_only else min(rin, rmitm)))
+    print(f"\n(bench took {time.monotonic() - t0:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
