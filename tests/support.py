@@ -18,6 +18,10 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from streamfix.recordings import Recording
 
 ROOT = Path(__file__).resolve().parent.parent
 REPAIR_ADDON = ROOT / "addons" / "repair.py"
@@ -192,6 +196,23 @@ def run_mitmdump(confdir: Path, *args: str, addons: Sequence[Path] = (REPAIR_ADD
     )
 
 
+def free_port() -> int:
+    """A port nothing listens on right now (for programs that cannot take port 0)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def port_open(port: int) -> bool:
+    import socket
+
+    with socket.socket() as s:
+        s.settimeout(1)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
 def children(pid: int) -> list[int]:
     """Direct children of ``pid`` (Linux /proc)."""
     out: list[int] = []
@@ -279,3 +300,39 @@ def fetch(url: str, *, method: str = "POST", body: bytes = b"", headers: dict[st
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"{url}: still streaming after {timeout}s")
             return Received(r.status_code, r.headers, sent, reads, (sent_wall, time.time()))
+
+
+# --- comparing bodies -----------------------------------------------------------------
+def _events(body: bytes) -> list[bytes]:
+    from wire.sse import SseParser
+
+    p = SseParser()
+    return [e.raw for e in p.feed(body) + p.close()]
+
+
+def live_expected(rec: Recording, got: Received) -> bytes:
+    """The recording's expected body as a live flow gets it.
+
+    A ``created_at`` the repairer fills is the flow's start second (the recording's
+    ``started_at`` in expected.body, which offline repair reproduces): here it must be the
+    one second, within the exchange's wall-clock bounds, that the client saw.
+    """
+    want = rec.expected
+    started = rec.meta.get("started_at")
+    pat = b'"created_at":%d' % started if isinstance(started, int) else None
+    if pat is None or pat not in want:
+        return want
+    lo, hi = int(got.wall[0]), int(got.wall[1])
+    seen = {int(v) for v in re.findall(rb'"created_at":(\d+)', got.body) if lo <= int(v) <= hi}
+    if len(seen) != 1:
+        return want  # the comparison fails and shows the difference
+    return want.replace(pat, b'"created_at":%d' % seen.pop())
+
+
+def assert_same(got: bytes, want: bytes) -> None:
+    """Byte equality, with an event-by-event diff when it fails."""
+    if got != want:
+        assert [e.decode("utf-8", "replace") for e in _events(got)] == [
+            e.decode("utf-8", "replace") for e in _events(want)
+        ]
+        assert got == want  # same events, different bytes in between (cannot happen)

@@ -13,7 +13,6 @@ picks; every wait is bounded; both are stopped at teardown.
 from __future__ import annotations
 
 import gzip
-import re
 import shutil
 import subprocess
 import sys
@@ -27,7 +26,9 @@ from mitmproxy import io
 from streamfix import bench
 from streamfix.recordings import ROOT as RECORDINGS, Recording, all_recordings, load, to_flow
 from streamfix.replay import sse_pieces
-from support import REPAIR_ADDON, ROOT, Proc, Received, fetch, run_mitmdump, start_mitmdump, start_replay
+from support import (
+    REPAIR_ADDON, ROOT, Proc, Received, assert_same, fetch, live_expected, run_mitmdump, start_mitmdump, start_replay,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -134,34 +135,6 @@ def no_crash(request: pytest.FixtureRequest):
     yield
     new = "\n".join(st.mitm.lines[start:])
     assert "has crashed" not in new and "Traceback" not in new, new
-
-
-def live_expected(rec: Recording, got: Received) -> bytes:
-    """The recording's expected body as a live flow gets it.
-
-    A ``created_at`` the repairer fills is the flow's start second (the recording's
-    ``started_at`` in expected.body, which offline repair reproduces): here it must be the
-    one second, within the exchange's wall-clock bounds, that the client saw.
-    """
-    want = rec.expected
-    started = rec.meta.get("started_at")
-    pat = b'"created_at":%d' % started if isinstance(started, int) else None
-    if pat is None or pat not in want:
-        return want
-    lo, hi = int(got.wall[0]), int(got.wall[1])
-    seen = {int(v) for v in re.findall(rb'"created_at":(\d+)', got.body) if lo <= int(v) <= hi}
-    if len(seen) != 1:
-        return want  # the comparison fails and shows the difference
-    return want.replace(pat, b'"created_at":%d' % seen.pop())
-
-
-def assert_same(got: bytes, want: bytes) -> None:
-    """Byte equality, with an event-by-event diff when it fails."""
-    if got != want:
-        assert [e.decode("utf-8", "replace") for e in bench.events_of(got)] == [
-            e.decode("utf-8", "replace") for e in bench.events_of(want)
-        ]
-        assert got == want  # same events, different bytes in between (cannot happen)
 
 
 # --- the replay upstream does what the tests below rely on --------------------------

@@ -1,0 +1,99 @@
+"""scripts/sidecar, the README's run command: starts from a fresh state, serves repaired
+streams on its listen port, and stops cleanly, leaving no replay upstream behind.
+
+"Fresh state": its own empty HOME, so mitmproxy creates a new CA in ``~/.mitmproxy``.
+The sidecar is stopped the three ways it meets in practice: Ctrl-C in a terminal (SIGINT
+to every process of the foreground job; sent here to each of our own processes by id),
+``kill -INT`` of the launcher only, and ``kill`` (SIGTERM) of the launcher only.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from streamfix.recordings import Recording, all_recordings
+from support import (
+    ROOT, Proc, alive, assert_same, child_env, children, fetch, free_port, kill_pids, live_expected, port_open, wait_gone,
+)
+
+pytestmark = pytest.mark.e2e
+
+STOP_TIMEOUT = 20.0
+
+
+def _demo_recording() -> Recording | None:
+    """A buggy streamed recording (the repair must show), preferring a chat one (README)."""
+    buggy = [r for r in all_recordings() if r.streaming and r.kind == "buggy" and r.expected != r.body]
+    buggy.sort(key=lambda r: (r.api != "chat", r.name))
+    return buggy[0] if buggy else None
+
+
+class Sidecar:
+    def __init__(self, tmp: Path) -> None:
+        home = tmp / "home"
+        home.mkdir()
+        self.home = home
+        for attempt in range(3):  # the port is free when picked; retry if someone takes it
+            self.port = free_port()
+            self.proc = Proc([str(ROOT / "scripts" / "sidecar"), "--listen", f"127.0.0.1:{self.port}"],
+                             env=child_env(HOME=str(home)), new_session=True)
+            try:
+                # bootstrap may have to install the venv first: generous
+                self.proc.wait_for(rf"listening at 127\.0\.0\.1:{self.port}", timeout=180)
+                break
+            except (RuntimeError, TimeoutError):
+                self.proc.stop()
+                if attempt == 2 or "Address already in use" not in self.proc.output:
+                    raise
+        self.kids = children(self.proc.pid)
+
+    def close(self) -> None:
+        """Teardown: whatever is still running of ours goes, by pid."""
+        self.proc.stop()
+        kill_pids(self.kids)
+
+
+@pytest.fixture
+def sidecar(tmp_path: Path):
+    s = Sidecar(tmp_path)
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+def test_serves_repaired_stream(sidecar: Sidecar) -> None:
+    assert len(sidecar.kids) == 2, f"replay upstream and mitmdump, got {sidecar.kids}"
+    rec = _demo_recording()
+    if rec is None:
+        pytest.skip("no buggy streamed recording yet")
+    got = fetch(f"http://127.0.0.1:{sidecar.port}{rec.request['path']}", body=rec.request_body,
+                headers={"content-type": "application/json", "accept-encoding": "identity",
+                         "x-streamfix-recording": rec.name})
+    assert got.status == 200
+    assert got.headers["content-type"].startswith("text/event-stream")
+    assert_same(got.body, live_expected(rec, got))
+    assert got.body != rec.body
+    assert (sidecar.home / ".mitmproxy" / "mitmproxy-ca-cert.pem").exists(), "a fresh mitmproxy CA in the new HOME"
+
+
+@pytest.mark.parametrize("how", ["ctrl-c", "sigint", "sigterm"])
+def test_stops_cleanly(sidecar: Sidecar, how: str) -> None:
+    kids = list(sidecar.kids)
+    assert len(kids) == 2 and all(alive(k) for k in kids)
+    if how == "ctrl-c":  # a terminal sends SIGINT to the whole foreground job
+        for pid in [sidecar.proc.pid, *kids]:
+            if alive(pid):
+                os.kill(pid, signal.SIGINT)
+    else:
+        sidecar.proc.signal(signal.SIGINT if how == "sigint" else signal.SIGTERM)
+    rc = sidecar.proc.wait(STOP_TIMEOUT)
+    left = wait_gone(kids, STOP_TIMEOUT)
+    assert left == [], f"still running after the sidecar exited: {left}"
+    assert not port_open(sidecar.port)
+    assert rc == 0, sidecar.proc.tail()
+    assert "Traceback" not in sidecar.proc.output, sidecar.proc.tail()
