@@ -7,7 +7,10 @@
 // cases:
 //
 //   {"id": "...", "api": "responses" | "chat" | "compatible", "baseURL": "http://.../v1",
-//    "tools": [{"name", "description", "parameters": <JSON schema>}], "timeoutMs": 20000}
+//    "tools": [{"name", "description", "parameters": <JSON schema>}], "timeoutMs": 20000,
+//    "stream": true}
+//
+// "stream": false runs generateText (a non-streamed request) instead of streamText.
 //
 // "compatible" is chat completions through @ai-sdk/openai-compatible (what opencode uses
 // for a custom OpenAI-compatible provider such as a CLIProxyAPI endpoint).
@@ -67,14 +70,15 @@ async function runCase(c) {
     });
   }
   const seen = new Set();
+  const options = {
+    model: modelFor(c), prompt: 'Do the task.', tools, maxRetries: 0,
+    abortSignal: AbortSignal.timeout(c.timeoutMs ?? 20000),
+  };
+  if (c.stream === false) return generate(c, out, options, started);
   let result;
   try {
     result = ai.streamText({
-      model: modelFor(c),
-      prompt: 'Do the task.',
-      tools,
-      maxRetries: 0,
-      abortSignal: AbortSignal.timeout(c.timeoutMs ?? 20000),
+      ...options,
       onError: () => {},  // error parts are read from fullStream below
     });
     for await (const part of result.fullStream) {
@@ -105,6 +109,22 @@ async function runCase(c) {
 // whole batch. A referenced timer per case keeps the loop alive and reports a hang.
 const hang = (c, ms) => new Promise(resolve => setTimeout(
   () => resolve({ id: c.id, versions, hung: true, thrown: `hangs: no result after ${ms} ms` }), ms));
+
+async function generate(c, out, options, started) {
+  try {
+    const r = await ai.generateText(options);
+    out.finishReason = r.finishReason;
+    out.toolCalls = r.toolCalls.map(t => ({
+      toolName: t.toolName, toolCallId: t.toolCallId, input: t.input, invalid: t.invalid === true,
+    }));
+    out.toolErrors = r.content.filter(p => p.type === 'tool-error').map(p => short(p.error, 200));
+    out.text = r.text;
+  } catch (e) {
+    out.thrown = short(e);
+  }
+  out.elapsedMs = Date.now() - started;
+  return out;
+}
 
 const cases = JSON.parse(readFileSync(0, 'utf8'));
 await Promise.all(cases.map(async c => {

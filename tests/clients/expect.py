@@ -1,9 +1,10 @@
 """What a client should end up with for a recording, read from its hand-checked output.
 
-A recording's ``expected.body`` (the body itself for a clean one) is the stream a client
-should get. From it this module takes the facts a client's result is judged by: the tool
-calls (name and arguments, in order), how the response ended (Responses terminal event
-and ``incomplete_details.reason``; chat ``finish_reason``) and the text. The judges in
+A recording's ``expected.body`` (the body itself for a clean one) is the stream (or, for
+a non-streamed recording, the JSON body) a client should get. From it this module takes
+the facts a client's result is judged by: the tool calls (name and arguments, in order),
+how the response ended (Responses terminal event, or ``status`` mapped to it, and
+``incomplete_details.reason``; chat ``finish_reason``) and the text. The judges in
 ``judge.py`` compare each client's own view of the stream against these.
 
 Cost: one pass over the expected body per recording.
@@ -54,6 +55,8 @@ class Expected:
     reason: str | None
     """Responses: ``incomplete_details.reason`` of the terminal; chat: None."""
     text: str
+    stream: bool = True
+    """False for a non-streamed (JSON) recording."""
 
     @property
     def truncated(self) -> bool:
@@ -94,7 +97,9 @@ def _events(body: bytes) -> list[dict[str, Any]]:
     return out
 
 
-def expected_from_body(api: str, body: bytes) -> Expected:
+def expected_from_body(api: str, body: bytes, stream: bool = True) -> Expected:
+    if not stream:
+        return _json(api, orjson.loads(body))
     events = _events(body)
     if api == "responses":
         return _responses(events)
@@ -149,6 +154,24 @@ def _chat(events: list[dict[str, Any]]) -> Expected:
                 finish = ch["finish_reason"]
     calls = tuple(Call(names[i], "".join(args[i])) for i in order)
     return Expected("chat", calls, finish, None, "".join(text))
+
+
+def _json(api: str, obj: dict[str, Any]) -> Expected:
+    """A non-streamed body; the Responses ``status`` stands for its terminal event."""
+    if api == "responses":
+        out = obj.get("output") or []
+        calls = tuple(Call(i.get("name", ""), i.get("arguments", "")) for i in out if i.get("type") == "function_call")
+        text = "".join(c.get("text", "") for i in out if i.get("type") == "message"
+                       for c in i.get("content") or [] if c.get("type") == "output_text")
+        reason = (obj.get("incomplete_details") or {}).get("reason")
+        return Expected("responses", calls, f"response.{obj.get('status')}", reason, text, stream=False)
+    if api == "chat":
+        ch = (obj.get("choices") or [{}])[0]
+        msg = ch.get("message") or {}
+        calls = tuple(Call((t.get("function") or {}).get("name", ""), (t.get("function") or {}).get("arguments", ""))
+                      for t in msg.get("tool_calls") or [])
+        return Expected("chat", calls, ch.get("finish_reason"), None, msg.get("content") or "", stream=False)
+    raise ValueError(f"no client speaks {api}")
 
 
 def tools_for(request_body: dict[str, Any] | None, calls: tuple[Call, ...]) -> list[dict[str, Any]]:

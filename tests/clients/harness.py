@@ -138,8 +138,7 @@ class Matrix:
 
 
 def client_recordings(names: list[str] | None = None, root: Path | None = None) -> tuple[list[Recording], list[Recording]]:
-    recs = [r for r in (all_recordings(root) if root else all_recordings())
-            if r.streaming and (not names or r.name in names)]
+    recs = [r for r in (all_recordings(root) if root else all_recordings()) if not names or r.name in names]
     return [r for r in recs if r.api in CLIENT_APIS], [r for r in recs if r.api not in CLIENT_APIS]
 
 
@@ -152,7 +151,7 @@ def run_matrix(modes: dict[str, tuple[str, ...]] | None = None, clients: list[st
     chosen = [c for c in CLIENT_LIST if not clients or c.name in clients or c.family in clients]
     missing = [c for c in chosen if not installed(c)]
     chosen = [c for c in chosen if installed(c)]
-    expected = {r.name: expected_from_body(r.api, r.expected) for r in recs}
+    expected = {r.name: expected_from_body(r.api, r.expected, r.streaming) for r in recs}
     # scratch (confdirs, CODEX_HOMEs, Codex working dirs) under .cache, not /tmp: Codex
     # refuses to set up its helper binaries in a CODEX_HOME under the temp dir
     SCRATCH.mkdir(parents=True, exist_ok=True)
@@ -164,8 +163,8 @@ def run_matrix(modes: dict[str, tuple[str, ...]] | None = None, clients: list[st
             for mode in all_modes:
                 for c in chosen:
                     for r in recs:
-                        if r.api != c.api:
-                            continue
+                        if r.api != c.api or (c.family == "codex" and not r.streaming):
+                            continue  # Codex only streams
                         pick = f"{r.name},{FOLLOWUP}" if c.family == "codex" else r.name
                         runs.append(Run(mode, c, r, expected[r.name], f"{st.bases[mode]}/rec/{pick}/v1"))
             _execute(runs, scratch)
@@ -184,7 +183,7 @@ def _execute(runs: list[Run], scratch: Path) -> None:
             singles.append(run)
 
     def aisdk(batch: list[Run]) -> None:
-        cases = [{"id": r.id, "api": r.client.variant, "baseURL": r.base_url,
+        cases = [{"id": r.id, "api": r.client.variant, "baseURL": r.base_url, "stream": r.recording.streaming,
                   "tools": tools_for(r.recording.request.get("body"), r.expected.calls)} for r in batch]
         res = run_aisdk_batch(batch[0].client.install_dir, cases)
         for r in batch:
@@ -195,7 +194,7 @@ def _execute(runs: list[Run], scratch: Path) -> None:
             run.result = run_codex(run.base_url, scratch)
         else:
             tools = tools_for(run.recording.request.get("body"), run.expected.calls)
-            run.result = run_openai_py(run.client, run.base_url, tools)
+            run.result = run_openai_py(run.client, run.base_url, tools, run.recording.streaming)
 
     # Codex in its own small pool (each run is a process with a few threads); the node
     # batches and the in-process openai-python runs share the other

@@ -10,8 +10,9 @@ Success, per family (clients.md §0, §4):
 - openai-python: raw iteration sees the expected terminal event / finish_reason and
   tool calls; the helpers return them, or, for a truncated stream, raise what they raise
   on the real API (``responses.stream()``: ``RuntimeError: Didn't receive a
-  response.completed event`` after ``response.incomplete``; ``chat.completions.stream()``:
-  ``LengthFinishReasonError``).
+  response.completed event`` after ``response.incomplete``; ``chat.completions.stream()``
+  and ``.parse()``: ``LengthFinishReasonError``; ``responses.parse()`` raises nothing, its
+  ``status`` says ``incomplete``).
 - Codex: exit 0, the final message is the follow-up's ("ALL DONE", or the recording's
   own text when it calls no tool), the marker written when the recording's command writes
   it; for a truncated stream the documented ``turn.failed`` "Incomplete response returned,
@@ -109,7 +110,8 @@ def _openai_py(client: Client, exp: Expected, r: dict[str, Any]) -> Outcome:
     exc = r.get("exception")
     calls = [list(c) for c in r.get("calls") or []]
     want_calls = [[c.name, c.arguments] for c in exp.calls]
-    helper = client.variant == "helper"
+    # responses.parse() (the non-streamed helper) reports truncation only in status
+    helper = client.variant == "helper" and (exp.stream or client.api == "chat")
     if helper and exp.truncated:
         if client.api == "responses":
             want_exc = exc == "RuntimeError" and "response.completed" in r.get("message", "")

@@ -140,15 +140,18 @@ def run_aisdk_batch(install: Path, cases: list[dict[str, Any]], timeout: float =
 # --- openai-python --------------------------------------------------------------------
 
 
-def run_openai_py(client: Client, base_url: str, tools: list[dict[str, Any]],
+def run_openai_py(client: Client, base_url: str, tools: list[dict[str, Any]], stream: bool = True,
                   timeout: float = CASE_TIMEOUT) -> dict[str, Any]:
+    """One request; ``stream=False`` uses ``create()`` (raw) or ``parse()`` (the helper)."""
     import openai
 
     oa = openai.OpenAI(base_url=base_url, api_key="test-key", max_retries=0, timeout=timeout)
     out: dict[str, Any] = {"calls": [], "types": []}
     started = time.monotonic()
     try:
-        if client.api == "responses":
+        if not stream:
+            _py_json(oa, client, tools, out)
+        elif client.api == "responses":
             _py_responses(oa, client.variant, tools, out)
         else:
             _py_chat(oa, client.variant, tools, out)
@@ -159,10 +162,39 @@ def run_openai_py(client: Client, base_url: str, tools: list[dict[str, Any]],
     return out
 
 
+def _responses_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{"type": "function", "name": t["name"], "description": t["description"],
+             "parameters": t["parameters"]} for t in tools]
+
+
+def _chat_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{"type": "function", "function": {"name": t["name"], "description": t["description"],
+                                              "parameters": t["parameters"]}} for t in tools]
+
+
+def _py_json(oa, client: Client, tools: list[dict[str, Any]], out: dict[str, Any]) -> None:
+    helper = client.variant == "helper"
+    if client.api == "responses":
+        kw = dict(model="test-model", input=PROMPT, tools=_responses_tools(tools))
+        r = oa.responses.parse(**kw) if helper else oa.responses.create(**kw)
+        out["status"] = r.status
+        out["terminal"] = f"response.{r.status}"
+        out["calls"] = [[i.name, i.arguments] for i in r.output if i.type == "function_call"]
+        out["text"] = r.output_text
+        return
+    ctools = _chat_tools(tools)
+    if helper:  # parse() only accepts strict function tools (it parses their arguments)
+        ctools = [{"type": "function", "function": dict(t["function"], strict=True)} for t in ctools]
+    kw = dict(model="test-model", messages=[{"role": "user", "content": PROMPT}], tools=ctools)
+    r = oa.chat.completions.parse(**kw) if helper else oa.chat.completions.create(**kw)
+    ch = r.choices[0]
+    out["finish"] = ch.finish_reason
+    out["calls"] = [[tc.function.name, tc.function.arguments] for tc in ch.message.tool_calls or []]
+    out["text"] = ch.message.content or ""
+
+
 def _py_responses(oa, variant: str, tools: list[dict[str, Any]], out: dict[str, Any]) -> None:
-    rtools = [{"type": "function", "name": t["name"], "description": t["description"],
-               "parameters": t["parameters"]} for t in tools]
-    kw = dict(model="test-model", input=PROMPT, tools=rtools)
+    kw = dict(model="test-model", input=PROMPT, tools=_responses_tools(tools))
     if variant == "raw":
         text = []
         for ev in oa.responses.create(stream=True, **kw):
@@ -185,9 +217,7 @@ def _py_responses(oa, variant: str, tools: list[dict[str, Any]], out: dict[str, 
 
 
 def _py_chat(oa, variant: str, tools: list[dict[str, Any]], out: dict[str, Any]) -> None:
-    ctools = [{"type": "function", "function": {"name": t["name"], "description": t["description"],
-                                                 "parameters": t["parameters"]}} for t in tools]
-    kw = dict(model="test-model", messages=[{"role": "user", "content": PROMPT}], tools=ctools)
+    kw = dict(model="test-model", messages=[{"role": "user", "content": PROMPT}], tools=_chat_tools(tools))
     if variant == "raw":
         # what straightforward user code does: merge tool_calls deltas by their index
         calls: dict[int, list[str]] = {}

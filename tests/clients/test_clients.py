@@ -19,6 +19,7 @@ off in turn, and which client run catches it.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 import pytest
 
@@ -64,6 +65,10 @@ def test_expected_facts_come_from_the_hand_checked_body():
     assert exp.calls == (Call("exec_command", f'{{"cmd":"echo probe-ok > {MARKER_FILE}"}}'),)
     assert exp.finish == "response.completed" and not exp.truncated and exp.writes_marker
     assert exp.aisdk_finish() == "tool-calls"
+    nonstream = expected_from_body("chat", b'{"choices":[{"index":0,"message":{"role":"assistant","content":null,'
+                                   b'"tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"{}"}}]},'
+                                   b'"finish_reason":"tool_calls"}]}', stream=False)
+    assert nonstream.calls == (Call("f", "{}"),) and nonstream.aisdk_finish() == "tool-calls" and not nonstream.stream
     done = expected_from_body("responses", load(FOLLOWUP).expected)
     assert done.calls == () and done.text == "ALL DONE" and done.aisdk_finish() == "stop"
     chat = (b'data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"f","arguments":"{\\"x\\":"}}]}}]}\n\n'
@@ -100,6 +105,11 @@ CHAT_CUT = Expected("chat", (Call("get_weather", '{"ci'),), "length", None, "")
         ("openai-py/chat.stream", Expected("chat", (CALL,), "tool_calls", None, ""),
          {"exception": "IndexError", "message": "list index out of range"}, False),
         ("openai-py/responses", CUT, {"terminal": "response.completed", "calls": [["get_weather", '{"ci']]}, False),
+        ("openai-py/responses.stream", replace(CUT, stream=False),
+         {"status": "incomplete", "calls": [["get_weather", '{"ci']]}, True),
+        ("openai-py/responses.stream", replace(CUT, stream=False),
+         {"status": "completed", "calls": [["get_weather", '{"ci']]}, False),
+        ("openai-py/chat.stream", replace(CHAT_CUT, stream=False), {"exception": "LengthFinishReasonError"}, True),
         ("codex", TOOLS, {"rc": 0, "last": "ALL DONE", "failures": []}, True),
         ("codex", TOOLS, {"rc": 1, "last": "", "failures": ["failed to parse ResponseCompleted"]}, False),
         ("codex", TOOLS, {"rc": 0, "last": "Let me run that.", "failures": []}, False),
