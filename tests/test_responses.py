@@ -385,6 +385,187 @@ def test_delta_after_close_dropped_with_note():
     assert b'"late"' in off
 
 
+def msg_done_events(idx, mid, text, seq):
+    """The gateway's closes of a message: output_text.done, content_part.done, output_item.done."""
+    part = {"type": "output_text", "annotations": [], "text": text}
+    return (
+        {"type": "response.output_text.done", "sequence_number": seq, "item_id": mid, "output_index": idx,
+         "content_index": 0, "text": text, "logprobs": []},
+        {"type": "response.content_part.done", "sequence_number": seq + 1, "item_id": mid, "output_index": idx,
+         "content_index": 0, "part": part},
+        {"type": "response.output_item.done", "sequence_number": seq + 2, "output_index": idx,
+         "item": {"id": mid, "type": "message", "status": "completed", "content": [part], "role": "assistant"}},
+    )
+
+
+def claude_fc(idx, fid, seq):
+    """A Claude-path function call, added and closed by the gateway (4 events)."""
+    item = {"id": fid, "type": "function_call", "status": "in_progress", "arguments": "", "call_id": fid, "name": "f"}
+    return (
+        {"type": "response.output_item.added", "sequence_number": seq, "output_index": idx, "item": item},
+        {"type": "response.function_call_arguments.delta", "sequence_number": seq + 1, "item_id": fid,
+         "output_index": idx, "delta": "{}"},
+        {"type": "response.function_call_arguments.done", "sequence_number": seq + 2, "item_id": fid,
+         "output_index": idx, "arguments": "{}"},
+        {"type": "response.output_item.done", "sequence_number": seq + 3, "output_index": idx,
+         "item": {**item, "status": "completed", "arguments": "{}"}},
+    )
+
+
+def claude_text_tool_text(*, gateway_closes: bool = True, terminal_output: bool = True) -> bytes:
+    """CPA v7.1.64..v7.2.89 for Claude text(0) tool_use(1) text(2): the second text streams into
+    message m0 (index 0) after the call; its closes and the terminal carry both texts."""
+    full = "Hello there. More text."
+    tail = msg_done_events(0, "m0", full, 12) if gateway_closes else ()
+    seq = 15 if gateway_closes else 12
+    return sse(
+        {"type": "response.created", "sequence_number": 1,
+         "response": {"id": "r", "object": "response", "created_at": 1, "model": "m", "status": "in_progress"}},
+        msg_added(0, "m0", 2), part_added(0, "m0", 3), text_delta(0, "m0", "Hello", 4), text_delta(0, "m0", " there.", 5),
+        *claude_fc(1, "fc1", 6),
+        text_delta(0, "m0", " More", 10), text_delta(0, "m0", " text.", 11),
+        *tail,
+        {"type": "response.completed", "sequence_number": seq,
+         "response": {"id": "r", "object": "response", "created_at": 1, "model": "m", "status": "completed",
+                      "output": [{"id": "m0", "type": "message", "status": "completed",
+                                  "content": [{"type": "output_text", "annotations": [], "text": full}],
+                                  "role": "assistant"},
+                                 {"id": "fc1", "type": "function_call", "status": "completed", "arguments": "{}",
+                                  "call_id": "fc1", "name": "f"}] if terminal_output else [],
+                      "usage": USAGE}},
+    )
+
+
+def texts_by_item(body: bytes) -> dict[str, str]:
+    """What a client assembles from the deltas: item_id -> text."""
+    got: dict[str, str] = {}
+    for e in parse(body):
+        if e["type"] == "response.output_text.delta":
+            got[e["item_id"]] = got.get(e["item_id"], "") + e["delta"]
+    return got
+
+
+def test_item_order_continues_a_message_closed_early():
+    verdict = Verdict()
+    out, rep = run(claude_text_tool_text(), verdict=verdict, model="m")
+    evs = parse(out)
+    assert [(e["type"], e.get("output_index")) for e in evs[10:20]] == [
+        ("response.function_call_arguments.done", 1), ("response.output_item.done", 1),
+        ("response.output_item.added", 2), ("response.content_part.added", 2),  # synthesized
+        ("response.output_text.delta", 2), ("response.output_text.delta", 2),
+        ("response.output_text.done", 2), ("response.content_part.done", 2), ("response.output_item.done", 2),
+        ("response.completed", None)]
+    assert evs[12]["item"] == {"id": "m0_2", "type": "message", "status": "in_progress", "content": [],
+                               "role": "assistant"}
+    assert evs[13] == {"type": "response.content_part.added", "sequence_number": 14, "item_id": "m0_2",
+                       "output_index": 2, "content_index": 0,
+                       "part": {"type": "output_text", "annotations": [], "text": ""}}
+    # the second text reaches the client, once, under the continuation
+    assert texts_by_item(out) == {"m0": "Hello there.", "m0_2": " More text."}
+    assert all(e["content_index"] == 0 for e in evs[13:18])
+    # the gateway's late closes describe the continuation only
+    assert evs[16]["text"] == " More text." and evs[16]["item_id"] == "m0_2"
+    assert evs[17]["part"]["text"] == " More text."
+    assert evs[18]["item"] == {"id": "m0_2", "type": "message", "status": "completed",
+                               "content": [{"type": "output_text", "annotations": [], "text": " More text."}],
+                               "role": "assistant"}
+    output = evs[-1]["response"]["output"]
+    assert [(o["id"], o["type"]) for o in output] == [("m0", "message"), ("fc1", "function_call"), ("m0_2", "message")]
+    assert output[0]["content"][0]["text"] == "Hello there."
+    assert output[2]["content"][0]["text"] == " More text."
+    assert [e["sequence_number"] for e in evs] == list(range(1, len(evs) + 1))
+    assert verdict.text_len == len("Hello there. More text.")
+    assert check("responses", out) == [] and aisdk_problems(out) == []
+    final = openai_python_final(out)
+    assert [o.type for o in final.output] == ["message", "function_call", "message"]
+    assert any("continuation" in n for n in rep.notes)
+    assert run(out, model="m")[0] == out  # idempotent
+
+
+def test_item_order_off_leaves_the_text_in_the_unclosed_message():
+    body = claude_text_tool_text()
+    out, _ = run(body, Rules(item_order=False), model="m")
+    assert b"m0_2" not in out
+    assert texts_by_item(out) == {"m0": "Hello there. More text."}
+    assert any("still open" in p for p in check("responses", out))
+
+
+def test_item_order_continuation_closed_at_the_terminal_when_the_gateway_never_closes_it():
+    out, _ = run(claude_text_tool_text(gateway_closes=False), model="m")
+    evs = parse(out)
+    assert [e["type"] for e in evs[-4:]] == ["response.output_text.done", "response.content_part.done",
+                                             "response.output_item.done", "response.completed"]
+    assert evs[-2]["item"]["id"] == "m0_2" and evs[-2]["item"]["content"][0]["text"] == " More text."
+    assert [o["content"][0]["text"] for o in evs[-1]["response"]["output"] if o["type"] == "message"] == [
+        "Hello there.", " More text."]
+    assert check("responses", out) == []
+    out, _ = run(claude_text_tool_text(terminal_output=False), model="m")
+    assert [o["id"] for o in parse(out)[-1]["response"]["output"]] == ["m0", "fc1", "m0_2"]
+
+
+def test_item_order_second_continuation_and_part_added_opens_one():
+    body = sse(
+        created(created_at=STARTED),
+        msg_added(0, "m0", 2), part_added(0, "m0", 3), text_delta(0, "m0", "a", 4),
+        *claude_fc(1, "f1", 5),
+        text_delta(0, "m0", "b", 9),
+        *claude_fc(2, "f2", 10),
+        {**part_added(0, "m0", 14), "content_index": 1}, {**text_delta(0, "m0", "c", 15), "content_index": 1},
+        completed([], 16),
+    )
+    out, _ = run(body)
+    evs = parse(out)
+    added = [(e["output_index"], e["item"]["id"]) for e in evs if e["type"] == "response.output_item.added"]
+    assert added == [(0, "m0"), (1, "f1"), (2, "m0_2"), (3, "f2"), (4, "m0_3")]
+    assert texts_by_item(out) == {"m0": "a", "m0_2": "b", "m0_3": "c"}
+    # the gateway's part 1 is the continuation's part 0; its own content_part.added, not a synthesized one
+    parts = [(e["item_id"], e["content_index"]) for e in evs if e["type"] == "response.content_part.added"]
+    assert parts == [("m0", 0), ("m0_2", 0), ("m0_3", 0)]
+    assert [o["id"] for o in evs[-1]["response"]["output"]] == ["m0", "f1", "m0_2", "f2", "m0_3"]
+    assert check("responses", out) == []
+    assert run(out)[0] == out
+
+
+def test_item_order_no_continuation_for_a_message_the_gateway_closed():
+    body = sse(
+        created(created_at=STARTED),
+        msg_added(0, "m0", 2), part_added(0, "m0", 3), text_delta(0, "m0", "a", 4),
+        *claude_fc(1, "f1", 5),
+        *msg_done_events(0, "m0", "a", 9),  # late, but the gateway's own close
+        text_delta(0, "m0", "stray", 12),
+        completed([], 13),
+    )
+    out, rep = run(body)
+    assert b"stray" not in out and b"m0_2" not in out
+    assert any("dropped response.output_text.delta" in n for n in rep.notes)
+    # an empty delta opens nothing either
+    body = sse(created(created_at=STARTED), msg_added(0, "m0", 2), part_added(0, "m0", 3), text_delta(0, "m0", "a", 4),
+               *claude_fc(1, "f1", 5), text_delta(0, "m0", "", 9), completed([], 10))
+    assert b"m0_2" not in run(body)[0]
+
+
+def test_item_order_continuation_closes_an_open_item_first():
+    body = sse(
+        created(created_at=STARTED),
+        msg_added(0, "m0", 2), part_added(0, "m0", 3), text_delta(0, "m0", "a", 4),
+        fc_added(1, "c", 5), args_delta(1, "c", "{}", 6),
+        text_delta(0, "m0", "b", 7),
+        completed([], 8),
+    )
+    out, _ = run(body)
+    assert [(e["type"], e.get("output_index")) for e in parse(out)[9:14]] == [
+        ("response.function_call_arguments.done", 1), ("response.output_item.done", 1),
+        ("response.output_item.added", 2), ("response.content_part.added", 2), ("response.output_text.delta", 2)]
+    assert check("responses", out) == []
+
+
+def test_item_order_continuation_with_output_index_off():
+    out, _ = run(claude_text_tool_text(), Rules(output_index=False), model="m")
+    evs = parse(out)
+    assert {e.get("output_index") for e in evs if e.get("item_id") == "m0_2"} == {2}
+    assert texts_by_item(out) == {"m0": "Hello there.", "m0_2": " More text."}
+
+
 def test_repeated_added_for_open_item_dropped():
     body = sse(created(created_at=STARTED), fc_added(0, "a", 2), fc_added(0, "a", 3), args_delta(0, "a", "{}", 4))
     out, _ = run(body)
@@ -833,6 +1014,15 @@ def test_one_parse_per_event_and_no_reserialization_of_unchanged(monkeypatch):
     repair_body(rep, rec.body)
     assert len(loads) == 15  # one per event
     assert len(dumps) == 10  # 2 filled + 3 synthesized + 5 renumbered; 3 dropped, 2 untouched raw
+    # the continuation (text after the call) costs no extra parse either
+    loads.clear()
+    dumps.clear()
+    rec = next(r for r in RECORDINGS if r.name == "responses-claude-text-tool-text")
+    repair_body(ResponsesRepairer(Rules(), rec_ctx(rec), Verdict()), rec.body)
+    assert len(loads) == 17  # one per event
+    # 2 filled + 3 + 2 synthesized + 5 renumbered (the call) + 2 deltas and 3 late closes
+    # retargeted + the terminal; nothing raw but the first message's 4 events
+    assert len(dumps) == 18
 
 
 # --- recordings ---------------------------------------------------------------------------

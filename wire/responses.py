@@ -15,6 +15,21 @@ switchable in :class:`~wire.rules.Rules`):
    the terminal event are closed before it. Claude/Kiro path (message closed after the
    function call, CPA v7.1.64..v7.2.89) and the Devin path (function calls closed only at
    the end of the stream, so two calls overlap).
+   Continuation: a message this rule closed early that then gets new content (a non-empty
+   ``output_text.delta`` or a ``content_part.added``) is continued, not cut. On the same
+   Claude path a text block after a tool_use streams into the message CPA never closed
+   (same ``item_id``, ``output_index`` 0, ``content_index`` 0, no new ``output_item.added``
+   or ``content_part.added``), and its late closes and the terminal's message carry both
+   texts concatenated. So: open items are closed, a message ``<id>_2`` (``_3``, … for
+   further ones) is announced at the next dense index (``output_item.added`` in_progress,
+   role assistant, content ``[]``; ``content_part.added`` in the gateway's part shape when
+   a delta opened it), and every later event for the original id or raw index is sent to
+   it (``item_id``, ``output_index``, ``content_index`` rewritten). The gateway's late
+   ``output_text.done``/``content_part.done``/``output_item.done`` become the
+   continuation's, with the text streamed into it; the terminal ``output`` lists the first
+   part with its own text, then the continuation with its own (rule 5). A message the
+   gateway closed itself (its ``output_item.done`` came, even late) gets no continuation:
+   later content for it is dropped.
 3. ``output_index``: dense, the item's position in the final ``output`` (order of
    ``output_item.added``). Events are mapped to items by ``item_id`` (``item.id``), else by
    the raw ``output_index`` of the most recently added item with that index (the Claude path
@@ -23,8 +38,9 @@ switchable in :class:`~wire.rules.Rules`):
    ``max(original, last_sent + 1)``; inserted events take ``last_sent + 1``.
 5. ``terminal_output``: ``response.output`` of ``response.completed``/``.incomplete`` lists
    the announced items in announced order, as they were closed; given entries are matched
-   by ``id`` (function calls also by ``call_id``) and kept as given; unannounced extras are
-   kept at the end (with a note).
+   by ``id`` (function calls also by ``call_id``) and kept as given, except a continued
+   message (rule 2), which stands for its first part only, as closed here; unannounced
+   extras are kept at the end (with a note).
 6. ``usage``: integer ``input_tokens``/``output_tokens``/``total_tokens`` always (``{}``,
    null, missing or partial usage is completed with zeros, total = input + output; a
    missing ``output_tokens`` takes the upstream's count when the verdict has one, see
@@ -46,7 +62,8 @@ decided from the events seen so far, so the first byte of an event is never dela
 Cost per event: one ``orjson.loads``, O(1) dictionary work, at most one ``orjson.dumps``.
 Per stream: the streamed text/arguments of items not yet closed are kept as lists of
 delta strings (needed to synthesize their closes) and dropped when the item closes; each
-closed item is kept as closed (for the terminal's ``output``). A closing or terminal event
+closed item is kept as closed (for the terminal's ``output``); a continuation keeps a map
+of its content indexes (one entry per part). A closing or terminal event
 costs O(items + size of what it carries).
 
 What the AI SDK requires (read in ``@ai-sdk/openai`` 4.0.118 from npm,
@@ -236,6 +253,10 @@ class _Item:
         "args_done",
         "summary",
         "summary_index",
+        "early",
+        "root",
+        "continuations",
+        "ci_map",
     )
 
     def __init__(self, index: int, raw_index: Any, item: dict[str, Any]) -> None:
@@ -254,6 +275,10 @@ class _Item:
         self.args_done = False
         self.summary: dict[int, list[str]] = {}
         self.summary_index = 0
+        self.early = False  # closed by this repairer (rule 2), not (yet) by the gateway
+        self.root: _Item | None = None  # a continuation: the message item it continues
+        self.continuations = 0  # a continued message: how many continuations it has
+        self.ci_map: dict[int, int] = {}  # a continuation: the gateway's content_index -> its own
 
     def part(self, content_index: int) -> _Part:
         p = self.parts.get(content_index)
@@ -453,8 +478,89 @@ class ResponsesRepairer(EventRepairer):
             item["status"] = "completed"
         out.append(self._synth(ev, "response.output_item.done", {"output_index": idx, "item": item}))
         it.close(item)
+        it.early = True
         self._note_once("closed an open item before the next one", it)
         return out
+
+    @staticmethod
+    def _opens_content(typ: str, obj: dict[str, Any]) -> bool:
+        """New content for a message: a content part, or a non-empty text delta (an empty
+        one carries nothing and is dropped like any late event)."""
+        if typ == _PART_ADDED:
+            return True
+        delta = obj.get("delta")
+        return typ == _TEXT_DELTA and isinstance(delta, str) and delta != ""
+
+    def _continue(self, ev: Event, obj: dict[str, Any], typ: str, prev: _Item) -> tuple[list[bytes], _Item]:
+        """Rule 2, continuation: content for a message this repairer closed early (CPA's
+        Claude path streams a text block after a tool_use into the message it never closed)
+        opens a new message item instead of being dropped. It gets the next dense index and
+        the id ``<id>_<n>``; the original's id and raw index now lead to it."""
+        root = prev.root or prev
+        out = self._close_open(ev)  # nothing may be open when an item is added
+        root.continuations += 1
+        n = root.continuations + 1
+        index = len(self.items)
+        base = root.id if isinstance(root.id, str) else f"item_{index}"
+        cid = f"{base}_{n}"
+        while cid in self._by_id:
+            n += 1
+            cid = f"{base}_{n}"
+        item = dict(root.item)
+        item["id"] = cid
+        item["status"] = "in_progress"
+        item["content"] = []
+        item["role"] = "assistant"
+        cont = _Item(index, index, item)
+        cont.root = root
+        self.items.append(cont)
+        self._by_id[cid] = cont
+        if isinstance(root.id, str):
+            self._by_id[root.id] = cont
+        if type(root.raw_index) is int and self._by_raw.get(root.raw_index) in (root, prev):
+            self._by_raw[root.raw_index] = cont
+        idx = self._index(cont)
+        out.append(self._synth(ev, "response.output_item.added", {"output_index": idx, "item": item}))
+        if typ == _TEXT_DELTA:
+            part: dict[str, Any] = {"type": "output_text", "annotations": [], "text": ""}
+            content = (prev.final or {}).get("content")
+            if isinstance(content, list) and content and isinstance(content[0], dict):
+                part = dict(content[0])  # the shape of the gateway's own parts
+                for key in ("annotations", "logprobs"):
+                    if key in part:
+                        part[key] = []
+                part["text"] = ""
+            ci = obj.get("content_index")
+            cont.ci_map[ci if type(ci) is int else 0] = 0
+            cont.parts[0] = _Part(part)
+            out.append(
+                self._synth(
+                    ev, _PART_ADDED, {"item_id": cid, "output_index": idx, "content_index": 0, "part": dict(part)}
+                )
+            )
+        self._note_once("opened a continuation message for content after the item was closed", root)
+        return out, cont
+
+    def _retarget(self, obj: dict[str, Any], it: _Item) -> bool:
+        """An event of a continued message, told about its continuation: ``item_id``,
+        ``output_index`` and ``content_index`` (the gateway's part -> the continuation's)."""
+        dirty = False
+        if obj.get("item_id") != it.id:
+            obj["item_id"] = it.id
+            dirty = True
+        idx = self._index(it)
+        if "output_index" in obj and obj["output_index"] != idx:
+            obj["output_index"] = idx
+            dirty = True
+        ci = obj.get("content_index")
+        if type(ci) is int:
+            mapped = it.ci_map.get(ci)
+            if mapped is None:
+                mapped = it.ci_map[ci] = len(it.ci_map)
+            if mapped != ci:
+                obj["content_index"] = mapped
+                dirty = True
+        return dirty
 
     def _item_added(self, ev: Event, obj: dict[str, Any]) -> list[bytes]:
         item = obj.get("item")
@@ -508,9 +614,11 @@ class ResponsesRepairer(EventRepairer):
             it = None
         if it is not None and not it.open and self.rules.item_order:
             self._note_once("dropped a late output_item.done", it)
+            it.early = False  # the gateway closed it too: later content for it is stray
             self.changed += 1
             return []
-        dirty = self._remap_index(obj, it)
+        dirty = self._continuation_done(obj, item, it) if it is not None and it.root is not None else False
+        dirty |= self._remap_index(obj, it)
         if self.rules.schema_fill:
             dirty |= self._fill_done_item(item, it)
             if it is not None and type(obj.get("output_index")) is not int:
@@ -530,6 +638,34 @@ class ResponsesRepairer(EventRepairer):
         else:
             it.close(item)
         return [self._out(ev, obj, dirty)]
+
+    def _continuation_done(self, obj: dict[str, Any], item: dict[str, Any], it: _Item) -> bool:
+        """The gateway's close of a continued message, made the continuation's: its id,
+        index and parts, each with the text streamed into it (the gateway's lists the
+        whole message's text)."""
+        dirty = False
+        if item.get("id") != it.id:
+            item["id"] = it.id
+            dirty = True
+        idx = self._index(it)
+        if obj.get("output_index") != idx:
+            obj["output_index"] = idx
+            dirty = True
+        given = item.get("content")
+        given = given if isinstance(given, list) else []
+        back = {mine: theirs for theirs, mine in it.ci_map.items()}
+        content = []
+        for ci in sorted(it.parts):
+            p = it.parts[ci]
+            theirs = back.get(ci)
+            src = given[theirs] if theirs is not None and 0 <= theirs < len(given) else None
+            part = dict(src) if isinstance(src, dict) else dict(p.part)
+            part["text"] = p.full_text()
+            content.append(part)
+        if given != content:
+            item["content"] = content
+            dirty = True
+        return dirty
 
     @staticmethod
     def _fill_done_item(item: dict[str, Any], it: _Item | None) -> bool:
@@ -559,11 +695,15 @@ class ResponsesRepairer(EventRepairer):
         if it is None:
             self.note(f"{typ} for an unknown item, passed through")
             return [self._out(ev, obj, False)]
+        out: list[bytes] = []
         if not it.open and self.rules.item_order:
-            self._note_once(f"dropped {typ} after the item was closed", it)
-            self.changed += 1
-            return []
-        dirty = self._remap_index(obj, it)
+            if not (it.early and it.type == "message" and self._opens_content(typ, obj)):
+                self._note_once(f"dropped {typ} after the item was closed", it)
+                self.changed += 1
+                return []
+            out, it = self._continue(ev, obj, typ, it)
+        dirty = self._retarget(obj, it) if it.root is not None else False
+        dirty |= self._remap_index(obj, it)
         fill = self.rules.schema_fill
         if fill:
             if not isinstance(obj.get("item_id"), str) and isinstance(it.id, str):
@@ -590,13 +730,25 @@ class ResponsesRepairer(EventRepairer):
             elif typ == _TEXT_DONE:
                 p = it.part(ci)
                 p.text_done = True
-                if isinstance(obj.get("text"), str):
+                if it.root is not None:
+                    # the gateway's text is the whole message's: the continuation's own is
+                    # what was streamed into it
+                    p.text = "".join(p.chunks)
+                    if obj.get("text") != p.text:
+                        obj["text"] = p.text
+                        dirty = True
+                elif isinstance(obj.get("text"), str):
                     p.text = obj["text"]
             else:  # content_part.done
                 p = it.part(ci)
                 p.part_done = True
                 part = obj.get("part")
                 if isinstance(part, dict):
+                    if it.root is not None:
+                        text = p.text if p.text is not None else "".join(p.chunks)
+                        if part.get("text") != text:
+                            part["text"] = text
+                            dirty = True
                     p.part = part
                     if isinstance(part.get("text"), str):
                         p.text = part["text"]
@@ -625,7 +777,8 @@ class ResponsesRepairer(EventRepairer):
                     it.summary.setdefault(si, []).append(delta)
             elif typ == _SUMMARY_DONE and isinstance(obj.get("text"), str):
                 it.summary[si] = [obj["text"]]
-        return [self._out(ev, obj, dirty)]
+        out.append(self._out(ev, obj, dirty))
+        return out
 
     # --- lifecycle ----------------------------------------------------------------------
     def _response_identity(self, resp: dict[str, Any]) -> bool:
@@ -741,6 +894,13 @@ class ResponsesRepairer(EventRepairer):
         want: list[Any] = []
         for it in self.items:
             pos = by_id.get(it.id) if isinstance(it.id, str) else None
+            if it.continuations:
+                # the gateway lists a continued message with the text of all its
+                # continuations: each part stands for itself, as it was closed
+                if pos is not None:
+                    used.add(pos)
+                want.append(it.snapshot())
+                continue
             if (pos is None or pos in used) and it.type == "function_call":
                 cid = it.item.get("call_id")
                 pos = by_call.get(cid) if isinstance(cid, str) else None
