@@ -46,6 +46,12 @@ const versions = {
 };
 
 const short = (e, n = 300) => String(e?.message ?? e).slice(0, n);
+const NEVER = 'never settles';
+const settled = (promise, ms = 3000) => {
+  let timer;
+  const late = new Promise((_, reject) => { timer = setTimeout(() => reject(new Error(NEVER)), ms); });
+  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
+};
 
 function modelFor(c) {
   if (c.api === 'compatible') {
@@ -91,14 +97,17 @@ async function runCase(c) {
   }
   out.parts = [...seen];
   if (result) {
-    // each promise on its own: one rejecting must not hide the others
-    try { out.finishReason = await result.finishReason; } catch (e) { out.finishError = short(e); }
-    try {
-      out.toolCalls = (await result.toolCalls).map(t => ({
+    // each promise on its own: one rejecting must not hide the others. Once the stream
+    // is over they settle at once, unless the SDK lost track (AI SDK 5 after a throw).
+    const [finish, calls, text] = await Promise.allSettled(
+      [result.finishReason, result.toolCalls, result.text].map(p => settled(p)));
+    if (finish.status === 'fulfilled') out.finishReason = finish.value; else out.finishError = short(finish.reason);
+    if (calls.status === 'fulfilled') {
+      out.toolCalls = calls.value.map(t => ({
         toolName: t.toolName, toolCallId: t.toolCallId, input: t.input, invalid: t.invalid === true,
       }));
-    } catch (e) { out.toolCallsError = short(e); }
-    try { out.text = await result.text; } catch { /* reported above */ }
+    } else out.toolCallsError = short(calls.reason);
+    if (text.status === 'fulfilled') out.text = text.value;
   }
   out.elapsedMs = Date.now() - started;
   return out;

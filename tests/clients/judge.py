@@ -69,7 +69,10 @@ def _aisdk(exp: Expected, r: dict[str, Any]) -> Outcome:
     if r.get("hung"):
         return _fail("hangs (never finishes)")
     if r.get("thrown"):  # nothing else is known then: no finish, no calls
-        return _fail("throws " + _short(r["thrown"]))
+        never = " (then finishReason never settles)" if r.get("finishError") == "never settles" else ""
+        return _fail("throws " + _short(r["thrown"]) + never)
+    if r.get("finishError") == "never settles":
+        return _fail("finishReason never settles")
     symptoms = []
     if r.get("errors"):
         symptoms.append(_error_parts(r["errors"]))

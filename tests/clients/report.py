@@ -104,12 +104,14 @@ def render_markdown(m: Matrix) -> str:
 
 
 def ablation_rows(m: Matrix) -> dict[str, dict[str, list[tuple[str, str]]]]:
-    """rule -> client -> [(recording, symptom)] for the runs that fail with only that rule off."""
+    """rule -> client -> [(recording, symptom)] for the runs that fail with only that rule
+    off (and pass with every rule on: a run that fails anyway proves nothing about a rule)."""
+    passing = {(r.client.name, r.recording.name) for r in m.runs if r.mode == "repaired" and r.outcome.ok}
     rows: dict[str, dict[str, list[tuple[str, str]]]] = {}
     for rule in ABLATIONS:
         rows[rule] = {}
         for r in m.runs:
-            if r.mode == f"no-{rule}" and not r.outcome.ok:
+            if r.mode == f"no-{rule}" and not r.outcome.ok and (r.client.name, r.recording.name) in passing:
                 rows[rule].setdefault(r.client.name, []).append((r.recording.name, r.outcome.label))
     return rows
 
