@@ -172,14 +172,14 @@ def test_events_arrive_as_sent(stack: Stack, name: str) -> None:
     """
     rec = stack.rec(name)
     writes = len(sse_pieces(rec.body, rec.meta.get("pacing", {}).get("chunk", "event")))
-    delay_ms = min(300.0, max(40.0, 1500.0 / (writes - 1)))
+    delay_ms = min(300.0, max(40.0, 2000.0 / (writes - 1)))
     schedule = (writes - 1) * delay_ms / 1000
     got = stack.send(rec, delay_ms=delay_ms, timeout=30 + schedule)
     assert_same(got.body, live_expected(rec, got))
     times = got.event_times()
     assert len(times) >= 2
     first, last = times[0] - got.sent_at, times[-1] - got.sent_at
-    assert last >= schedule, "the upstream cannot have finished before its schedule"
+    assert last >= schedule - delay_ms / 1000, "the upstream cannot have finished before its schedule"
     assert first < schedule / 2, f"first event after {first:.2f}s of a {schedule:.2f}s schedule: buffered?"
     assert last - first >= schedule / 2, f"events arrived within {last - first:.2f}s of each other: buffered?"
     assert len({t for t in times}) >= min(len(times), writes) // 2, "events arrived in a few lumps"
