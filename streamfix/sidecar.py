@@ -71,7 +71,9 @@ def main(argv: list[str] | None = None) -> int:
     print(BANNER.format(listen=a.listen, upstream=upstream,
                         demo=" (built-in replay of recordings/)" if replay else ""), flush=True)
     cmd = mitm_command(upstream, a.listen, a.upstream_proxy, a.web, a.keep_bodies, extra)
-    mitm = subprocess.Popen(cmd, cwd=ROOT, env=child_env())
+    # its own process group: a terminal's Ctrl-C reaches only us, and mitmdump gets exactly
+    # one SIGINT (ours); a second one during its shutdown kills it (exit -2, no done hooks)
+    mitm = subprocess.Popen(cmd, cwd=ROOT, env=child_env(), process_group=0)
 
     def on_term(signum, frame):  # SIGTERM: stop mitmdump and the replay upstream too
         raise KeyboardInterrupt

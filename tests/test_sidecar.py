@@ -3,8 +3,9 @@ streams on its listen port, and stops cleanly, leaving no replay upstream behind
 
 "Fresh state": its own empty HOME, so mitmproxy creates a new CA in ``~/.mitmproxy``.
 The sidecar is stopped the three ways it meets in practice: Ctrl-C in a terminal (SIGINT
-to every process of the foreground job; sent here to each of our own processes by id),
-``kill -INT`` of the launcher only, and ``kill`` (SIGTERM) of the launcher only.
+to its foreground process group: here the new session the test started it in), ``kill
+-INT`` of the launcher only, and ``kill`` (SIGTERM) of the launcher only. Each time it
+must exit 0 after mitmdump's own clean shutdown, and the replay upstream must be gone.
 """
 
 from __future__ import annotations
@@ -85,10 +86,9 @@ def test_serves_repaired_stream(sidecar: Sidecar) -> None:
 def test_stops_cleanly(sidecar: Sidecar, how: str) -> None:
     kids = list(sidecar.kids)
     assert len(kids) == 2 and all(alive(k) for k in kids)
-    if how == "ctrl-c":  # a terminal sends SIGINT to the whole foreground job
-        for pid in [sidecar.proc.pid, *kids]:
-            if alive(pid):
-                os.kill(pid, signal.SIGINT)
+    if how == "ctrl-c":  # a terminal sends SIGINT to the foreground process group
+        assert os.getpgid(sidecar.proc.pid) == sidecar.proc.pid  # the session this test made
+        os.killpg(sidecar.proc.pid, signal.SIGINT)
     else:
         sidecar.proc.signal(signal.SIGINT if how == "sigint" else signal.SIGTERM)
     rc = sidecar.proc.wait(STOP_TIMEOUT)
