@@ -73,8 +73,9 @@ import orjson
 
 from .rules import FlowContext, Rules
 from .sse import Event
-from .stream import EventRepairer
-from .verdict import Decision, Verdict
+from .stream import ApiRepairer
+from .toolcalls import unique_ids
+from .verdict import Verdict
 
 __all__ = ["ChatRepairer", "repair_chat_json", "HOLD_LIMIT"]
 
@@ -118,15 +119,9 @@ class _Rec:
         self.wait: str | None = None  # "name" | "finish"
 
 
-class ChatRepairer(EventRepairer):
+class ChatRepairer(ApiRepairer):
     def __init__(self, rules: Rules, ctx: FlowContext, verdict: Verdict) -> None:
-        super().__init__()
-        self.rules = rules
-        self.ctx = ctx
-        self.verdict = verdict
-        if verdict.cap is None and ctx.request:
-            verdict.request(ctx.request)  # the addon does it too; harmless twice
-        self.decision: Decision | None = None
+        super().__init__(rules, ctx, verdict)
         self._recs: list[_Rec] = []  # parallel to self.held
         self._calls: dict[int, dict[int, _Call]] = {}  # choice -> raw index -> current call
         self._ordinals: dict[int, int] = {}  # choice -> calls seen
@@ -399,31 +394,11 @@ def repair_chat_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdic
                 verdict.observe_args(args)
                 verdict.tool_args(args)
         if rules.tool_index:
-            changed |= _unique_ids(calls)
+            changed |= unique_ids(calls, "call_")
     d = verdict.decide()
     if d.truncated and not d.native and rules.truncation != "off" and len(dicts) == 1:
         new = _FINISH[d.outcome]
         if dicts[0].get("finish_reason") != new:
             dicts[0]["finish_reason"] = new
             changed = True
-    return changed
-
-
-def _unique_ids(calls: list[dict[str, Any]]) -> bool:
-    taken = {tc.get("id") for tc in calls if isinstance(tc.get("id"), str)}
-    seen: set[str] = set()
-    changed = False
-    for ordinal, tc in enumerate(calls):
-        id_ = tc.get("id")
-        if not isinstance(id_, str):
-            continue
-        if id_ in seen:
-            new, k = f"call_{ordinal}", 1
-            while new in taken:
-                new, k = f"call_{ordinal}_{k}", k + 1
-            tc["id"] = new
-            taken.add(new)
-            changed = True
-            id_ = new
-        seen.add(id_)
     return changed

@@ -44,8 +44,8 @@ import orjson
 
 from .rules import FlowContext, Rules
 from .sse import Event
-from .stream import EventRepairer
-from .verdict import Decision, Verdict
+from .stream import ApiRepairer
+from .verdict import Verdict
 
 __all__ = ["GeminiRepairer", "repair_gemini_json", "HOLD_LIMIT"]
 
@@ -96,15 +96,9 @@ def _observe(verdict: Verdict, cand: dict[str, Any]) -> None:
             verdict.observe_text(p["text"])
 
 
-class GeminiRepairer(EventRepairer):
+class GeminiRepairer(ApiRepairer):
     def __init__(self, rules: Rules, ctx: FlowContext, verdict: Verdict) -> None:
-        super().__init__()
-        self.rules = rules
-        self.ctx = ctx
-        self.verdict = verdict
-        if verdict.cap is None and ctx.request:
-            verdict.request(ctx.request)  # the addon does it too; harmless twice
-        self.decision: Decision | None = None
+        super().__init__(rules, ctx, verdict)
         self._finish: tuple[Event, dict[str, Any], list[dict[str, Any]]] | None = None
         self._candidates: set[int] = set()
         self._finished = False

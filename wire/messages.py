@@ -69,8 +69,9 @@ import orjson
 
 from .rules import FlowContext, Rules
 from .sse import Event
-from .stream import EventRepairer
-from .verdict import Decision, Verdict
+from .stream import ApiRepairer
+from .toolcalls import unique_ids
+from .verdict import Verdict
 
 __all__ = ["MessagesRepairer", "repair_messages_json", "HOLD_LIMIT"]
 
@@ -118,15 +119,9 @@ class _Rec:
         self.wait: str | None = None  # "name" | "stop"
 
 
-class MessagesRepairer(EventRepairer):
+class MessagesRepairer(ApiRepairer):
     def __init__(self, rules: Rules, ctx: FlowContext, verdict: Verdict) -> None:
-        super().__init__()
-        self.rules = rules
-        self.ctx = ctx
-        self.verdict = verdict
-        if verdict.cap is None and ctx.request:
-            verdict.request(ctx.request)  # the addon does it too; harmless twice
-        self.decision: Decision | None = None
+        super().__init__(rules, ctx, verdict)
         self._recs: list[_Rec] = []  # parallel to self.held
         self._blocks: dict[int, _Block] = {}  # raw index -> block
         self._order: list[_Block] = []
@@ -349,7 +344,7 @@ def repair_messages_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, ve
         if b.get("type") == "text" and isinstance(b.get("text"), str):
             verdict.observe_text(b["text"])
     if rules.tool_index:
-        changed |= _unique_ids([b for b in blocks if b.get("type") == "tool_use"])
+        changed |= unique_ids([b for b in blocks if b.get("type") == "tool_use"], "toolu_")
     sr = obj.get("stop_reason")
     if sr in _NATIVE:
         verdict.native(_NATIVE[sr], f"stop_reason {sr!r}")
@@ -362,24 +357,4 @@ def repair_messages_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, ve
         if sr != new:
             obj["stop_reason"] = new
             changed = True
-    return changed
-
-
-def _unique_ids(calls: list[dict[str, Any]]) -> bool:
-    taken = {c.get("id") for c in calls if isinstance(c.get("id"), str)}
-    seen: set[str] = set()
-    changed = False
-    for ordinal, c in enumerate(calls):
-        id_ = c.get("id")
-        if not isinstance(id_, str):
-            continue
-        if id_ in seen:
-            new, k = f"toolu_{ordinal}", 1
-            while new in taken:
-                new, k = f"toolu_{ordinal}_{k}", k + 1
-            c["id"] = new
-            taken.add(new)
-            changed = True
-            id_ = new
-        seen.add(id_)
     return changed

@@ -122,7 +122,7 @@ import orjson
 
 from .rules import FlowContext, Rules
 from .sse import Event, format_event
-from .stream import EventRepairer
+from .stream import ApiRepairer
 from .verdict import Decision, Verdict
 
 __all__ = [
@@ -304,7 +304,7 @@ class _Item:
         return dict(self.item)
 
 
-class ResponsesRepairer(EventRepairer):
+class ResponsesRepairer(ApiRepairer):
     """Repairs one ``/v1/responses`` SSE stream; see the module docstring for the rules.
 
     After the terminal event :attr:`decision` holds the verdict's :class:`Decision`
@@ -312,13 +312,7 @@ class ResponsesRepairer(EventRepairer):
     """
 
     def __init__(self, rules: Rules, ctx: FlowContext, verdict: Verdict) -> None:
-        super().__init__()
-        self.rules = rules
-        self.ctx = ctx
-        self.verdict = verdict
-        if verdict.cap is None and ctx.request:
-            verdict.request(ctx.request)
-        self.decision: Decision | None = None
+        super().__init__(rules, ctx, verdict)
         self.items: list[_Item] = []
         self._by_id: dict[str, _Item] = {}
         self._by_raw: dict[Any, _Item] = {}

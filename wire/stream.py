@@ -9,11 +9,15 @@ out as it came, and :attr:`StreamRepair.error` says why. Nothing is lost.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from .sse import Event, SseParser
+
+if TYPE_CHECKING:
+    from .rules import FlowContext, Rules
+    from .verdict import Decision, Verdict
 
 
 class EventRepairer:
@@ -57,6 +61,24 @@ class EventRepairer:
             self.note("event data is JSON but not an object, passed through")
             return None
         return obj
+
+
+class ApiRepairer(EventRepairer):
+    """Base of the per-API repairers: the rules, the flow's facts, its verdict.
+
+    :attr:`decision` is the verdict's :class:`~wire.verdict.Decision` once the terminal
+    event was seen (None if the stream failed or ended without one); the addon's receipt
+    reads it.
+    """
+
+    def __init__(self, rules: Rules, ctx: FlowContext, verdict: Verdict) -> None:
+        super().__init__()
+        self.rules = rules
+        self.ctx = ctx
+        self.verdict = verdict
+        if verdict.cap is None and ctx.request:
+            verdict.request(ctx.request)  # the addon does it too; harmless twice
+        self.decision: Decision | None = None
 
 
 class StreamRepair:
