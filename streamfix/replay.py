@@ -18,7 +18,8 @@ An SSE body is written one event per write with ``pacing.delay_ms`` between even
 ``bytes:N`` slices), so the stream arrives the way a gateway sends it. Test knobs, as
 request headers: ``X-Streamfix-Delay-Ms`` overrides the pause, ``X-Streamfix-Encoding:
 gzip`` compresses the body on the fly (sync-flushed per write), ``X-Streamfix-Close: 1``
-bursts the whole body and closes the connection at once.
+bursts the whole body and closes the connection at once, ``X-Streamfix-Framing: length``
+sends it in one piece with a ``Content-Length`` (a buffering gateway).
 
 ``GET /`` lists the recordings. Listens on 127.0.0.1 unless told otherwise.
 """
@@ -37,6 +38,7 @@ from aiohttp import web
 from wire.apis import api_for_path
 from wire.sse import SseParser
 
+from .aioserve import serve_forever, start_app
 from .recordings import ROOT, Recording, all_recordings
 
 
@@ -99,7 +101,7 @@ class Replay:
             return web.json_response({"error": {"message": f"no recording for {request.path}"}}, status=404)
         headers = {k: v for k, v in rec.headers.items() if k.lower() not in ("content-length", "transfer-encoding")}
         headers["x-streamfix-recording"] = rec.name
-        if not rec.streaming:
+        if not rec.streaming or request.headers.get("x-streamfix-framing") == "length":
             return web.Response(status=rec.status, body=rec.body, headers=headers)
 
         delay = float(request.headers.get("x-streamfix-delay-ms", rec.delay * 1000)) / 1000
@@ -132,12 +134,7 @@ class Replay:
 
 
 async def serve(host: str, port: int, root: Path = ROOT) -> tuple[web.AppRunner, int]:
-    runner = web.AppRunner(Replay(root).app(), access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, host, port)
-    await site.start()
-    sock = site._server.sockets[0]  # type: ignore[union-attr]
-    return runner, sock.getsockname()[1]
+    return await start_app(Replay(root).app(), host, port)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -147,20 +144,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--recordings", type=Path, default=ROOT)
     a = ap.parse_args(argv)
 
-    async def run() -> None:
-        runner, port = await serve(a.host, a.port, a.recordings)
-        print(f"streamfix replay upstream listening on http://{a.host}:{port}", flush=True)
-        try:
-            await asyncio.Event().wait()
-        finally:
-            await runner.cleanup()
-
-    try:
-        asyncio.run(run())
-    except KeyboardInterrupt:
-        pass
-    return 0
-
+    return serve_forever(
+        lambda: serve(a.host, a.port, a.recordings),
+        f"streamfix replay upstream listening on http://{a.host}:{{port}}",
+    )
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -147,6 +147,9 @@ def test_upstream_knobs(stack: Stack) -> None:
     got = stack.send(rec, base=stack.upstream, headers={"x-streamfix-close": "1"})
     assert got.headers.get("connection", "").lower() == "close"
     assert got.body == rec.body
+    got = stack.send(rec, base=stack.upstream, headers={"x-streamfix-framing": "length"})
+    assert int(got.headers["content-length"]) == len(rec.body)
+    assert got.body == rec.body
 
 
 # --- every recording ----------------------------------------------------------------
@@ -191,6 +194,17 @@ def test_gzip_upstream(stack: Stack, name: str) -> None:
     got = stack.send(rec, headers={"x-streamfix-encoding": "gzip", "accept-encoding": "gzip"})
     assert got.status == rec.status
     assert "content-encoding" not in got.headers, "the client must get identity"
+    assert_same(got.body, live_expected(rec, got))
+
+
+@pytest.mark.parametrize("name", STREAMING)
+def test_content_length_upstream(stack: Stack, name: str) -> None:
+    """An SSE body with a Content-Length (a buffering gateway): the repaired body has
+    another length, so the old header must not reach the client (it would cut the body)."""
+    rec = stack.rec(name)
+    got = stack.send(rec, headers={"x-streamfix-framing": "length"})
+    assert got.status == rec.status
+    assert "content-length" not in got.headers or int(got.headers["content-length"]) == len(got.body)
     assert_same(got.body, live_expected(rec, got))
 
 
