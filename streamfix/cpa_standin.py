@@ -28,7 +28,6 @@ error payloads are approximations; nothing here repairs anything.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import ssl
 import sys
 import time
@@ -42,6 +41,8 @@ from aiohttp import web
 from wire import devin_pb2 as pb
 from wire.connect import ConnectDecoder, encode_frame
 from wire.devin import CHAT_PATH
+
+from .aioserve import serve_forever, start_app
 
 DEFAULT_MAX_TOKENS = 128000
 
@@ -658,12 +659,7 @@ class Standin:
 async def serve(
     devin: str, proxy: str | None, host: str = "127.0.0.1", port: int = 0, cafile: str | None = None
 ) -> tuple[web.AppRunner, int]:
-    runner = web.AppRunner(Standin(devin, proxy, cafile).app(), access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, host, port)
-    await site.start()
-    sock = site._server.sockets[0]  # type: ignore[union-attr]
-    return runner, sock.getsockname()[1]
+    return await start_app(Standin(devin, proxy, cafile).app(), host, port)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -675,20 +671,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--port", type=int, default=0, help="0 (default) picks a free port")
     a = ap.parse_args(argv)
 
-    async def run() -> None:
-        runner, port = await serve(a.devin, a.proxy, a.host, a.port, a.ca)
-        print(f"CPA stand-in listening on http://{a.host}:{port}", flush=True)
-        try:
-            await asyncio.Event().wait()
-        finally:
-            await runner.cleanup()
-
-    try:
-        asyncio.run(run())
-    except KeyboardInterrupt:
-        pass
-    return 0
-
+    return serve_forever(
+        lambda: serve(a.devin, a.proxy, a.host, a.port, a.ca),
+        f"CPA stand-in listening on http://{a.host}:{{port}}",
+    )
 
 if __name__ == "__main__":
     sys.exit(main())

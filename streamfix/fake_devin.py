@@ -52,6 +52,8 @@ from wire import devin_pb2 as pb
 from wire.connect import encode_end_stream, encode_frame
 from wire.devin import CHAT_PATH, read_request
 
+from .aioserve import serve_forever, start_app
+
 CHARS_PER_TOKEN = 4
 _MARK = re.compile(r"\[(scenario|conv|delay):([^\]\s]+)\]")
 SCENARIOS = ("stop", "tool", "max_tokens", "max_tokens_text", "content_filter", "gzip", "error", "truncated", "long")
@@ -215,12 +217,8 @@ async def serve(
     host: str = "127.0.0.1", port: int = 0, delay_ms: float = 5.0, ssl_context: ssl.SSLContext | None = None
 ) -> tuple[web.AppRunner, int, FakeDevin]:
     fake = FakeDevin(delay_ms)
-    runner = web.AppRunner(fake.app(), access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, host, port, ssl_context=ssl_context)
-    await site.start()
-    sock = site._server.sockets[0]  # type: ignore[union-attr]
-    return runner, sock.getsockname()[1], fake
+    runner, port = await start_app(fake.app(), host, port, ssl_context)
+    return runner, port, fake
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -236,21 +234,12 @@ def main(argv: list[str] | None = None) -> int:
         ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         ctx.load_cert_chain(a.tls_cert, a.tls_key)
 
-    async def run() -> None:
+    async def start():
         runner, port, _ = await serve(a.host, a.port, a.delay_ms, ctx)
-        scheme = "https" if ctx else "http"
-        print(f"fake Devin listening on {scheme}://{a.host}:{port}", flush=True)
-        try:
-            await asyncio.Event().wait()
-        finally:
-            await runner.cleanup()
+        return runner, port
 
-    try:
-        asyncio.run(run())
-    except KeyboardInterrupt:
-        pass
-    return 0
-
+    scheme = "https" if ctx else "http"
+    return serve_forever(start, f"fake Devin listening on {scheme}://{a.host}:{{port}}")
 
 if __name__ == "__main__":
     sys.exit(main())
