@@ -25,10 +25,14 @@ from hypothesis import strategies as st
 import wire.responses as responses_mod
 import wire.stream as stream_mod
 from streamfix.recordings import Recording, all_recordings
-from wire.invariants import check
-from wire.responses import ResponsesRepairer, fix_usage, repair_responses_body, repair_responses_json
+from wire.invariants import check, json_events
+from wire.responses import (
+    ResponsesRepairer,
+    fix_usage,
+    repair_responses_body,
+    repair_responses_json,
+)
 from wire.rules import FlowContext, Rules
-from wire.sse import SseParser
 from wire.stream import StreamRepair, repair_body
 from wire.verdict import Verdict
 
@@ -49,19 +53,7 @@ def sse(*events: dict[str, Any], named: bool = True) -> bytes:
     return b"".join(out)
 
 
-def parse(body: bytes) -> list[dict[str, Any]]:
-    p = SseParser()
-    out = []
-    for e in p.feed(body) + p.close():
-        if e.data is None or e.data == b"[DONE]":
-            continue
-        try:
-            obj = orjson.loads(e.data)
-        except orjson.JSONDecodeError:
-            continue
-        if isinstance(obj, dict):
-            out.append(obj)
-    return out
+parse = json_events
 
 
 def run(body: bytes, rules: Rules = Rules(), request: dict | None = None, verdict: Verdict | None = None,

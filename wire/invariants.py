@@ -17,7 +17,9 @@ from .sse import SseParser
 TERMINALS = {"response.completed", "response.incomplete", "response.failed"}
 
 
-def _events(body: bytes) -> list[dict[str, Any]]:
+def json_events(body: bytes) -> list[dict[str, Any]]:
+    """The JSON objects of an SSE body's data fields, in order (``[DONE]``, comments and
+    non-JSON data skipped)."""
     p = SseParser()
     out = []
     for e in p.feed(body) + p.close():
@@ -38,7 +40,7 @@ def _is_int(v: Any) -> bool:
 
 def check(api: str, body: bytes) -> list[str]:
     fn = {"responses": check_responses, "chat": check_chat, "messages": check_messages}.get(api)
-    return fn(_events(body)) if fn else []
+    return fn(json_events(body)) if fn else []
 
 
 def check_responses(events: list[dict[str, Any]]) -> list[str]:
