@@ -225,3 +225,46 @@ class TestBuffered:
             addon.response(f)
             assert orjson.loads(f.response.content) == {"id": "r", "fixed": True}
             assert f.response.headers["content-encoding"] == "gzip"  # re-encoded by mitmproxy
+
+
+class TestReceipts:
+    """With the real repairers: a verdict that changes a terminal leaves a receipt."""
+
+    def run_recording(self, name, caplog, **options):
+        from streamfix.recordings import load
+
+        rec = load(name)
+        addon = mod.Repair()
+        with taddons.context(addon) as tctx:
+            if options:
+                tctx.configure(addon, **options)
+            req = http.Request.make("POST", "http://127.0.0.1:8317" + rec.request["path"], rec.request_body,
+                                    {"content-type": "application/json"})
+            resp = http.Response.make(rec.status, b"", rec.headers)
+            f = tflow.tflow(req=req, resp=resp)
+            f.response.raw_content = None
+            hooks(addon, f)
+            with caplog.at_level(logging.INFO, logger="streamfix"):
+                out = drive(f.response.stream, [rec.body[i : i + 97] for i in range(0, len(rec.body), 97)])
+                addon.response(f)
+        return rec, f, out
+
+    def test_truncation_receipt_in_log_and_comment(self, caplog):
+        rec, f, out = self.run_recording("chat-devin-truncated-toolcall", caplog)
+        assert b'"finish_reason":"length"' in out
+        line = next(r.getMessage() for r in caplog.records if "verdict max_tokens" in r.getMessage())
+        assert line.startswith("streamfix: POST /v1/chat/completions: verdict max_tokens (")
+        assert "usage: " in line and "400" in line  # the evidence that decided it, with numbers
+        assert "verdict max_tokens" in f.comment and f.marked
+        # never content: no prompt text or generated text in the receipt
+        prompt = rec.request["body"]["messages"][-1]["content"]
+        assert prompt[:20] not in caplog.text and "Launch" not in caplog.text
+
+    def test_no_receipt_when_policy_off(self, caplog):
+        _, f, out = self.run_recording("chat-devin-truncated-toolcall", caplog, streamfix_truncation="off")
+        assert b'"finish_reason":"length"' not in out
+        assert "verdict" not in caplog.text and "verdict" not in (f.comment or "")
+
+    def test_clean_stream_is_untouched_and_unmarked(self, caplog):
+        rec, f, out = self.run_recording("chat-openai-clean", caplog)
+        assert out == rec.body and not f.marked and not f.comment
