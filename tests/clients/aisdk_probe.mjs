@@ -8,12 +8,14 @@
 //
 //   {"id": "...", "api": "responses" | "chat" | "compatible", "baseURL": "http://.../v1",
 //    "tools": [{"name", "description", "parameters": <JSON schema>}], "timeoutMs": 20000,
-//    "stream": true}
+//    "stream": true, "maxOutputTokens": 400}
 //
 // "stream": false runs generateText (a non-streamed request) instead of streamText.
 //
 // "compatible" is chat completions through @ai-sdk/openai-compatible (what opencode uses
-// for a custom OpenAI-compatible provider such as a CLIProxyAPI endpoint).
+// for a custom OpenAI-compatible provider such as a CLIProxyAPI endpoint); "anthropic" is
+// /v1/messages through @ai-sdk/anthropic, "google" :streamGenerateContent through
+// @ai-sdk/google (baseURL then ends in /v1beta); both only where installed (aisdk7).
 //
 // One JSON line per case, in completion order: the installed versions, finishReason, the
 // tool calls as the `ai` core reports them (toolName, input, invalid), the stream part
@@ -37,13 +39,13 @@ const versionOf = name => {
 
 const ai = await load('ai');
 const { createOpenAI } = await load('@ai-sdk/openai');
-const compatible = versionOf('@ai-sdk/openai-compatible')
-  ? await load('@ai-sdk/openai-compatible') : null;
-const versions = {
-  ai: versionOf('ai'),
-  '@ai-sdk/openai': versionOf('@ai-sdk/openai'),
-  ...(compatible ? { '@ai-sdk/openai-compatible': versionOf('@ai-sdk/openai-compatible') } : {}),
-};
+const optional = async name => (versionOf(name) ? load(name) : null);
+const compatible = await optional('@ai-sdk/openai-compatible');
+const anthropic = await optional('@ai-sdk/anthropic');
+const google = await optional('@ai-sdk/google');
+const versions = Object.fromEntries(
+  ['ai', '@ai-sdk/openai', '@ai-sdk/openai-compatible', '@ai-sdk/anthropic', '@ai-sdk/google']
+    .map(n => [n, versionOf(n)]).filter(([, v]) => v));
 
 const short = (e, n = 300) => String(e?.message ?? e).slice(0, n);
 const NEVER = 'never settles';
@@ -53,7 +55,18 @@ const settled = (promise, ms = 3000) => {
   return Promise.race([promise, late]).finally(() => clearTimeout(timer));
 };
 
+function need(mod, name) {
+  if (!mod) throw new Error(name + ' is not installed in ' + dir);
+  return mod;
+}
+
 function modelFor(c) {
+  if (c.api === 'anthropic') {
+    return need(anthropic, '@ai-sdk/anthropic').createAnthropic({ baseURL: c.baseURL, apiKey: 'test-key' })('test-model');
+  }
+  if (c.api === 'google') {
+    return need(google, '@ai-sdk/google').createGoogleGenerativeAI({ baseURL: c.baseURL, apiKey: 'test-key' })('test-model');
+  }
   if (c.api === 'compatible') {
     if (!compatible) throw new Error('@ai-sdk/openai-compatible is not installed in ' + dir);
     const p = compatible.createOpenAICompatible({
@@ -79,6 +92,7 @@ async function runCase(c) {
   const options = {
     model: modelFor(c), prompt: 'Do the task.', tools, maxRetries: 0,
     abortSignal: AbortSignal.timeout(c.timeoutMs ?? 20000),
+    ...(c.maxOutputTokens ? { maxOutputTokens: c.maxOutputTokens } : {}),
   };
   if (c.stream === false) return generate(c, out, options, started);
   let result;

@@ -63,7 +63,7 @@ class Expected:
         """The stream says the model hit its output cap."""
         if self.api == "responses":
             return self.finish == "response.incomplete" and self.reason == "max_output_tokens"
-        return self.finish == "length"
+        return self.finish in ("length", "max_tokens", "MAX_TOKENS")
 
     @property
     def writes_marker(self) -> bool:
@@ -78,6 +78,16 @@ class Expected:
                 return {"max_output_tokens": "length", "content_filter": "content-filter"}.get(
                     self.reason or "", "tool-calls" if self.calls else "other")
             return None
+        if self.api == "messages":  # @ai-sdk/anthropic mapAnthropicStopReason
+            return {"end_turn": "stop", "pause_turn": "stop", "stop_sequence": "stop", "tool_use": "tool-calls",
+                    "max_tokens": "length", "model_context_window_exceeded": "length",
+                    "refusal": "content-filter"}.get(self.finish or "", "other")
+        if self.api == "gemini":  # @ai-sdk/google mapGoogleFinishReason
+            if self.finish == "STOP":
+                return "tool-calls" if self.calls else "stop"
+            return {"MAX_TOKENS": "length", "SAFETY": "content-filter", "RECITATION": "content-filter",
+                    "BLOCKLIST": "content-filter", "PROHIBITED_CONTENT": "content-filter", "SPII": "content-filter",
+                    "MALFORMED_FUNCTION_CALL": "error"}.get(self.finish or "", "other")
         return {"stop": "stop", "length": "length", "tool_calls": "tool-calls",
                 "function_call": "tool-calls", "content_filter": "content-filter"}.get(self.finish or "", "other")
 
@@ -105,7 +115,51 @@ def expected_from_body(api: str, body: bytes, stream: bool = True) -> Expected:
         return _responses(events)
     if api == "chat":
         return _chat(events)
+    if api == "messages":
+        return _messages(events)
+    if api == "gemini":
+        return _gemini(events)
     raise ValueError(f"no client speaks {api}")
+
+
+def _messages(events: list[dict[str, Any]]) -> Expected:
+    """Anthropic Messages: tool_use blocks (input from input_json_delta), stop_reason."""
+    names: dict[int, str] = {}
+    args: dict[int, list[str]] = {}
+    text: list[str] = []
+    finish = None
+    for ev in events:
+        t = ev.get("type")
+        if t == "content_block_start" and (ev.get("content_block") or {}).get("type") == "tool_use":
+            names[ev.get("index", 0)] = ev["content_block"].get("name", "")
+            args[ev.get("index", 0)] = []
+        elif t == "content_block_delta":
+            d = ev.get("delta") or {}
+            if d.get("type") == "input_json_delta" and ev.get("index", 0) in args:
+                args[ev.get("index", 0)].append(d.get("partial_json", ""))
+            elif d.get("type") == "text_delta":
+                text.append(d.get("text", ""))
+        elif t == "message_delta":
+            finish = (ev.get("delta") or {}).get("stop_reason") or finish
+    calls = tuple(Call(names[i], "".join(args[i]) or "{}") for i in names)
+    return Expected("messages", calls, finish, None, "".join(text))
+
+
+def _gemini(events: list[dict[str, Any]]) -> Expected:
+    """Gemini: one call per functionCall part (args is already an object), finishReason."""
+    calls: list[Call] = []
+    text: list[str] = []
+    finish = None
+    for ev in events:
+        for cand in ev.get("candidates") or []:
+            for part in (cand.get("content") or {}).get("parts") or []:
+                if "functionCall" in part:
+                    fc = part["functionCall"]
+                    calls.append(Call(fc.get("name", ""), json.dumps(fc.get("args") or {})))
+                elif isinstance(part.get("text"), str) and not part.get("thought"):
+                    text.append(part["text"])
+            finish = cand.get("finishReason") or finish
+    return Expected("gemini", tuple(calls), finish, None, "".join(text))
 
 
 def _responses(events: list[dict[str, Any]]) -> Expected:
@@ -175,16 +229,25 @@ def _json(api: str, obj: dict[str, Any]) -> Expected:
 
 
 def tools_for(request_body: dict[str, Any] | None, calls: tuple[Call, ...]) -> list[dict[str, Any]]:
-    """The function tools a client offers: the recorded request's, plus any tool the
-    recording calls that the request did not list (a client rejects unknown tools)."""
+    """The function tools a client offers: the recorded request's (Responses, chat,
+    Messages or Gemini shape), plus any tool the recording calls that the request did not
+    list (a client rejects unknown tools)."""
     out: list[dict[str, Any]] = []
+    declared: list[dict[str, Any]] = []
     for t in (request_body or {}).get("tools") or []:
-        if not isinstance(t, dict) or t.get("type", "function") != "function":
+        if not isinstance(t, dict):
             continue
-        fn = t.get("function") if isinstance(t.get("function"), dict) else t  # chat nests
+        if isinstance(t.get("functionDeclarations"), list):  # Gemini
+            declared += [f for f in t["functionDeclarations"] if isinstance(f, dict)]
+        elif isinstance(t.get("function"), dict):  # chat nests
+            declared.append(t["function"])
+        elif t.get("type", "function") in ("function", "custom") or "input_schema" in t:  # Responses, Messages
+            declared.append(t)
+    for fn in declared:
         if fn.get("name"):
+            schema = _json_schema(fn.get("parameters") or fn.get("input_schema") or {"type": "object"})
             out.append({"name": fn["name"], "description": fn.get("description") or fn["name"],
-                        "parameters": fn.get("parameters") or {"type": "object"}})
+                        "parameters": schema})
     have = {t["name"] for t in out}
     for c in calls:
         if c.name and c.name not in have:
@@ -192,3 +255,28 @@ def tools_for(request_body: dict[str, Any] | None, calls: tuple[Call, ...]) -> l
             out.append({"name": c.name, "description": c.name,
                         "parameters": {"type": "object", "additionalProperties": True}})
     return out
+
+
+def _json_schema(schema: Any) -> Any:
+    """Gemini declares OpenAPI types in capitals (``OBJECT``, ``STRING``); JSON Schema wants
+    them in lower case."""
+    if isinstance(schema, dict):
+        return {k: (v.lower() if k == "type" and isinstance(v, str) else _json_schema(v)) for k, v in schema.items()}
+    if isinstance(schema, list):
+        return [_json_schema(v) for v in schema]
+    return schema
+
+
+CAP_KEYS = ("max_output_tokens", "max_tokens", "max_completion_tokens")
+
+
+def output_cap(request_body: dict[str, Any] | None) -> tuple[str, int] | None:
+    """The recorded request's output-token cap as (key, value): a client must send it too,
+    because the addon's truncation verdict compares the usage against it (a cut call whose
+    pieces are each valid JSON is only recognisable that way)."""
+    body = request_body or {}
+    for key in CAP_KEYS:
+        if isinstance(body.get(key), int):
+            return key, body[key]
+    cap = (body.get("generationConfig") or {}).get("maxOutputTokens")
+    return ("maxOutputTokens", cap) if isinstance(cap, int) else None

@@ -38,13 +38,16 @@ for p in (HERE, HERE.parent, HERE.parents[1]):  # tests/clients, tests (support.
         sys.path.insert(0, str(p))
 
 import support  # noqa: E402  (tests/support.py)
-from expect import FOLLOWUP, Expected, expected_from_body, tools_for  # noqa: E402
+from expect import FOLLOWUP, Expected, expected_from_body, output_cap, tools_for  # noqa: E402
 from judge import Outcome, judge  # noqa: E402
 from runners import CLIENT_LIST, Client, installed, run_aisdk_batch, run_codex, run_openai_py  # noqa: E402
 
 from streamfix.recordings import Recording, all_recordings  # noqa: E402
 
-CLIENT_APIS = {"responses", "chat"}
+CLIENT_APIS = {"responses", "chat", "messages", "gemini"}
+API_ROOT = {"gemini": "v1beta"}
+"""The base URL's last segment per API (the SDKs append /responses, /chat/completions,
+/messages, /models/<model>:streamGenerateContent)."""
 ABLATIONS: dict[str, tuple[str, ...]] = {
     "status": ("streamfix_status=false",),
     "item_order": ("streamfix_item_order=false",),
@@ -166,7 +169,8 @@ def run_matrix(modes: dict[str, tuple[str, ...]] | None = None, clients: list[st
                         if r.api != c.api or (c.family == "codex" and not r.streaming):
                             continue  # Codex only streams
                         pick = f"{r.name},{FOLLOWUP}" if c.family == "codex" else r.name
-                        runs.append(Run(mode, c, r, expected[r.name], f"{st.bases[mode]}/rec/{pick}/v1"))
+                        root_seg = API_ROOT.get(r.api, "v1")
+                        runs.append(Run(mode, c, r, expected[r.name], f"{st.bases[mode]}/rec/{pick}/{root_seg}"))
             _execute(runs, scratch)
             for run in runs:
                 run.outcome = judge(run.client, run.expected, run.result or {})
@@ -184,7 +188,9 @@ def _execute(runs: list[Run], scratch: Path) -> None:
 
     def aisdk(batch: list[Run]) -> None:
         cases = [{"id": r.id, "api": r.client.variant, "baseURL": r.base_url, "stream": r.recording.streaming,
-                  "tools": tools_for(r.recording.request.get("body"), r.expected.calls)} for r in batch]
+                  "tools": tools_for(r.recording.request.get("body"), r.expected.calls),
+                  "maxOutputTokens": (output_cap(r.recording.request.get("body")) or (None, None))[1]}
+                 for r in batch]
         res = run_aisdk_batch(batch[0].client.install_dir, cases)
         for r in batch:
             r.result = res[r.id]
@@ -194,7 +200,8 @@ def _execute(runs: list[Run], scratch: Path) -> None:
             run.result = run_codex(run.base_url, scratch)
         else:
             tools = tools_for(run.recording.request.get("body"), run.expected.calls)
-            run.result = run_openai_py(run.client, run.base_url, tools, run.recording.streaming)
+            cap = output_cap(run.recording.request.get("body"))
+            run.result = run_openai_py(run.client, run.base_url, tools, run.recording.streaming, cap)
 
     # Codex in its own small pool (each run is a process with a few threads); the node
     # batches and the in-process openai-python runs share the other

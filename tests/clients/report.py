@@ -45,7 +45,8 @@ def raw_failures(m: Matrix) -> dict[str, list[tuple[str, str]]]:
 def version_lines() -> list[str]:
     v = versions()
     gens = [
-        ("aisdk7", f"ai {v.get('aisdk7:ai')} + @ai-sdk/openai {v.get('aisdk7:@ai-sdk/openai')} (current)"),
+        ("aisdk7", f"ai {v.get('aisdk7:ai')} + @ai-sdk/openai {v.get('aisdk7:@ai-sdk/openai')} "
+                   f"+ @ai-sdk/anthropic {v.get('aisdk7:@ai-sdk/anthropic')} + @ai-sdk/google {v.get('aisdk7:@ai-sdk/google')} (current)"),
         ("aisdk6", f"ai {v.get('aisdk6:ai')} + @ai-sdk/openai {v.get('aisdk6:@ai-sdk/openai')} + "
                    f"@ai-sdk/openai-compatible {v.get('aisdk6:@ai-sdk/openai-compatible')} (opencode's pins)"),
         ("aisdk5", f"ai {v.get('aisdk5:ai')} + @ai-sdk/openai {v.get('aisdk5:@ai-sdk/openai')} (v5, bug report era)"),

@@ -50,9 +50,10 @@ class Client:
     family: str
     """``aisdk``, ``openai-py`` or ``codex``."""
     api: str
-    """The API it speaks here: ``responses`` or ``chat``."""
+    """The API it speaks here: ``responses``, ``chat``, ``messages`` or ``gemini``."""
     variant: str
-    """aisdk: ``responses``/``chat``/``compatible``; openai-py: ``raw``/``helper``."""
+    """aisdk: ``responses``/``chat``/``compatible``/``anthropic``/``google``; openai-py:
+    ``raw``/``helper``."""
     install: str | None = None
     """Folder under .cache/clients (aisdk, codex)."""
 
@@ -64,6 +65,8 @@ class Client:
 CLIENT_LIST: tuple[Client, ...] = (
     Client("aisdk7/responses", "aisdk", "responses", "responses", "aisdk7"),
     Client("aisdk7/chat", "aisdk", "chat", "chat", "aisdk7"),
+    Client("aisdk7/anthropic", "aisdk", "messages", "anthropic", "aisdk7"),
+    Client("aisdk7/google", "aisdk", "gemini", "google", "aisdk7"),
     Client("aisdk6/responses", "aisdk", "responses", "responses", "aisdk6"),
     Client("aisdk6/chat", "aisdk", "chat", "chat", "aisdk6"),
     Client("aisdk6/compatible", "aisdk", "chat", "compatible", "aisdk6"),
@@ -87,7 +90,8 @@ def versions() -> dict[str, str]:
     out: dict[str, str] = {}
     for gen in ("aisdk7", "aisdk6", "aisdk5", "codex"):
         nm = CLIENTS / gen / "node_modules"
-        for pkg in ("ai", "@ai-sdk/openai", "@ai-sdk/openai-compatible", "@openai/codex"):
+        for pkg in ("ai", "@ai-sdk/openai", "@ai-sdk/openai-compatible", "@ai-sdk/anthropic", "@ai-sdk/google",
+                    "@openai/codex"):
             pj = nm / pkg / "package.json"
             if pj.exists():
                 out[f"{gen}:{pkg}"] = json.loads(pj.read_text())["version"]
@@ -141,20 +145,25 @@ def run_aisdk_batch(install: Path, cases: list[dict[str, Any]], timeout: float =
 
 
 def run_openai_py(client: Client, base_url: str, tools: list[dict[str, Any]], stream: bool = True,
-                  timeout: float = CASE_TIMEOUT) -> dict[str, Any]:
-    """One request; ``stream=False`` uses ``create()`` (raw) or ``parse()`` (the helper)."""
+                  cap: tuple[str, int] | None = None, timeout: float = CASE_TIMEOUT) -> dict[str, Any]:
+    """One request; ``stream=False`` uses ``create()`` (raw) or ``parse()`` (the helper);
+    ``cap`` is the recorded request's output-token limit (key, value), sent the same way."""
     import openai
 
     oa = openai.OpenAI(base_url=base_url, api_key="test-key", max_retries=0, timeout=timeout)
     out: dict[str, Any] = {"calls": [], "types": []}
     started = time.monotonic()
     try:
+        extra: dict[str, Any] = {}
+        if cap:
+            extra = {"max_output_tokens": cap[1]} if client.api == "responses" else {
+                cap[0] if cap[0] in ("max_tokens", "max_completion_tokens") else "max_tokens": cap[1]}
         if not stream:
-            _py_json(oa, client, tools, out)
+            _py_json(oa, client, tools, out, extra)
         elif client.api == "responses":
-            _py_responses(oa, client.variant, tools, out)
+            _py_responses(oa, client.variant, tools, out, extra)
         else:
-            _py_chat(oa, client.variant, tools, out)
+            _py_chat(oa, client.variant, tools, out, extra)
     except Exception as e:  # the point: record what the client raised
         out["exception"] = type(e).__name__
         out["message"] = str(e)[:300]
@@ -172,10 +181,10 @@ def _chat_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
                                               "parameters": t["parameters"]}} for t in tools]
 
 
-def _py_json(oa, client: Client, tools: list[dict[str, Any]], out: dict[str, Any]) -> None:
+def _py_json(oa, client: Client, tools: list[dict[str, Any]], out: dict[str, Any], extra: dict[str, Any]) -> None:
     helper = client.variant == "helper"
     if client.api == "responses":
-        kw = dict(model="test-model", input=PROMPT, tools=_responses_tools(tools))
+        kw = dict(model="test-model", input=PROMPT, tools=_responses_tools(tools), **extra)
         r = oa.responses.parse(**kw) if helper else oa.responses.create(**kw)
         out["status"] = r.status
         out["terminal"] = f"response.{r.status}"
@@ -185,7 +194,7 @@ def _py_json(oa, client: Client, tools: list[dict[str, Any]], out: dict[str, Any
     ctools = _chat_tools(tools)
     if helper:  # parse() only accepts strict function tools (it parses their arguments)
         ctools = [{"type": "function", "function": dict(t["function"], strict=True)} for t in ctools]
-    kw = dict(model="test-model", messages=[{"role": "user", "content": PROMPT}], tools=ctools)
+    kw = dict(model="test-model", messages=[{"role": "user", "content": PROMPT}], tools=ctools, **extra)
     r = oa.chat.completions.parse(**kw) if helper else oa.chat.completions.create(**kw)
     ch = r.choices[0]
     out["finish"] = ch.finish_reason
@@ -193,8 +202,8 @@ def _py_json(oa, client: Client, tools: list[dict[str, Any]], out: dict[str, Any
     out["text"] = ch.message.content or ""
 
 
-def _py_responses(oa, variant: str, tools: list[dict[str, Any]], out: dict[str, Any]) -> None:
-    kw = dict(model="test-model", input=PROMPT, tools=_responses_tools(tools))
+def _py_responses(oa, variant: str, tools: list[dict[str, Any]], out: dict[str, Any], extra: dict[str, Any]) -> None:
+    kw = dict(model="test-model", input=PROMPT, tools=_responses_tools(tools), **extra)
     if variant == "raw":
         text = []
         for ev in oa.responses.create(stream=True, **kw):
@@ -216,8 +225,8 @@ def _py_responses(oa, variant: str, tools: list[dict[str, Any]], out: dict[str, 
     out["text"] = final.output_text
 
 
-def _py_chat(oa, variant: str, tools: list[dict[str, Any]], out: dict[str, Any]) -> None:
-    kw = dict(model="test-model", messages=[{"role": "user", "content": PROMPT}], tools=_chat_tools(tools))
+def _py_chat(oa, variant: str, tools: list[dict[str, Any]], out: dict[str, Any], extra: dict[str, Any]) -> None:
+    kw = dict(model="test-model", messages=[{"role": "user", "content": PROMPT}], tools=_chat_tools(tools), **extra)
     if variant == "raw":
         # what straightforward user code does: merge tool_calls deltas by their index
         calls: dict[int, list[str]] = {}

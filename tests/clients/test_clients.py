@@ -23,7 +23,7 @@ from dataclasses import replace
 
 import pytest
 
-from expect import FOLLOWUP, MARKER_FILE, Call, Expected, expected_from_body
+from expect import FOLLOWUP, MARKER_FILE, Call, Expected, expected_from_body, output_cap, tools_for
 from harness import ABLATIONS, proves_nothing, problems, run_matrix
 from judge import judge
 from report import ABL_BEGIN, ABL_END, BEGIN, DOC, END, ablation_table, render_markdown, render_text
@@ -75,6 +75,26 @@ def test_expected_facts_come_from_the_hand_checked_body():
             b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"length"}]}\n\ndata: [DONE]\n\n')
     exp = expected_from_body("chat", chat)
     assert exp.calls == (Call("f", '{"x":'),) and exp.truncated and not exp.calls[0].valid
+
+
+def test_messages_and_gemini_facts_tools_and_caps():
+    msg = (b'event: content_block_start\ndata: {"type":"content_block_start","index":1,"content_block":'
+           b'{"type":"tool_use","id":"t","name":"f","input":{}}}\n\n'
+           b'event: content_block_delta\ndata: {"type":"content_block_delta","index":1,"delta":'
+           b'{"type":"input_json_delta","partial_json":"{\\"x\\":"}}\n\n'
+           b'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"max_tokens"}}\n\n')
+    exp = expected_from_body("messages", msg)
+    assert exp.calls == (Call("f", '{"x":'),) and exp.truncated and exp.aisdk_finish() == "length"
+    gem = (b'data: {"candidates":[{"content":{"parts":[{"functionCall":{"name":"f","args":{}}}]}}]}\r\n\r\n'
+           b'data: {"candidates":[{"content":{"parts":[{"text":""}]},"finishReason":"STOP"}]}\r\n\r\n')
+    exp = expected_from_body("gemini", gem)
+    assert exp.calls == (Call("f", "{}"),) and not exp.truncated and exp.aisdk_finish() == "tool-calls"
+    tools = tools_for({"tools": [{"functionDeclarations": [{"name": "f", "parameters": {"type": "OBJECT"}}]},
+                                 {"name": "g", "input_schema": {"type": "object"}}]}, (Call("h", "{}"),))
+    assert [(t["name"], t["parameters"]["type"]) for t in tools] == [("f", "object"), ("g", "object"), ("h", "object")]
+    assert output_cap({"max_tokens": 400}) == ("max_tokens", 400)
+    assert output_cap({"generationConfig": {"maxOutputTokens": 400}}) == ("maxOutputTokens", 400)
+    assert output_cap({"stream": True}) is None
 
 
 CALL = Call("get_weather", '{"city":"Paris"}')
