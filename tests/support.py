@@ -45,8 +45,9 @@ def child_env(**extra: str) -> dict[str, str]:
 class Proc:
     """A child process with its stdout+stderr collected line by line."""
 
-    def __init__(self, cmd: Sequence[str], *, cwd: Path = ROOT, env: dict[str, str] | None = None,
-                 new_session: bool = False) -> None:
+    def __init__(
+        self, cmd: Sequence[str], *, cwd: Path = ROOT, env: dict[str, str] | None = None, new_session: bool = False
+    ) -> None:
         self.cmd = list(cmd)
         self.p = subprocess.Popen(
             self.cmd,
@@ -182,10 +183,11 @@ def start_mitmdump(
     return proc, int(m.group(1))
 
 
-def run_mitmdump(confdir: Path, *args: str, addons: Sequence[Path] = (REPAIR_ADDON,),
-                 timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+def run_mitmdump(
+    confdir: Path, *args: str, addons: Sequence[Path] = (REPAIR_ADDON,), timeout: float = 60.0
+) -> subprocess.CompletedProcess[str]:
     """A mitmdump that ends by itself (``-nr``): waits for it, bounded."""
-    return subprocess.run(
+    return subprocess.run(  # noqa: PLW1510  (the caller asserts on the exit code and output)
         mitmdump_args(confdir, *args, addons=addons),
         stdin=subprocess.DEVNULL,
         capture_output=True,
@@ -260,8 +262,9 @@ class Received:
     """A response read as it streamed: raw body bytes (no content decoding) with the
     monotonic time each read arrived, and the time the request was sent."""
 
-    def __init__(self, status: int, headers, sent_at: float, reads: list[tuple[float, bytes]],
-                 wall: tuple[float, float]) -> None:
+    def __init__(
+        self, status: int, headers, sent_at: float, reads: list[tuple[float, bytes]], wall: tuple[float, float]
+    ) -> None:
         self.status = status
         self.headers = headers
         self.sent_at = sent_at
@@ -284,8 +287,9 @@ class Received:
         return times
 
 
-def fetch(url: str, *, method: str = "POST", body: bytes = b"", headers: dict[str, str] | None = None,
-          timeout: float = 30.0) -> Received:
+def fetch(
+    url: str, *, method: str = "POST", body: bytes = b"", headers: dict[str, str] | None = None, timeout: float = 30.0
+) -> Received:
     """One request over a fresh HTTP/1.1 connection; every read is bounded by ``timeout``
     and so is the whole exchange."""
     import httpx

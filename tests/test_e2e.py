@@ -22,13 +22,23 @@ from pathlib import Path
 import orjson
 import pytest
 from mitmproxy import io
+from support import (
+    REPAIR_ADDON,
+    ROOT,
+    Proc,
+    Received,
+    assert_same,
+    fetch,
+    live_expected,
+    run_mitmdump,
+    start_mitmdump,
+    start_replay,
+)
 
 from streamfix import bench
-from streamfix.recordings import ROOT as RECORDINGS, Recording, all_recordings, load, to_flow
+from streamfix.recordings import ROOT as RECORDINGS
+from streamfix.recordings import Recording, all_recordings, load, to_flow
 from streamfix.replay import sse_pieces
-from support import (
-    REPAIR_ADDON, ROOT, Proc, Received, assert_same, fetch, live_expected, run_mitmdump, start_mitmdump, start_replay,
-)
 
 pytestmark = pytest.mark.e2e
 
@@ -64,19 +74,33 @@ def _write_recording(root: Path, name: str, meta: dict, body: bytes) -> None:
 
 def _synthetic(root: Path) -> None:
     """Recordings only these tests use (written next to a copy of recordings/)."""
-    _write_recording(root, TEXT, {
-        "description": "a text/plain 200 on an API path (a gateway's odd answer): must pass untouched",
-        "api": "responses", "kind": "clean", "source": "tests/test_e2e.py",
-        "request": {"method": "POST", "path": "/v1/responses", "body": {"model": "m", "stream": True}},
-        "response": {"status": 200, "headers": {"content-type": "text/plain; charset=utf-8"}},
-    }, b'not a stream\ndata: {"type":"response.completed"}\n\n\xff\xfe raw bytes\n')
-    _write_recording(root, BIG_CHAT, {
-        "description": "a long Devin chat turn (~8k events, ~2 MB) for the burst-and-close test",
-        "api": "chat", "kind": "buggy", "source": "streamfix.bench.devin_chat_stream",
-        "request": {"method": "POST", "path": "/v1/chat/completions", "body": bench.CHAT_REQUEST},
-        "response": {"status": 200, "headers": {"content-type": "text/event-stream"}},
-        "pacing": {"delay_ms": 0},
-    }, bench.devin_chat_stream(calls=(6000, 1500)))
+    _write_recording(
+        root,
+        TEXT,
+        {
+            "description": "a text/plain 200 on an API path (a gateway's odd answer): must pass untouched",
+            "api": "responses",
+            "kind": "clean",
+            "source": "tests/test_e2e.py",
+            "request": {"method": "POST", "path": "/v1/responses", "body": {"model": "m", "stream": True}},
+            "response": {"status": 200, "headers": {"content-type": "text/plain; charset=utf-8"}},
+        },
+        b'not a stream\ndata: {"type":"response.completed"}\n\n\xff\xfe raw bytes\n',
+    )
+    _write_recording(
+        root,
+        BIG_CHAT,
+        {
+            "description": "a long Devin chat turn (~8k events, ~2 MB) for the burst-and-close test",
+            "api": "chat",
+            "kind": "buggy",
+            "source": "streamfix.bench.devin_chat_stream",
+            "request": {"method": "POST", "path": "/v1/chat/completions", "body": bench.CHAT_REQUEST},
+            "response": {"status": 200, "headers": {"content-type": "text/event-stream"}},
+            "pacing": {"delay_ms": 0},
+        },
+        bench.devin_chat_stream(calls=(6000, 1500)),
+    )
 
 
 @dataclass
@@ -90,19 +114,35 @@ class Stack:
     def rec(self, name: str) -> Recording:
         return load(name, self.root)
 
-    def send(self, rec: Recording, *, delay_ms: float = 0, base: str | None = None, path: str | None = None,
-             headers: dict[str, str] | None = None, timeout: float = 30.0) -> Received:
+    def send(
+        self,
+        rec: Recording,
+        *,
+        delay_ms: float = 0,
+        base: str | None = None,
+        path: str | None = None,
+        headers: dict[str, str] | None = None,
+        timeout: float = 30.0,
+    ) -> Received:
         """The recording's request, answered by that recording, through the proxy."""
         r = rec.request
-        h = {k: v for k, v in r.get("headers", {}).items()
-             if k.lower() not in ("host", "content-length", "connection", "transfer-encoding", "accept-encoding")}
+        h = {
+            k: v
+            for k, v in r.get("headers", {}).items()
+            if k.lower() not in ("host", "content-length", "connection", "transfer-encoding", "accept-encoding")
+        }
         h.setdefault("content-type", "application/json")
         h["accept-encoding"] = "identity"
         h["x-streamfix-recording"] = rec.name
         h["x-streamfix-delay-ms"] = str(delay_ms)
         h.update(headers or {})
-        return fetch((base or self.proxy) + (path or r["path"]), method=r.get("method", "POST"),
-                     body=rec.request_body, headers=h, timeout=timeout)
+        return fetch(
+            (base or self.proxy) + (path or r["path"]),
+            method=r.get("method", "POST"),
+            body=rec.request_body,
+            headers=h,
+            timeout=timeout,
+        )
 
 
 @pytest.fixture(scope="module")
@@ -309,8 +349,13 @@ def _flow_file(tmp: Path, recs: list[Recording]) -> Path:
     for i, rec in enumerate(recs):
         part = tmp / f"{i}.flow"
         if i == 0:
-            subprocess.run([sys.executable, "-m", "streamfix.recordings", "to-flow", rec.name, str(part)],
-                           cwd=ROOT, check=True, timeout=60, capture_output=True)
+            subprocess.run(
+                [sys.executable, "-m", "streamfix.recordings", "to-flow", rec.name, str(part)],
+                cwd=ROOT,
+                check=True,
+                timeout=60,
+                capture_output=True,
+            )
         else:
             to_flow(rec, part)
         parts.append(part.read_bytes())
@@ -346,14 +391,23 @@ def test_server_replay(tmp_path: Path) -> None:
             recs.append(rec)
     src = _flow_file(tmp_path, recs)
     mitm, port = start_mitmdump(
-        "http://127.0.0.1:8317", tmp_path / "confdir",
-        "--set", "connection_strategy=lazy", "--server-replay", str(src), "--set", "server_replay_extra=kill",
+        "http://127.0.0.1:8317",
+        tmp_path / "confdir",
+        "--set",
+        "connection_strategy=lazy",
+        "--server-replay",
+        str(src),
+        "--set",
+        "server_replay_extra=kill",
     )
     try:
         for rec in recs:
-            got = fetch(f"http://127.0.0.1:{port}" + rec.request["path"], method=rec.request.get("method", "POST"),
-                        body=rec.request_body,
-                        headers={**rec.request.get("headers", {}), "accept-encoding": "identity"})
+            got = fetch(
+                f"http://127.0.0.1:{port}" + rec.request["path"],
+                method=rec.request.get("method", "POST"),
+                body=rec.request_body,
+                headers={**rec.request.get("headers", {}), "accept-encoding": "identity"},
+            )
             assert got.status == rec.status, rec.name
             assert_same(got.body, live_expected(rec, got))
     finally:

@@ -15,11 +15,22 @@ import signal
 from pathlib import Path
 
 import pytest
+from support import (
+    ROOT,
+    Proc,
+    alive,
+    assert_same,
+    child_env,
+    children,
+    fetch,
+    free_port,
+    kill_pids,
+    live_expected,
+    port_open,
+    wait_gone,
+)
 
 from streamfix.recordings import Recording, all_recordings
-from support import (
-    ROOT, Proc, alive, assert_same, child_env, children, fetch, free_port, kill_pids, live_expected, port_open, wait_gone,
-)
 
 pytestmark = pytest.mark.e2e
 
@@ -40,8 +51,11 @@ class Sidecar:
         self.home = home
         for attempt in range(3):  # the port is free when picked; retry if someone takes it
             self.port = free_port()
-            self.proc = Proc([str(ROOT / "scripts" / "sidecar"), "--listen", f"127.0.0.1:{self.port}"],
-                             env=child_env(HOME=str(home)), new_session=True)
+            self.proc = Proc(
+                [str(ROOT / "scripts" / "sidecar"), "--listen", f"127.0.0.1:{self.port}"],
+                env=child_env(HOME=str(home)),
+                new_session=True,
+            )
             try:
                 # bootstrap may have to install the venv first: generous
                 self.proc.wait_for(rf"listening at 127\.0\.0\.1:{self.port}", timeout=180)
@@ -72,9 +86,11 @@ def test_serves_repaired_stream(sidecar: Sidecar) -> None:
     rec = _demo_recording()
     if rec is None:
         pytest.skip("no buggy streamed recording yet")
-    got = fetch(f"http://127.0.0.1:{sidecar.port}{rec.request['path']}", body=rec.request_body,
-                headers={"content-type": "application/json", "accept-encoding": "identity",
-                         "x-streamfix-recording": rec.name})
+    got = fetch(
+        f"http://127.0.0.1:{sidecar.port}{rec.request['path']}",
+        body=rec.request_body,
+        headers={"content-type": "application/json", "accept-encoding": "identity", "x-streamfix-recording": rec.name},
+    )
     assert got.status == 200
     assert got.headers["content-type"].startswith("text/event-stream")
     assert_same(got.body, live_expected(rec, got))
