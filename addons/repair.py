@@ -235,7 +235,10 @@ class Repair:
             return
         if decoder is not None:
             del resp.headers["content-encoding"]
-        resp.headers.pop("content-length", None)  # the repaired body's length differs
+        if resp.headers.pop("content-length", None) is not None and flow.request.http_version == "HTTP/1.1":
+            # the repaired body's length differs; chunked keeps the client's connection
+            # alive (without it mitmproxy ends the body by closing the connection)
+            resp.headers["transfer-encoding"] = "chunked"
         repairer = stream_repairer(st.api, self.rules, st.ctx, st.verdict)
         st.stream = FlowStream(
             StreamRepair(repairer),

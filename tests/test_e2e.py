@@ -245,6 +245,7 @@ def test_content_length_upstream(stack: Stack, name: str) -> None:
     got = stack.send(rec, headers={"x-streamfix-framing": "length"})
     assert got.status == rec.status
     assert "content-length" not in got.headers or int(got.headers["content-length"]) == len(got.body)
+    assert got.headers.get("transfer-encoding") == "chunked", "chunked keeps the connection alive"
     assert_same(got.body, live_expected(rec, got))
 
 

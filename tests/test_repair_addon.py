@@ -110,6 +110,7 @@ class TestStreaming:
             hooks(addon, f)
             assert callable(f.response.stream)
             assert "content-length" not in f.response.headers
+            assert f.response.headers["transfer-encoding"] == "chunked"  # HTTP/1.1 client
             out = drive(f.response.stream, [SSE_BODY[:10], SSE_BODY[10:33], SSE_BODY[33:]])
             assert out.count(b'"fixed":true') == 2 and out.endswith(b"data: [DONE]\n\n")
 
