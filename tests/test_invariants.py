@@ -1,11 +1,9 @@
 """wire/invariants.py: the oracle itself must catch each CPA defect and accept a correct stream."""
 
 import orjson
-from pathlib import Path
 
+from streamfix.recordings import load
 from wire.invariants import check
-
-SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "reference" / "samples"
 
 
 def sse(*events):
@@ -50,12 +48,13 @@ def test_each_responses_violation_is_named():
 
 
 def test_cpa_samples_fail_for_their_known_defects():
-    devin = check("responses", (SAMPLES / "devin_responses_toolcall.sse").read_bytes())
+    """The recordings made from ../shared/reference/samples (CPA's exact output)."""
+    devin = check("responses", load("responses-devin-toolcall").body)
     assert "event 0 (response.created): response.created_at missing" in devin
     assert "event 16 (response.output_item.done): function_call done without status" in devin
-    claude = check("responses", (SAMPLES / "claude_responses_text_then_tool.sse").read_bytes())
+    claude = check("responses", load("responses-claude-text-then-tool").body)
     assert "event 6 (response.output_item.added): item 0 still open when item 1 is added" in claude
-    chat = check("chat", (SAMPLES / "devin_chat_truncated_toolcall.sse").read_bytes())
+    chat = check("chat", load("chat-devin-truncated-toolcall").body)
     assert chat == ["chunk 5 choice 0: tool_calls index 2, expected 0"]
 
 
