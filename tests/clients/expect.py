@@ -76,20 +76,38 @@ class Expected:
                 return "tool-calls" if self.calls else "stop"
             if self.finish == "response.incomplete":
                 return {"max_output_tokens": "length", "content_filter": "content-filter"}.get(
-                    self.reason or "", "tool-calls" if self.calls else "other")
+                    self.reason or "", "tool-calls" if self.calls else "other"
+                )
             return None
         if self.api == "messages":  # @ai-sdk/anthropic mapAnthropicStopReason
-            return {"end_turn": "stop", "pause_turn": "stop", "stop_sequence": "stop", "tool_use": "tool-calls",
-                    "max_tokens": "length", "model_context_window_exceeded": "length",
-                    "refusal": "content-filter"}.get(self.finish or "", "other")
+            return {
+                "end_turn": "stop",
+                "pause_turn": "stop",
+                "stop_sequence": "stop",
+                "tool_use": "tool-calls",
+                "max_tokens": "length",
+                "model_context_window_exceeded": "length",
+                "refusal": "content-filter",
+            }.get(self.finish or "", "other")
         if self.api == "gemini":  # @ai-sdk/google mapGoogleFinishReason
             if self.finish == "STOP":
                 return "tool-calls" if self.calls else "stop"
-            return {"MAX_TOKENS": "length", "SAFETY": "content-filter", "RECITATION": "content-filter",
-                    "BLOCKLIST": "content-filter", "PROHIBITED_CONTENT": "content-filter", "SPII": "content-filter",
-                    "MALFORMED_FUNCTION_CALL": "error"}.get(self.finish or "", "other")
-        return {"stop": "stop", "length": "length", "tool_calls": "tool-calls",
-                "function_call": "tool-calls", "content_filter": "content-filter"}.get(self.finish or "", "other")
+            return {
+                "MAX_TOKENS": "length",
+                "SAFETY": "content-filter",
+                "RECITATION": "content-filter",
+                "BLOCKLIST": "content-filter",
+                "PROHIBITED_CONTENT": "content-filter",
+                "SPII": "content-filter",
+                "MALFORMED_FUNCTION_CALL": "error",
+            }.get(self.finish or "", "other")
+        return {
+            "stop": "stop",
+            "length": "length",
+            "tool_calls": "tool-calls",
+            "function_call": "tool-calls",
+            "content_filter": "content-filter",
+        }.get(self.finish or "", "other")
 
 
 def _events(body: bytes) -> list[dict[str, Any]]:
@@ -215,15 +233,22 @@ def _json(api: str, obj: dict[str, Any]) -> Expected:
     if api == "responses":
         out = obj.get("output") or []
         calls = tuple(Call(i.get("name", ""), i.get("arguments", "")) for i in out if i.get("type") == "function_call")
-        text = "".join(c.get("text", "") for i in out if i.get("type") == "message"
-                       for c in i.get("content") or [] if c.get("type") == "output_text")
+        text = "".join(
+            c.get("text", "")
+            for i in out
+            if i.get("type") == "message"
+            for c in i.get("content") or []
+            if c.get("type") == "output_text"
+        )
         reason = (obj.get("incomplete_details") or {}).get("reason")
         return Expected("responses", calls, f"response.{obj.get('status')}", reason, text, stream=False)
     if api == "chat":
         ch = (obj.get("choices") or [{}])[0]
         msg = ch.get("message") or {}
-        calls = tuple(Call((t.get("function") or {}).get("name", ""), (t.get("function") or {}).get("arguments", ""))
-                      for t in msg.get("tool_calls") or [])
+        calls = tuple(
+            Call((t.get("function") or {}).get("name", ""), (t.get("function") or {}).get("arguments", ""))
+            for t in msg.get("tool_calls") or []
+        )
         return Expected("chat", calls, ch.get("finish_reason"), None, msg.get("content") or "", stream=False)
     raise ValueError(f"no client speaks {api}")
 
@@ -246,14 +271,14 @@ def tools_for(request_body: dict[str, Any] | None, calls: tuple[Call, ...]) -> l
     for fn in declared:
         if fn.get("name"):
             schema = _json_schema(fn.get("parameters") or fn.get("input_schema") or {"type": "object"})
-            out.append({"name": fn["name"], "description": fn.get("description") or fn["name"],
-                        "parameters": schema})
+            out.append({"name": fn["name"], "description": fn.get("description") or fn["name"], "parameters": schema})
     have = {t["name"] for t in out}
     for c in calls:
         if c.name and c.name not in have:
             have.add(c.name)
-            out.append({"name": c.name, "description": c.name,
-                        "parameters": {"type": "object", "additionalProperties": True}})
+            out.append(
+                {"name": c.name, "description": c.name, "parameters": {"type": "object", "additionalProperties": True}}
+            )
     return out
 
 

@@ -37,12 +37,12 @@ for p in (HERE, HERE.parent, HERE.parents[1]):  # tests/clients, tests (support.
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
-import support  # noqa: E402  (tests/support.py)
-from expect import FOLLOWUP, Expected, expected_from_body, output_cap, tools_for  # noqa: E402
-from judge import Outcome, judge  # noqa: E402
-from runners import CLIENT_LIST, Client, installed, run_aisdk_batch, run_codex, run_openai_py  # noqa: E402
+import support
+from expect import FOLLOWUP, Expected, expected_from_body, output_cap, tools_for
+from judge import Outcome, judge
+from runners import CLIENT_LIST, Client, installed, run_aisdk_batch, run_codex, run_openai_py
 
-from streamfix.recordings import Recording, all_recordings  # noqa: E402
+from streamfix.recordings import Recording, all_recordings
 
 CLIENT_APIS = {"responses", "chat", "messages", "gemini"}
 API_ROOT = {"gemini": "v1beta"}
@@ -140,13 +140,20 @@ class Matrix:
         return list(dict.fromkeys(r.mode for r in self.runs))
 
 
-def client_recordings(names: list[str] | None = None, root: Path | None = None) -> tuple[list[Recording], list[Recording]]:
+def client_recordings(
+    names: list[str] | None = None, root: Path | None = None
+) -> tuple[list[Recording], list[Recording]]:
     recs = [r for r in (all_recordings(root) if root else all_recordings()) if not names or r.name in names]
     return [r for r in recs if r.api in CLIENT_APIS], [r for r in recs if r.api not in CLIENT_APIS]
 
 
-def run_matrix(modes: dict[str, tuple[str, ...]] | None = None, clients: list[str] | None = None,
-               recordings: list[str] | None = None, raw: bool = True, root: Path | None = None) -> Matrix:
+def run_matrix(
+    modes: dict[str, tuple[str, ...]] | None = None,
+    clients: list[str] | None = None,
+    recordings: list[str] | None = None,
+    raw: bool = True,
+    root: Path | None = None,
+) -> Matrix:
     """Run every installed client against every applicable recording in every mode."""
     started = time.monotonic()
     modes = {"repaired": ()} if modes is None else modes
@@ -187,10 +194,17 @@ def _execute(runs: list[Run], scratch: Path) -> None:
             singles.append(run)
 
     def aisdk(batch: list[Run]) -> None:
-        cases = [{"id": r.id, "api": r.client.variant, "baseURL": r.base_url, "stream": r.recording.streaming,
-                  "tools": tools_for(r.recording.request.get("body"), r.expected.calls),
-                  "maxOutputTokens": (output_cap(r.recording.request.get("body")) or (None, None))[1]}
-                 for r in batch]
+        cases = [
+            {
+                "id": r.id,
+                "api": r.client.variant,
+                "baseURL": r.base_url,
+                "stream": r.recording.streaming,
+                "tools": tools_for(r.recording.request.get("body"), r.expected.calls),
+                "maxOutputTokens": (output_cap(r.recording.request.get("body")) or (None, None))[1],
+            }
+            for r in batch
+        ]
         res = run_aisdk_batch(batch[0].client.install_dir, cases)
         for r in batch:
             r.result = res[r.id]

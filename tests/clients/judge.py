@@ -133,9 +133,17 @@ def _openai_py(client: Client, exp: Expected, r: dict[str, Any]) -> Outcome:
 
 def _finish_label(client: Client, exp: Expected, r: dict[str, Any]) -> str:
     if client.api == "responses":
-        got = r.get("terminal") if client.variant == "raw" else (
-            {"completed": "response.completed", "incomplete": "response.incomplete",
-             "failed": "response.failed"}.get(r.get("status") or "", r.get("status")))
+        got = (
+            r.get("terminal")
+            if client.variant == "raw"
+            else (
+                {
+                    "completed": "response.completed",
+                    "incomplete": "response.incomplete",
+                    "failed": "response.failed",
+                }.get(r.get("status") or "", r.get("status"))
+            )
+        )
         if got != exp.finish:
             return f"ends {(got or 'without terminal').removeprefix('response.')}"
         return ""

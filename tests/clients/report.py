@@ -16,7 +16,10 @@ from runners import CLIENT_LIST, versions
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "clients.md"
 BEGIN, END = "<!-- clients-matrix:begin (tests/clients/harness.py --write-docs) -->", "<!-- clients-matrix:end -->"
-ABL_BEGIN, ABL_END = "<!-- clients-ablation:begin (tests/clients/harness.py --ablate --write-docs) -->", "<!-- clients-ablation:end -->"
+ABL_BEGIN, ABL_END = (
+    "<!-- clients-ablation:begin (tests/clients/harness.py --ablate --write-docs) -->",
+    "<!-- clients-ablation:end -->",
+)
 
 
 def _symbol(m: Matrix, client: str, rec: str) -> str:
@@ -37,18 +40,32 @@ def raw_failures(m: Matrix) -> dict[str, list[tuple[str, str]]]:
     """recording -> [(client, symptom)] for every client that fails it raw."""
     out: dict[str, list[tuple[str, str]]] = {}
     for rec in m.recordings:
-        out[rec.name] = [(r.client.name, r.outcome.label) for r in m.runs
-                         if r.mode == "raw" and r.recording.name == rec.name and not r.outcome.ok]
+        out[rec.name] = [
+            (r.client.name, r.outcome.label)
+            for r in m.runs
+            if r.mode == "raw" and r.recording.name == rec.name and not r.outcome.ok
+        ]
     return out
 
 
 def version_lines() -> list[str]:
     v = versions()
     gens = [
-        ("aisdk7", f"ai {v.get('aisdk7:ai')} + @ai-sdk/openai {v.get('aisdk7:@ai-sdk/openai')} "
-                   f"+ @ai-sdk/anthropic {v.get('aisdk7:@ai-sdk/anthropic')} + @ai-sdk/google {v.get('aisdk7:@ai-sdk/google')} (current)"),
-        ("aisdk6", f"ai {v.get('aisdk6:ai')} + @ai-sdk/openai {v.get('aisdk6:@ai-sdk/openai')} + "
-                   f"@ai-sdk/openai-compatible {v.get('aisdk6:@ai-sdk/openai-compatible')} (opencode's pins)"),
+        (
+            "aisdk7",
+            (
+                f"ai {v.get('aisdk7:ai')} + @ai-sdk/openai {v.get('aisdk7:@ai-sdk/openai')} "
+                f"+ @ai-sdk/anthropic {v.get('aisdk7:@ai-sdk/anthropic')} "
+                f"+ @ai-sdk/google {v.get('aisdk7:@ai-sdk/google')} (current)"
+            ),
+        ),
+        (
+            "aisdk6",
+            (
+                f"ai {v.get('aisdk6:ai')} + @ai-sdk/openai {v.get('aisdk6:@ai-sdk/openai')} + "
+                f"@ai-sdk/openai-compatible {v.get('aisdk6:@ai-sdk/openai-compatible')} (opencode's pins)"
+            ),
+        ),
         ("aisdk5", f"ai {v.get('aisdk5:ai')} + @ai-sdk/openai {v.get('aisdk5:@ai-sdk/openai')} (v5, bug report era)"),
         ("openai-py", f"openai {v.get('openai-py:openai')} (Python)"),
         ("codex", f"@openai/codex {v.get('codex:@openai/codex')} (`codex exec`)"),
@@ -87,8 +104,11 @@ def render_markdown(m: Matrix) -> str:
     clients = _clients(m)
     out = ["Client versions:", ""]
     out += [f"- {line}" for line in version_lines()]
-    out += ["", "| recording | kind | " + " | ".join(f"`{c}`" for c in clients) + " |",
-            "|---|---|" + "---|" * len(clients)]
+    out += [
+        "",
+        "| recording | kind | " + " | ".join(f"`{c}`" for c in clients) + " |",
+        "|---|---|" + "---|" * len(clients),
+    ]
     for rec in m.recordings:
         out.append(f"| `{rec.name}` | {rec.kind} | " + " | ".join(_symbol(m, c, rec.name) for c in clients) + " |")
     out += ["", "How each client fails without the addon (the ✗ cells of the raw side):", ""]
@@ -96,11 +116,18 @@ def render_markdown(m: Matrix) -> str:
         if fails:
             out.append(f"- `{rec}`: " + "; ".join(f"`{c}` {label}" for c, label in fails))
     nothing = proves_nothing(m)
-    out += ["", "Buggy recordings no client fails on without the addon (they prove nothing about clients): "
-            + (", ".join(f"`{n}`" for n in nothing) if nothing else "none") + "."]
+    out += [
+        "",
+        "Buggy recordings no client fails on without the addon (they prove nothing about clients): "
+        + (", ".join(f"`{n}`" for n in nothing) if nothing else "none")
+        + ".",
+    ]
     if m.skipped:
-        out.append("Recordings no client here speaks (not covered by client tests): "
-                   + ", ".join(f"`{r.name}`" for r in m.skipped) + ".")
+        out.append(
+            "Recordings no client here speaks (not covered by client tests): "
+            + ", ".join(f"`{r.name}`" for r in m.skipped)
+            + "."
+        )
     return "\n".join(out)
 
 
@@ -136,7 +163,7 @@ def ablation_table(m: Matrix, markdown: bool = True) -> str:
 def _replace(text: str, begin: str, end: str, body: str) -> str:
     block = f"{begin}\n{body}\n{end}"
     if begin in text and end in text:
-        return re.sub(re.escape(begin) + ".*?" + re.escape(end), lambda _: block, text, flags=re.S)
+        return re.sub(re.escape(begin) + ".*?" + re.escape(end), lambda _: block, text, flags=re.DOTALL)
     return text.rstrip("\n") + "\n\n" + block + "\n"
 
 

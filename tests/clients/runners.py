@@ -90,8 +90,14 @@ def versions() -> dict[str, str]:
     out: dict[str, str] = {}
     for gen in ("aisdk7", "aisdk6", "aisdk5", "codex"):
         nm = CLIENTS / gen / "node_modules"
-        for pkg in ("ai", "@ai-sdk/openai", "@ai-sdk/openai-compatible", "@ai-sdk/anthropic", "@ai-sdk/google",
-                    "@openai/codex"):
+        for pkg in (
+            "ai",
+            "@ai-sdk/openai",
+            "@ai-sdk/openai-compatible",
+            "@ai-sdk/anthropic",
+            "@ai-sdk/google",
+            "@openai/codex",
+        ):
             pj = nm / pkg / "package.json"
             if pj.exists():
                 out[f"{gen}:{pkg}"] = json.loads(pj.read_text())["version"]
@@ -107,7 +113,9 @@ def versions() -> dict[str, str]:
 
 def _node_version() -> str:
     try:
-        return subprocess.run(["node", "--version"], capture_output=True, text=True, timeout=10).stdout.strip()
+        return subprocess.run(
+            ["node", "--version"], check=False, capture_output=True, text=True, timeout=10
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "missing"
 
@@ -123,6 +131,7 @@ def run_aisdk_batch(install: Path, cases: list[dict[str, Any]], timeout: float =
     try:
         p = subprocess.run(
             ["node", str(AISDK_PROBE), str(install)],
+            check=False,
             input=json.dumps(cases),
             capture_output=True,
             text=True,
@@ -144,8 +153,14 @@ def run_aisdk_batch(install: Path, cases: list[dict[str, Any]], timeout: float =
 # --- openai-python --------------------------------------------------------------------
 
 
-def run_openai_py(client: Client, base_url: str, tools: list[dict[str, Any]], stream: bool = True,
-                  cap: tuple[str, int] | None = None, timeout: float = CASE_TIMEOUT) -> dict[str, Any]:
+def run_openai_py(
+    client: Client,
+    base_url: str,
+    tools: list[dict[str, Any]],
+    stream: bool = True,
+    cap: tuple[str, int] | None = None,
+    timeout: float = CASE_TIMEOUT,
+) -> dict[str, Any]:
     """One request; ``stream=False`` uses ``create()`` (raw) or ``parse()`` (the helper);
     ``cap`` is the recorded request's output-token limit (key, value), sent the same way."""
     import openai
@@ -156,15 +171,18 @@ def run_openai_py(client: Client, base_url: str, tools: list[dict[str, Any]], st
     try:
         extra: dict[str, Any] = {}
         if cap:
-            extra = {"max_output_tokens": cap[1]} if client.api == "responses" else {
-                cap[0] if cap[0] in ("max_tokens", "max_completion_tokens") else "max_tokens": cap[1]}
+            extra = (
+                {"max_output_tokens": cap[1]}
+                if client.api == "responses"
+                else {cap[0] if cap[0] in ("max_tokens", "max_completion_tokens") else "max_tokens": cap[1]}
+            )
         if not stream:
             _py_json(oa, client, tools, out, extra)
         elif client.api == "responses":
             _py_responses(oa, client.variant, tools, out, extra)
         else:
             _py_chat(oa, client.variant, tools, out, extra)
-    except Exception as e:  # the point: record what the client raised
+    except Exception as e:  # noqa: BLE001 - the point: record what the client raised
         out["exception"] = type(e).__name__
         out["message"] = str(e)[:300]
     out["elapsed"] = round(time.monotonic() - started, 2)
@@ -172,13 +190,20 @@ def run_openai_py(client: Client, base_url: str, tools: list[dict[str, Any]], st
 
 
 def _responses_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{"type": "function", "name": t["name"], "description": t["description"],
-             "parameters": t["parameters"]} for t in tools]
+    return [
+        {"type": "function", "name": t["name"], "description": t["description"], "parameters": t["parameters"]}
+        for t in tools
+    ]
 
 
 def _chat_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{"type": "function", "function": {"name": t["name"], "description": t["description"],
-                                              "parameters": t["parameters"]}} for t in tools]
+    return [
+        {
+            "type": "function",
+            "function": {"name": t["name"], "description": t["description"], "parameters": t["parameters"]},
+        }
+        for t in tools
+    ]
 
 
 def _py_json(oa, client: Client, tools: list[dict[str, Any]], out: dict[str, Any], extra: dict[str, Any]) -> None:
@@ -295,7 +320,13 @@ def run_codex(base_url: str, scratch: Path, timeout: float = CASE_TIMEOUT) -> di
     try:
         p = subprocess.run(
             [str(binary), "exec", "--json", "--skip-git-repo-check", "--ephemeral", "-o", str(last), PROMPT],
-            cwd=work, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout,
+            check=False,
+            cwd=work,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
         )
         out["rc"] = p.returncode
         stdout, stderr = p.stdout, p.stderr
@@ -313,7 +344,8 @@ def run_codex(base_url: str, scratch: Path, timeout: float = CASE_TIMEOUT) -> di
     out["events"] = [e.get("type") for e in events]
     out["failures"] = [
         str((e.get("error") or {}).get("message") or e.get("message") or "")[:300]
-        for e in events if e.get("type") in ("turn.failed", "error")
+        for e in events
+        if e.get("type") in ("turn.failed", "error")
     ]
     out["commands"] = [
         [(e.get("item") or {}).get("command"), (e.get("item") or {}).get("exit_code")]

@@ -22,9 +22,8 @@ import os
 from dataclasses import replace
 
 import pytest
-
 from expect import FOLLOWUP, MARKER_FILE, Call, Expected, expected_from_body, output_cap, tools_for
-from harness import ABLATIONS, proves_nothing, problems, run_matrix
+from harness import ABLATIONS, problems, proves_nothing, run_matrix
 from judge import judge
 from report import ABL_BEGIN, ABL_END, BEGIN, DOC, END, ablation_table, render_markdown, render_text
 from runners import CLIENT_LIST, CLIENTS, installed
@@ -65,32 +64,49 @@ def test_expected_facts_come_from_the_hand_checked_body():
     assert exp.calls == (Call("exec_command", f'{{"cmd":"echo probe-ok > {MARKER_FILE}"}}'),)
     assert exp.finish == "response.completed" and not exp.truncated and exp.writes_marker
     assert exp.aisdk_finish() == "tool-calls"
-    nonstream = expected_from_body("chat", b'{"choices":[{"index":0,"message":{"role":"assistant","content":null,'
-                                   b'"tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"{}"}}]},'
-                                   b'"finish_reason":"tool_calls"}]}', stream=False)
+    nonstream = expected_from_body(
+        "chat",
+        b'{"choices":[{"index":0,"message":{"role":"assistant","content":null,'
+        b'"tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"{}"}}]},'
+        b'"finish_reason":"tool_calls"}]}',
+        stream=False,
+    )
     assert nonstream.calls == (Call("f", "{}"),) and nonstream.aisdk_finish() == "tool-calls" and not nonstream.stream
     done = expected_from_body("responses", load(FOLLOWUP).expected)
     assert done.calls == () and done.text == "ALL DONE" and done.aisdk_finish() == "stop"
-    chat = (b'data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"f","arguments":"{\\"x\\":"}}]}}]}\n\n'
-            b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"length"}]}\n\ndata: [DONE]\n\n')
+    chat = (
+        b'data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"f","arguments":"{\\"x\\":"}}]}}]}\n\n'
+        b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"length"}]}\n\ndata: [DONE]\n\n'
+    )
     exp = expected_from_body("chat", chat)
     assert exp.calls == (Call("f", '{"x":'),) and exp.truncated and not exp.calls[0].valid
 
 
 def test_messages_and_gemini_facts_tools_and_caps():
-    msg = (b'event: content_block_start\ndata: {"type":"content_block_start","index":1,"content_block":'
-           b'{"type":"tool_use","id":"t","name":"f","input":{}}}\n\n'
-           b'event: content_block_delta\ndata: {"type":"content_block_delta","index":1,"delta":'
-           b'{"type":"input_json_delta","partial_json":"{\\"x\\":"}}\n\n'
-           b'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"max_tokens"}}\n\n')
+    msg = (
+        b'event: content_block_start\ndata: {"type":"content_block_start","index":1,"content_block":'
+        b'{"type":"tool_use","id":"t","name":"f","input":{}}}\n\n'
+        b'event: content_block_delta\ndata: {"type":"content_block_delta","index":1,"delta":'
+        b'{"type":"input_json_delta","partial_json":"{\\"x\\":"}}\n\n'
+        b'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"max_tokens"}}\n\n'
+    )
     exp = expected_from_body("messages", msg)
     assert exp.calls == (Call("f", '{"x":'),) and exp.truncated and exp.aisdk_finish() == "length"
-    gem = (b'data: {"candidates":[{"content":{"parts":[{"functionCall":{"name":"f","args":{}}}]}}]}\r\n\r\n'
-           b'data: {"candidates":[{"content":{"parts":[{"text":""}]},"finishReason":"STOP"}]}\r\n\r\n')
+    gem = (
+        b'data: {"candidates":[{"content":{"parts":[{"functionCall":{"name":"f","args":{}}}]}}]}\r\n\r\n'
+        b'data: {"candidates":[{"content":{"parts":[{"text":""}]},"finishReason":"STOP"}]}\r\n\r\n'
+    )
     exp = expected_from_body("gemini", gem)
     assert exp.calls == (Call("f", "{}"),) and not exp.truncated and exp.aisdk_finish() == "tool-calls"
-    tools = tools_for({"tools": [{"functionDeclarations": [{"name": "f", "parameters": {"type": "OBJECT"}}]},
-                                 {"name": "g", "input_schema": {"type": "object"}}]}, (Call("h", "{}"),))
+    tools = tools_for(
+        {
+            "tools": [
+                {"functionDeclarations": [{"name": "f", "parameters": {"type": "OBJECT"}}]},
+                {"name": "g", "input_schema": {"type": "object"}},
+            ]
+        },
+        (Call("h", "{}"),),
+    )
     assert [(t["name"], t["parameters"]["type"]) for t in tools] == [("f", "object"), ("g", "object"), ("h", "object")]
     assert output_cap({"max_tokens": 400}) == ("max_tokens", 400)
     assert output_cap({"generationConfig": {"maxOutputTokens": 400}}) == ("maxOutputTokens", 400)
@@ -106,29 +122,83 @@ CHAT_CUT = Expected("chat", (Call("get_weather", '{"ci'),), "length", None, "")
 @pytest.mark.parametrize(
     "client, exp, result, ok",
     [
-        ("aisdk7/responses", TOOLS, {"finishReason": "tool-calls", "toolCalls": [
-            {"toolName": "get_weather", "input": {"city": "Paris"}, "invalid": False}]}, True),
+        (
+            "aisdk7/responses",
+            TOOLS,
+            {
+                "finishReason": "tool-calls",
+                "toolCalls": [{"toolName": "get_weather", "input": {"city": "Paris"}, "invalid": False}],
+            },
+            True,
+        ),
         ("aisdk7/responses", TOOLS, {"finishReason": "error", "errors": ["x"], "toolCalls": []}, False),
-        ("aisdk7/responses", TOOLS, {"finishReason": "tool-calls", "toolCalls": [
-            {"toolName": "get_weather", "input": '{"city":"Par', "invalid": True}]}, False),
-        ("aisdk7/responses", CUT, {"finishReason": "length", "toolErrors": ["bad json"], "toolCalls": [
-            {"toolName": "get_weather", "input": '{"ci', "invalid": True}]}, True),
-        ("aisdk7/responses", CUT, {"finishReason": "tool-calls", "toolCalls": [
-            {"toolName": "get_weather", "input": '{"ci', "invalid": True}]}, False),
+        (
+            "aisdk7/responses",
+            TOOLS,
+            {
+                "finishReason": "tool-calls",
+                "toolCalls": [{"toolName": "get_weather", "input": '{"city":"Par', "invalid": True}],
+            },
+            False,
+        ),
+        (
+            "aisdk7/responses",
+            CUT,
+            {
+                "finishReason": "length",
+                "toolErrors": ["bad json"],
+                "toolCalls": [{"toolName": "get_weather", "input": '{"ci', "invalid": True}],
+            },
+            True,
+        ),
+        (
+            "aisdk7/responses",
+            CUT,
+            {
+                "finishReason": "tool-calls",
+                "toolCalls": [{"toolName": "get_weather", "input": '{"ci', "invalid": True}],
+            },
+            False,
+        ),
         ("aisdk6/chat", Expected("chat", (CALL,), "tool_calls", None, ""), {"thrown": "hasFinished"}, False),
-        ("openai-py/responses.stream", TOOLS, {"status": "completed", "calls": [["get_weather", '{"city":"Paris"}']]}, True),
+        (
+            "openai-py/responses.stream",
+            TOOLS,
+            {"status": "completed", "calls": [["get_weather", '{"city":"Paris"}']]},
+            True,
+        ),
         ("openai-py/responses.stream", CUT, {"status": "completed", "calls": [["get_weather", '{"ci']]}, False),
-        ("openai-py/responses.stream", CUT, {"exception": "RuntimeError", "types": ["response.incomplete"],
-                                             "message": "Didn't receive a `response.completed` event."}, True),
+        (
+            "openai-py/responses.stream",
+            CUT,
+            {
+                "exception": "RuntimeError",
+                "types": ["response.incomplete"],
+                "message": "Didn't receive a `response.completed` event.",
+            },
+            True,
+        ),
         ("openai-py/chat.stream", CHAT_CUT, {"exception": "LengthFinishReasonError", "message": ""}, True),
         ("openai-py/chat.stream", CHAT_CUT, {"finish": "tool_calls", "calls": [["get_weather", '{"ci']]}, False),
-        ("openai-py/chat.stream", Expected("chat", (CALL,), "tool_calls", None, ""),
-         {"exception": "IndexError", "message": "list index out of range"}, False),
+        (
+            "openai-py/chat.stream",
+            Expected("chat", (CALL,), "tool_calls", None, ""),
+            {"exception": "IndexError", "message": "list index out of range"},
+            False,
+        ),
         ("openai-py/responses", CUT, {"terminal": "response.completed", "calls": [["get_weather", '{"ci']]}, False),
-        ("openai-py/responses.stream", replace(CUT, stream=False),
-         {"status": "incomplete", "calls": [["get_weather", '{"ci']]}, True),
-        ("openai-py/responses.stream", replace(CUT, stream=False),
-         {"status": "completed", "calls": [["get_weather", '{"ci']]}, False),
+        (
+            "openai-py/responses.stream",
+            replace(CUT, stream=False),
+            {"status": "incomplete", "calls": [["get_weather", '{"ci']]},
+            True,
+        ),
+        (
+            "openai-py/responses.stream",
+            replace(CUT, stream=False),
+            {"status": "completed", "calls": [["get_weather", '{"ci']]},
+            False,
+        ),
         ("openai-py/chat.stream", replace(CHAT_CUT, stream=False), {"exception": "LengthFinishReasonError"}, True),
         ("codex", TOOLS, {"rc": 0, "last": "ALL DONE", "failures": []}, True),
         ("codex", TOOLS, {"rc": 1, "last": "", "failures": ["failed to parse ResponseCompleted"]}, False),
@@ -184,4 +254,5 @@ def test_which_client_catches_each_rule(record_property):
     recorded = _generated(DOC.read_text() if DOC.exists() else "", ABL_BEGIN, ABL_END)
     assert fresh == recorded, (
         "docs/clients.md's ablation table is stale; run "
-        "`.venv/bin/python tests/clients/harness.py --ablate --write-docs`\n" + table)
+        "`.venv/bin/python tests/clients/harness.py --ablate --write-docs`\n" + table
+    )
