@@ -1171,3 +1171,23 @@ def test_aisdk_accepts_expected(rec, sdk, tmp_path):
     if rec.kind == "buggy" and rec.name.startswith("responses-devin-"):
         before = probe(rec.body)  # unrepaired: 4.x rejects chunks, 2.x/3.x silently lose the calls
         assert before["errors"] if sdk == "aisdk7" else before["calls"] == []
+
+
+def test_json_body_gets_created_at_and_model_and_reports_the_digest():
+    """Non-stream: AI SDK 6's generateText builds a Date from created_at ("Invalid time
+    value" without it); the verdict sees the same text/args digest as a stream would."""
+    body = {"id": "r", "object": "response", "status": "completed",
+            "output": [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "hi"}]},
+                       {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"}],
+            "usage": {"input_tokens": 1, "output_tokens": 2, "total_tokens": 3}}
+    v = Verdict()
+    assert repair_responses_json(body, Rules(), FlowContext(model="m", started_at=STARTED), v)
+    assert body["created_at"] == STARTED and body["model"] == "m"
+    streamed = Verdict()
+    streamed.observe_text("h")
+    streamed.observe_text("i")
+    streamed.observe_args("{}")
+    assert v.digest() == streamed.digest()
+    off = {"id": "r", "output": []}
+    repair_responses_json(off, Rules(schema_fill=False), FlowContext(model="m", started_at=STARTED), Verdict())
+    assert "created_at" not in off and "model" not in off

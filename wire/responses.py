@@ -939,6 +939,16 @@ def _repair_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdict: V
     if verdict.cap is None and ctx.request:
         verdict.request(ctx.request)
     changed = False
+    if rules.schema_fill:
+        # the AI SDK's response schema needs both (its generateText builds a Date from
+        # created_at: "Invalid time value" without it); unfixed CPA sends neither
+        created_at = obj.get("created_at")
+        if not isinstance(created_at, (int, float)) or isinstance(created_at, bool):
+            obj["created_at"] = ctx.started_at
+            changed = True
+        if not isinstance(obj.get("model"), str) and ctx.model:
+            obj["model"] = ctx.model
+            changed = True
     output = obj.get("output")
     if isinstance(output, list):
         for i, item in enumerate(output):
@@ -955,10 +965,15 @@ def _repair_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdict: V
                     item["status"] = "completed"
                     changed = True
                 if isinstance(item.get("arguments"), str):
+                    verdict.observe_args(item["arguments"])
                     verdict.tool_args(item["arguments"])
-            elif typ == "message" and rules.schema_fill and isinstance(item.get("content"), list):
+            elif typ == "message" and isinstance(item.get("content"), list):
                 for part in item["content"]:
-                    if isinstance(part, dict) and part.get("type") == "output_text" and "annotations" not in part:
+                    if not isinstance(part, dict) or part.get("type") != "output_text":
+                        continue
+                    if isinstance(part.get("text"), str):
+                        verdict.observe_text(part["text"])  # the digest the upstream leg matches
+                    if rules.schema_fill and "annotations" not in part:
                         part["annotations"] = []
                         changed = True
     usage = obj.get("usage")
@@ -991,6 +1006,7 @@ def _repair_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdict: V
 def repair_responses_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdict: Verdict) -> bool:
     """Repair a non-streaming ``/v1/responses`` body in place; True if anything changed.
 
+    ``created_at`` (the request's time) and ``model`` (the request's) when missing;
     function_call output items get ``status: "completed"`` and ``id`` (= ``call_id``) when
     missing; message/reasoning items an ``id`` (``item_<position>``, CPA's own scheme) and
     ``output_text`` parts ``annotations: []`` (both required by the AI SDK's response
