@@ -269,3 +269,10 @@ class TestReceipts:
     def test_clean_stream_is_untouched_and_unmarked(self, caplog):
         rec, f, out = self.run_recording("chat-openai-clean", caplog)
         assert out == rec.body and not f.marked and not f.comment
+
+    def test_usage_at_cap_with_whole_call_is_complete(self, caplog):
+        """usage == cap, but the last output is a call whose arguments parse: not cut."""
+        _, f, out = self.run_recording("chat-devin-cap-exact-complete", caplog)
+        assert b'"finish_reason":"tool_calls"' in out and b'"finish_reason":"length"' not in out
+        assert "verdict max_tokens" not in caplog.text
+        assert "events repaired" in f.comment  # the index repair still happened
