@@ -45,6 +45,33 @@ def clip(s: str, n: int = 160) -> str:
     return s if len(s) <= n else s[: n - 1] + "…"
 
 
+def inline(a: str, b: str, context: int = 40) -> str:
+    """One changed event as ``…context[-old-]{+new+}context…`` around each difference."""
+    out = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if op == "equal":
+            seg = a[i1:i2]
+            out.append(seg if len(seg) <= 2 * context else seg[:context] + " … " + seg[-context:])
+        else:
+            out.append(("[-" + a[i1:i2] + "-]" if i2 > i1 else "") + ("{+" + b[j1:j2] + "+}" if j2 > j1 else ""))
+    text = "".join(out)
+    return text if out[0].startswith(("[-", "{+")) else "…" + text[max(0, len(out[0]) - context):]
+
+
+def diff_events(raw: list[str], fixed: list[str]) -> list[str]:
+    """Events dropped (-), inserted (+) and changed (~, with the change inline)."""
+    lines = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, raw, fixed, autojunk=False).get_opcodes():
+        if op == "equal":
+            continue
+        if op == "replace" and i2 - i1 == j2 - j1:
+            lines += ["~ " + clip(inline(a, b), 400) for a, b in zip(raw[i1:i2], fixed[j1:j2])]
+            continue
+        lines += ["- " + clip(a) for a in raw[i1:i2]]
+        lines += ["+ " + clip(b) for b in fixed[j1:j2]]
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m streamfix.demo", description=__doc__.split("\n")[0])
     ap.add_argument("names", nargs="*", help="recordings to show (default: all)")
@@ -63,10 +90,8 @@ def main(argv: list[str] | None = None) -> int:
                 if raw == fixed:
                     print("    unchanged, byte for byte")
                     continue
-                diff = difflib.unified_diff(events(raw), events(fixed), "raw", "repaired", n=0, lineterm="")
-                for line in list(diff)[2:]:
-                    if not line.startswith("@@"):
-                        print("    " + clip(line))
+                for line in diff_events(events(raw), events(fixed)):
+                    print("    " + line)
         receipts = [ln for ln in log.read_text(errors="replace").splitlines() if "streamfix" in ln]
     print("\n=== mitmdump said:")
     for ln in receipts:
