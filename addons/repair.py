@@ -66,14 +66,13 @@ SSE = "text/event-stream"
 class FlowState:
     # A plain class, not a dataclass: mitmproxy runs a -s script without putting it in
     # sys.modules, and dataclasses then fail on this module's string annotations.
-    __slots__ = ("api", "ctx", "verdict", "stream", "notes")
+    __slots__ = ("api", "ctx", "verdict", "stream")
 
     def __init__(self, api: str, ctx: FlowContext, verdict: Verdict) -> None:
         self.api = api
         self.ctx = ctx
         self.verdict = verdict
         self.stream: FlowStream | None = None
-        self.notes: list[str] = []
 
 
 class FlowStream:
@@ -262,6 +261,10 @@ class Repair:
         if self.flows.pop(flow.id, None) is not None:
             shared.correlator().forget_client(flow.id)
 
+    def done(self) -> None:
+        if self.repaired or self.failed:
+            logger.info(f"streamfix: {self.repaired} flows repaired, {self.failed} passed through after a repairer error")
+
     # --- helpers -----------------------------------------------------------------
     def _repair_buffered(self, flow: http.HTTPFlow, st: FlowState) -> None:
         resp = flow.response
@@ -282,12 +285,16 @@ class Repair:
                 out = s.feed(content) + s.close()
                 self._report(flow, st, s.repairer, s.error)
                 if out != content:
+                    if ctx.options.streamfix_keep_bodies:
+                        flow.metadata["streamfix.original"] = content
                     resp.content = out
             elif "json" in ctype:
                 obj = _json_object(content)
                 if obj is None:
                     return
                 if json_repairer(st.api)(obj, self.rules, st.ctx, st.verdict):
+                    if ctx.options.streamfix_keep_bodies:
+                        flow.metadata["streamfix.original"] = content
                     resp.content = orjson.dumps(obj)
                     self._receipt(flow, st, None, changed=True)
         except Exception as e:

@@ -3,9 +3,9 @@
     mitmweb -s addons/repair.py -s addons/sseview.py --set streamfix_keep_bodies=true
 
 "SSE events" shows one block per event, its name and its JSON data on one line.
-"streamfix diff" shows what streamfix changed in a streamed flow: the original body is
-kept in ``flow.metadata["streamfix.original"]`` when ``streamfix_keep_bodies`` is on, and
-the flow's body is the repaired one.
+"streamfix diff" shows what streamfix changed in a flow (per SSE event, or per JSON
+line): the original body is kept in ``flow.metadata["streamfix.original"]`` when
+``streamfix_keep_bodies`` is on, and the flow's body is the repaired one.
 """
 
 from __future__ import annotations
@@ -46,6 +46,14 @@ def event_lines(body: bytes) -> list[str]:
     return out
 
 
+def _json_lines(body: bytes) -> list[str]:
+    """A JSON body, indented, one line per value (so a diff points at the field)."""
+    try:
+        return orjson.dumps(orjson.loads(body), option=orjson.OPT_INDENT_2).decode().splitlines()
+    except orjson.JSONDecodeError:
+        return body.decode("utf-8", "replace").splitlines()
+
+
 def _is_sse(metadata: Metadata) -> bool:
     return (metadata.content_type or "").startswith("text/event-stream")
 
@@ -70,7 +78,8 @@ class StreamfixDiff(Contentview):
         original = f.metadata.get(ORIGINAL) if f is not None else None
         if original is None:
             raise ValueError("no original body kept (run with --set streamfix_keep_bodies=true)")
-        diff = list(difflib.unified_diff(event_lines(original), event_lines(data), "original", "repaired", lineterm=""))
+        lines = event_lines if _is_sse(metadata) else _json_lines
+        diff = list(difflib.unified_diff(lines(original), lines(data), "original", "repaired", lineterm=""))
         return "\n".join(diff) + "\n" if diff else "(no change)\n"
 
     def render_priority(self, data: bytes, metadata: Metadata) -> float:

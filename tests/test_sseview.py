@@ -30,3 +30,14 @@ def test_diff_view_shows_the_change():
         assert view.render_priority(f.response.content, md) > 2
         text = view.prettify(f.response.content, md)
         assert '-{"x":1}' in text and '+{"x":2}' in text
+
+
+def test_diff_view_on_a_json_body():
+    with taddons.context():
+        f = tflow.tflow(resp=True)
+        f.response.headers["content-type"] = "application/json"
+        f.response.content = b'{"a":1,"status":"completed"}'
+        f.metadata[sseview.ORIGINAL] = b'{"a":1}'
+        md = contentviews.make_metadata(f.response, f)
+        text = sseview.StreamfixDiff().prettify(f.response.content, md)
+        assert '+  "status": "completed"' in text
