@@ -20,6 +20,7 @@ from pathlib import Path
 
 import orjson
 from mitmproxy import ctx, exceptions, http
+from mitmproxy.proxy import mode_specs
 
 _ROOT = str(Path(__file__).resolve().parent.parent)
 if _ROOT not in sys.path:  # loaded with -s from a checkout that is not pip-installed
@@ -125,6 +126,8 @@ class Repair:
         self.rules = Rules()
         self.evidence: frozenset[str] = frozenset(SOURCES)
         self.flows: dict[str, FlowState] = {}
+        self.reverse_only = False
+        """With a reverse listener, only its flows are clients' (see configure)."""
         self.repaired = 0
         self.failed = 0
 
@@ -161,6 +164,12 @@ class Repair:
 
     def configure(self, updated: set[str]) -> None:
         opts = ctx.options
+        if "mode" in updated:
+            # In the two-listener topology (docs/upstream-leg.md) the regular listener
+            # carries CPA's own upstream calls, which are not ours to repair: when a reverse
+            # listener exists, it is the client leg. With regular mode alone, clients use
+            # the proxy directly and every listener is theirs.
+            self.reverse_only = any(m.startswith("reverse") for m in opts.mode)
         if "streamfix_truncation" in updated and opts.streamfix_truncation not in TRUNCATION_CHOICES:
             raise exceptions.OptionsError(
                 f"streamfix_truncation must be one of {', '.join(TRUNCATION_CHOICES)}, "
@@ -185,7 +194,7 @@ class Repair:
 
     # --- hooks -------------------------------------------------------------------
     def requestheaders(self, flow: http.HTTPFlow) -> None:
-        if not ctx.options.streamfix or api_for_path(flow.request.path) is None:
+        if not ctx.options.streamfix or api_for_path(flow.request.path) is None or not self._client_leg(flow):
             return
         # A client's "Connection: close" would make the gateway close right after the
         # last byte, and mitmproxy can then lose the tail (the terminal event) of a
@@ -194,7 +203,7 @@ class Repair:
             del flow.request.headers["connection"]
 
     def request(self, flow: http.HTTPFlow) -> None:
-        if not ctx.options.streamfix or flow.request.method != "POST":
+        if not ctx.options.streamfix or flow.request.method != "POST" or not self._client_leg(flow):
             return
         api = api_for_path(flow.request.path)
         if api is None:
@@ -266,6 +275,9 @@ class Repair:
             logger.info(f"streamfix: {self.repaired} flows repaired, {self.failed} passed through after a repairer error")
 
     # --- helpers -----------------------------------------------------------------
+    def _client_leg(self, flow: http.HTTPFlow) -> bool:
+        return not self.reverse_only or isinstance(flow.client_conn.proxy_mode, mode_specs.ReverseMode)
+
     def _repair_buffered(self, flow: http.HTTPFlow, st: FlowState) -> None:
         resp = flow.response
         assert resp is not None

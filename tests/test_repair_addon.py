@@ -184,6 +184,25 @@ class TestNotOurs:
             hooks(addon, f)
             assert f.response.stream is False and f.response.headers == before
 
+    def test_upstream_listener_is_not_the_client_leg(self, addon):
+        """Two listeners (docs/upstream-leg.md): flows on the regular one are CPA's own
+        upstream calls, never repaired; with regular mode alone, clients use it."""
+        from mitmproxy.proxy.mode_specs import ProxyMode
+
+        with taddons.context(addon) as tctx:
+            tctx.configure(addon, mode=["reverse:http://127.0.0.1:8317@8318", "regular@8080"])
+            cpa_call = make_flow()
+            hooks(addon, cpa_call)
+            assert cpa_call.response.stream is False
+            client = make_flow()
+            client.client_conn.proxy_mode = ProxyMode.parse("reverse:http://127.0.0.1:8317@8318")
+            hooks(addon, client)
+            assert callable(client.response.stream)
+            tctx.configure(addon, mode=["regular@8080"])
+            direct = make_flow()
+            hooks(addon, direct)
+            assert callable(direct.response.stream)
+
     def test_master_switch(self, addon):
         with taddons.context(addon) as tctx:
             tctx.configure(addon, streamfix=False)
