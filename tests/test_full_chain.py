@@ -31,8 +31,11 @@ from pathlib import Path
 import httpx
 import orjson
 import pytest
-
 from support import ROOT, Proc, child_env, fetch, tool
+
+from streamfix.cpa_standin import build_request
+from wire.connect import encode_frame
+from wire.devin import CHAT_PATH
 from wire.sse import SseParser
 
 pytestmark = pytest.mark.e2e
@@ -294,6 +297,25 @@ async def test_upstream_leg_streams_devin_frames_without_buffering(chain):
     assert r.status == 200 and len(times) > 40
     # ~60 envelopes 25 ms apart: events spread over more than a second, not one burst
     assert times[-1] - times[3] > 1.0
+
+
+@pytest.mark.parametrize("scheme", ["http", "https"])
+async def test_upstream_leg_serves_many_calls_on_one_keepalive_connection(chain, scheme):
+    """CPA (Go's http.Transport) sends its Devin calls one after another over one kept-alive
+    connection to the proxy: absolute-form requests for http, one CONNECT tunnel for
+    https. Every call is answered at once: mitmproxy keeps using one upstream connection
+    (one client connection may hold 5 per address; a sixth call would wait for one)."""
+    verify = ssl.create_default_context(cafile=str(chain.mitm_ca)) if scheme == "https" else False
+    url = f"{scheme}://{'plain' if scheme == 'http' else 'tls'}.devin.test{CHAT_PATH}"
+    local: set = set()
+    async with httpx.AsyncClient(proxy=chain.proxy, verify=verify, timeout=10, trust_env=False) as c:
+        for i in range(8):
+            prompt = f"x [scenario:stop] [conv:keepalive-{scheme}-{i}]"
+            body = encode_frame(build_request("chat", request_body("chat", prompt)).SerializeToString())
+            r = await c.post(url, content=body, headers={"content-type": "application/connect+proto"})
+            assert r.status_code == 200 and f"keepalive-{scheme}-{i}".encode() in r.content
+            local.add(r.extensions["network_stream"].get_extra_info("client_addr"))
+    assert len(local) == 1, "the calls did not share one connection to the proxy"
 
 
 async def test_error_trailer_is_not_turned_into_success(chain):
