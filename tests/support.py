@@ -9,6 +9,7 @@ own id and is safe to call twice.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import signal
@@ -19,6 +20,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import pytest
 
 if TYPE_CHECKING:
     from streamfix.recordings import Recording
@@ -59,6 +62,8 @@ class Proc:
             start_new_session=new_session,
         )
         self.lines: list[str] = []
+        self.times: list[float] = []
+        """Wall-clock time (time.time()) each line was read, for the logs shown on failure."""
         self._cond = threading.Condition()
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -72,6 +77,7 @@ class Proc:
         for raw in self.p.stdout:
             with self._cond:
                 self.lines.append(raw.decode("utf-8", "replace").rstrip("\n"))
+                self.times.append(time.time())
                 self._cond.notify_all()
         with self._cond:
             self._cond.notify_all()
@@ -111,6 +117,17 @@ class Proc:
                     raise TimeoutError(f"fewer than {count} lines {pattern!r} after {timeout}s:\n{self.tail()}")
                 self._cond.wait(min(left, 0.5))
 
+    def since(self, start: int, limit: int = 400) -> str:
+        """Output lines from line ``start`` on (at most the last ``limit``), each prefixed
+        with the time it was read."""
+        with self._cond:
+            n = len(self.lines)
+            first = max(start, n - limit)
+            out = [f"[{first - start} earlier lines left out]"] if first > start else []
+            for t, line in zip(self.times[first:n], self.lines[first:n]):
+                out.append(time.strftime("%H:%M:%S", time.localtime(t)) + f".{int(t % 1 * 1000):03d} {line}")
+            return "\n".join(out) or "(nothing)"
+
     def tail(self, n: int = 40) -> str:
         with self._cond:
             return "\n".join(self.lines[-n:])
@@ -137,6 +154,18 @@ class Proc:
         if self.p.stdout is not None:
             self.p.stdout.close()
         return self.p.returncode
+
+
+LOGS_ON_FAILURE = pytest.StashKey[dict]()
+"""``item.stash`` key: report section title -> callable giving its text (tests/conftest.py)."""
+
+
+def show_logs_on_failure(request: pytest.FixtureRequest, procs: dict[str, Proc]) -> None:
+    """If the running test fails, its report shows what each of ``procs`` (name ->
+    process) printed from now on, each line with the time it was read."""
+    logs = request.node.stash.setdefault(LOGS_ON_FAILURE, {})
+    for name, proc in procs.items():
+        logs[f"output of {name}"] = functools.partial(proc.since, len(proc.lines))
 
 
 def start_replay(recordings: Path | None = None, timeout: float = START_TIMEOUT) -> tuple[Proc, str]:

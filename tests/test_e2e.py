@@ -31,6 +31,7 @@ from support import (
     fetch,
     live_expected,
     run_mitmdump,
+    show_logs_on_failure,
     start_mitmdump,
     start_replay,
 )
@@ -166,11 +167,13 @@ def stack(tmp_path_factory: pytest.TempPathFactory):
 
 @pytest.fixture(autouse=True)
 def no_crash(request: pytest.FixtureRequest):
-    """mitmproxy logs "has crashed" when a stream callable raises: it must never."""
+    """mitmproxy logs "has crashed" when a stream callable raises: it must never. A failing
+    test's report shows what mitmdump and the replay upstream printed meanwhile."""
     if "stack" not in request.fixturenames:
         yield
         return
     st: Stack = request.getfixturevalue("stack")
+    show_logs_on_failure(request, {"mitmdump": st.mitm, "replay upstream": st.replay})
     start = len(st.mitm.lines)
     yield
     new = "\n".join(st.mitm.lines[start:])

@@ -31,7 +31,7 @@ from pathlib import Path
 import httpx
 import orjson
 import pytest
-from support import ROOT, Proc, child_env, fetch, tool
+from support import ROOT, Proc, child_env, fetch, show_logs_on_failure, tool
 
 from streamfix.cpa_standin import build_request
 from wire.connect import encode_frame
@@ -97,11 +97,12 @@ def free_port() -> int:
 class Chain:
     def __init__(self, d: Path) -> None:
         self.dir = d
-        self.procs: list[Proc] = []
+        self.procs: dict[str, Proc] = {}
+        """Name -> process, in start order."""
 
-    def start(self, cmd: list[str], pattern: str) -> tuple[Proc, str]:
+    def start(self, name: str, cmd: list[str], pattern: str) -> tuple[Proc, str]:
         p = Proc(cmd, env=child_env())
-        self.procs.append(p)
+        self.procs[name] = p
         return p, p.wait_for(pattern, TIMEOUT).group(1)
 
     def up(self) -> Chain:
@@ -131,21 +132,21 @@ class Chain:
                 self.mitm.stop()
                 if attempt == 2 or "address already in use" not in self.mitm.output.lower():
                     raise
-        self.procs.append(self.mitm)
+        self.procs["mitmdump"] = self.mitm
         if "error in script" in self.mitm.output or "Traceback" in self.mitm.output:
             raise RuntimeError(f"an addon failed to load:\n{self.mitm.tail()}")
         self.client_port = int(m.group(1))
         self.proxy = f"http://127.0.0.1:{reg}"
         self.mitm_ca = confdir / "mitmproxy-ca-cert.pem"
         py = sys.executable
-        _, self.devin = self.start([py, "-m", "streamfix.fake_devin", "--port", "0", "--delay-ms", "3"],
+        _, self.devin = self.start("fake Devin", [py, "-m", "streamfix.fake_devin", "--port", "0", "--delay-ms", "3"],
                                    r"fake Devin listening on (\S+)")  # fmt: skip
-        _, self.devin_tls = self.start([py, "-m", "streamfix.fake_devin", "--port", "0", "--delay-ms", "3",
+        _, self.devin_tls = self.start("fake Devin (TLS)", [py, "-m", "streamfix.fake_devin", "--port", "0", "--delay-ms", "3",
                                         "--tls-cert", str(cert), "--tls-key", str(key)],
                                        r"fake Devin listening on (\S+)")  # fmt: skip
-        _, standin = self.start([py, "-m", "streamfix.cpa_standin", "--devin", "http://plain.devin.test:80",
+        _, standin = self.start("CPA stand-in", [py, "-m", "streamfix.cpa_standin", "--devin", "http://plain.devin.test:80",
                                  "--proxy", self.proxy, "--port", "0"], r"CPA stand-in listening on (\S+)")  # fmt: skip
-        _, self.standin_tls = self.start([py, "-m", "streamfix.cpa_standin", "--devin", "https://tls.devin.test:443",
+        _, self.standin_tls = self.start("CPA stand-in (TLS)", [py, "-m", "streamfix.cpa_standin", "--devin", "https://tls.devin.test:443",
                                           "--proxy", self.proxy, "--ca", str(self.mitm_ca), "--port", "0"],
                                          r"CPA stand-in listening on (\S+)")  # fmt: skip
         port = lambda url: int(url.rsplit(":", 1)[1])  # noqa: E731
@@ -157,7 +158,7 @@ class Chain:
         return self
 
     def down(self) -> None:
-        for p in reversed(self.procs):
+        for p in reversed(self.procs.values()):
             p.stop()
 
     @property
@@ -169,12 +170,19 @@ class Chain:
 
 
 @pytest.fixture(scope="module")
-def chain(tmp_path_factory):
+def chain_procs(tmp_path_factory):
     c = Chain(tmp_path_factory.mktemp("chain"))
     try:
         yield c.up()
     finally:
         c.down()
+
+
+@pytest.fixture
+def chain(chain_procs: Chain, request: pytest.FixtureRequest) -> Chain:
+    """The module's chain; a failing test's report shows what each process printed meanwhile."""
+    show_logs_on_failure(request, chain_procs.procs)
+    return chain_procs
 
 
 # --- requests and terminals -----------------------------------------------------------
