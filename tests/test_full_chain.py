@@ -278,12 +278,14 @@ async def test_concurrent_conversations_are_matched_by_content(chain):
 @needs_wiring
 async def test_responses_max_output_tokens_reaches_devin(chain):
     conv = f"patch-{uuid.uuid4().hex[:8]}"
+    start = len(chain.mitm.lines)
     async with client() as c:
         body = await ask(c, chain, "responses", "long", conv, cap=12)
     seen = [r for r in chain.seen() if r["conv"] == conv]
     assert [r["max_tokens"] for r in seen] == [12]  # CPA alone would have sent 128000
     assert terminal("responses", body) == ("response.incomplete", "max_output_tokens")
-    assert "Devin max_tokens 128000 -> 12" in chain.mitm.output
+    # the log line may reach us after the response: wait for it (bounded)
+    chain.mitm.wait_for(r"Devin max_tokens 128000 -> 12 \(client /v1/responses max_output_tokens=12\)", 10, start)
 
 
 @needs_wiring
@@ -337,15 +339,13 @@ async def test_tls_upstream_leg_with_mitmproxys_ca(chain):
     """CPA -> sidecar -> Devin over TLS: the stand-in trusts only mitmproxy's CA (like
     SSL_CERT_FILE for Go), mitmproxy trusts the fake Devin's CA; the tap reads the frames."""
     conv = f"tls-{uuid.uuid4().hex[:8]}"
+    start = len(chain.mitm.lines)
     async with client() as c:
         r = await c.post(chain.standin_tls + "/v1/responses",
                          json=request_body("responses", f"x [scenario:content_filter] [conv:{conv}]"))  # fmt: skip
     assert r.status_code == 200
     assert [s["conv"] for s in chain.seen(chain.devin_tls)].count(conv) == 1
-    deadline = time.monotonic() + 10
-    while "Devin StopReason 11 CONTENT_FILTER" not in chain.mitm.output and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
-    assert "Devin StopReason 11 CONTENT_FILTER" in chain.mitm.output
+    chain.mitm.wait_for("Devin StopReason 11 CONTENT_FILTER", 10, start)
 
 
 async def test_other_hosts_are_passed_through_untouched(chain):
@@ -353,12 +353,13 @@ async def test_other_hosts_are_passed_through_untouched(chain):
     the server's own certificate (trusting only the server's CA works), while a Devin
     host is intercepted (the same trust fails: mitmproxy's certificate is presented)."""
     only_server_ca = ssl.create_default_context(cafile=str(chain.ca))
+    start = len(chain.mitm.lines)
     async with httpx.AsyncClient(proxy=chain.proxy, verify=only_server_ca, timeout=TIMEOUT, trust_env=False) as c:
         r = await c.get("https://other.test:443/_requests")
         assert r.status_code == 200
         with pytest.raises(httpx.ConnectError):
             await c.get("https://tls.devin.test:443/_requests")
-    assert "passing TLS to other.test through untouched" in chain.mitm.output
+    chain.mitm.wait_for("passing TLS to other.test through untouched", 10, start)
 
 
 @needs_wiring
