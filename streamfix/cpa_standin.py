@@ -565,11 +565,19 @@ class UpstreamError(Exception):
 
 
 class Standin:
-    def __init__(self, devin: str, proxy: str | None, cafile: str | None = None) -> None:
+    def __init__(self, devin: str, proxy: str | None, cafile: str | None = None, log_requests: bool = False) -> None:
         self.devin = devin.rstrip("/")
         self.proxy = proxy
         self.ssl: ssl.SSLContext | bool = ssl.create_default_context(cafile=cafile) if cafile else True
         self.session: aiohttp.ClientSession | None = None
+        self.log_requests = log_requests
+        self.handled = 0
+
+    def log(self, n: int, text: str) -> None:
+        """One line per step of request ``n`` on stdout, with ``--log-requests`` (tests
+        show it when they fail)."""
+        if self.log_requests:
+            print(f"CPA stand-in #{n}: {text}", flush=True)
 
     async def start(self, app: web.Application) -> None:
         self.session = aiohttp.ClientSession(
@@ -580,7 +588,7 @@ class Standin:
         if self.session is not None:
             await self.session.close()
 
-    async def devin_events(self, api: str, body: dict):
+    async def devin_events(self, api: str, body: dict, n: int = 0):
         """Yield interactions events for one client request, raising UpstreamError."""
         req = build_request(api, body)
         ex = Executor(str(body.get("model", "devin/swe-2")))
@@ -593,6 +601,11 @@ class Standin:
                                            headers=headers, proxy=self.proxy, ssl=self.ssl)  # fmt: skip
         except aiohttp.ClientError as e:
             raise UpstreamError("upstream_unreachable", f"devin request failed: {type(e).__name__}") from None
+        if self.log_requests:
+            conn = resp.connection
+            local = conn.transport.get_extra_info("sockname") if conn and conn.transport else None
+            self.log(n, f"Devin answered HTTP {resp.status} (connection from {local[0]}:{local[1]})" if local
+                     else f"Devin answered HTTP {resp.status}")  # fmt: skip
         async with resp:
             if resp.status != 200:
                 raise UpstreamError("upstream_status", f"devin returned HTTP {resp.status}", resp.status)
@@ -615,7 +628,19 @@ class Standin:
             raise UpstreamError("stream_truncated", "devin stream terminated prematurely before EOS trailer")
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
+        self.handled += 1
+        n = self.handled
+        try:
+            resp = await self._handle(request, n)
+        except BaseException as e:
+            self.log(n, f"failed: {type(e).__name__}")
+            raise
+        self.log(n, f"done, HTTP {resp.status}")
+        return resp
+
+    async def _handle(self, request: web.Request, n: int) -> web.StreamResponse:
         api = ROUTES[request.path]
+        self.log(n, f"{request.method} {request.path}, calling Devin")
         try:
             body = orjson.loads(await request.read())
             assert isinstance(body, dict)
@@ -625,14 +650,15 @@ class Standin:
         if not body.get("stream"):
             events: list[dict] = []
             try:
-                async for evs in self.devin_events(api, body):
+                async for evs in self.devin_events(api, body, n):
                     events += evs
             except UpstreamError as e:
+                self.log(n, f"upstream error {e.code}")
                 return web.json_response({"error": {"message": e.message, "code": e.code}}, status=e.status)
             return web.Response(body=go_json(out.body(events)), content_type="application/json")
         resp: web.StreamResponse | None = None
         try:
-            async for evs in self.devin_events(api, body):
+            async for evs in self.devin_events(api, body, n):
                 if resp is None:
                     resp = web.StreamResponse(headers={"content-type": "text/event-stream", "cache-control": "no-cache"})
                     await resp.prepare(request)
@@ -640,6 +666,7 @@ class Standin:
                 if data:
                     await resp.write(data)
         except UpstreamError as e:
+            self.log(n, f"upstream error {e.code}")
             if resp is None:
                 return web.json_response({"error": {"message": e.message, "code": e.code}}, status=e.status)
             await resp.write(out.error(e.code, e.message))
@@ -657,9 +684,14 @@ class Standin:
 
 
 async def serve(
-    devin: str, proxy: str | None, host: str = "127.0.0.1", port: int = 0, cafile: str | None = None
+    devin: str,
+    proxy: str | None,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    cafile: str | None = None,
+    log_requests: bool = False,
 ) -> tuple[web.AppRunner, int]:
-    return await start_app(Standin(devin, proxy, cafile).app(), host, port)
+    return await start_app(Standin(devin, proxy, cafile, log_requests).app(), host, port)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -669,10 +701,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ca", help="CA bundle to trust for an https Devin URL (e.g. mitmproxy's CA)")
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=0, help="0 (default) picks a free port")
+    ap.add_argument("--log-requests", action="store_true", help="print a line per step of each request")
     a = ap.parse_args(argv)
 
     return serve_forever(
-        lambda: serve(a.devin, a.proxy, a.host, a.port, a.ca),
+        lambda: serve(a.devin, a.proxy, a.host, a.port, a.ca, a.log_requests),
         f"CPA stand-in listening on http://{a.host}:{{port}}",
     )
 

@@ -166,11 +166,32 @@ def frames_for(s: Script, output_tokens: int, prompt_tokens: int) -> list[bytes]
 
 
 class FakeDevin:
-    def __init__(self, delay_ms: float = 5.0) -> None:
+    def __init__(self, delay_ms: float = 5.0, log_requests: bool = False) -> None:
         self.delay_ms = delay_ms
         self.requests: deque[dict] = deque(maxlen=1000)
+        self.log_requests = log_requests
+        self.handled = 0
+
+    def log(self, n: int, text: str) -> None:
+        """One line per step of request ``n`` on stdout, with ``--log-requests`` (tests
+        show it when they fail)."""
+        if self.log_requests:
+            print(f"fake Devin #{n}: {text}", flush=True)
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
+        self.handled += 1
+        n = self.handled
+        peer = request.transport.get_extra_info("peername") if request.transport else None
+        self.log(n, f"GetChatMessage from {peer[0]}:{peer[1]}" if peer else "GetChatMessage")
+        try:
+            resp = await self._chat(request, n)
+        except BaseException as e:
+            self.log(n, f"failed: {type(e).__name__}")
+            raise
+        self.log(n, f"done, HTTP {resp.status}")
+        return resp
+
+    async def _chat(self, request: web.Request, n: int) -> web.StreamResponse:
         body = await request.read()
         info = read_request(body)
         if info is None:
@@ -190,6 +211,7 @@ class FakeDevin:
                               "authorization": bool(request.headers.get("authorization"))})  # fmt: skip
         if scenario not in SCENARIOS:
             return web.Response(status=400, text=f"unknown scenario {scenario}")
+        self.log(n, f"scenario {scenario}, conv {conv}, max_tokens {info.max_tokens}")
         s, out_tokens = apply_cap(script_for(scenario, conv), info.max_tokens or 0)
         prompt_tokens = sum(len(t) for _, t in info.prompts) // CHARS_PER_TOKEN + 10
         resp = web.StreamResponse(status=200, headers={"content-type": "application/connect+proto"})
@@ -214,9 +236,13 @@ class FakeDevin:
 
 
 async def serve(
-    host: str = "127.0.0.1", port: int = 0, delay_ms: float = 5.0, ssl_context: ssl.SSLContext | None = None
+    host: str = "127.0.0.1",
+    port: int = 0,
+    delay_ms: float = 5.0,
+    ssl_context: ssl.SSLContext | None = None,
+    log_requests: bool = False,
 ) -> tuple[web.AppRunner, int, FakeDevin]:
-    fake = FakeDevin(delay_ms)
+    fake = FakeDevin(delay_ms, log_requests)
     runner, port = await start_app(fake.app(), host, port, ssl_context)
     return runner, port, fake
 
@@ -228,6 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--delay-ms", type=float, default=5.0, help="pause between envelopes")
     ap.add_argument("--tls-cert", help="serve HTTPS with this certificate (PEM)")
     ap.add_argument("--tls-key", help="... and this key (PEM)")
+    ap.add_argument("--log-requests", action="store_true", help="print a line per step of each request")
     a = ap.parse_args(argv)
     ctx = None
     if a.tls_cert:
@@ -235,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
         ctx.load_cert_chain(a.tls_cert, a.tls_key)
 
     async def start():
-        runner, port, _ = await serve(a.host, a.port, a.delay_ms, ctx)
+        runner, port, _ = await serve(a.host, a.port, a.delay_ms, ctx, a.log_requests)
         return runner, port
 
     scheme = "https" if ctx else "http"

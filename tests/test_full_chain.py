@@ -139,19 +139,19 @@ class Chain:
         self.proxy = f"http://127.0.0.1:{reg}"
         self.mitm_ca = confdir / "mitmproxy-ca-cert.pem"
         py = sys.executable
-        _, self.devin = self.start("fake Devin", [py, "-m", "streamfix.fake_devin", "--port", "0", "--delay-ms", "3"],
-                                   r"fake Devin listening on (\S+)")  # fmt: skip
-        _, self.devin_tls = self.start("fake Devin (TLS)", [py, "-m", "streamfix.fake_devin", "--port", "0", "--delay-ms", "3",
-                                        "--tls-cert", str(cert), "--tls-key", str(key)],
+        devin = [py, "-m", "streamfix.fake_devin", "--port", "0", "--delay-ms", "3", "--log-requests"]
+        standin = [py, "-m", "streamfix.cpa_standin", "--proxy", self.proxy, "--port", "0", "--log-requests"]
+        _, self.devin = self.start("fake Devin", devin, r"fake Devin listening on (\S+)")
+        _, self.devin_tls = self.start("fake Devin (TLS)", [*devin, "--tls-cert", str(cert), "--tls-key", str(key)],
                                        r"fake Devin listening on (\S+)")  # fmt: skip
-        _, standin = self.start("CPA stand-in", [py, "-m", "streamfix.cpa_standin", "--devin", "http://plain.devin.test:80",
-                                 "--proxy", self.proxy, "--port", "0"], r"CPA stand-in listening on (\S+)")  # fmt: skip
-        _, self.standin_tls = self.start("CPA stand-in (TLS)", [py, "-m", "streamfix.cpa_standin", "--devin", "https://tls.devin.test:443",
-                                          "--proxy", self.proxy, "--ca", str(self.mitm_ca), "--port", "0"],
+        _, standin_url = self.start("CPA stand-in", [*standin, "--devin", "http://plain.devin.test:80"],
+                                    r"CPA stand-in listening on (\S+)")  # fmt: skip
+        _, self.standin_tls = self.start("CPA stand-in (TLS)",
+                                         [*standin, "--devin", "https://tls.devin.test:443", "--ca", str(self.mitm_ca)],
                                          r"CPA stand-in listening on (\S+)")  # fmt: skip
         port = lambda url: int(url.rsplit(":", 1)[1])  # noqa: E731
         self.hostmap.write_text(json.dumps({
-            "standin.test": port(standin), "plain.devin.test": port(self.devin),
+            "standin.test": port(standin_url), "plain.devin.test": port(self.devin),
             "tls.devin.test": port(self.devin_tls), "other.test": port(self.devin_tls),
         }))  # fmt: skip
         time.sleep(0.05)  # a fresh mtime for the map
