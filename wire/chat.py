@@ -69,8 +69,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
 from .rules import FlowContext, Rules
 from .sse import Event
 from .stream import ApiRepairer
@@ -325,16 +323,6 @@ class ChatRepairer(ApiRepairer):
         if self._finish is not None and not self._settled:
             self._settle()
 
-    def _dump(self, r: _Rec) -> bytes:
-        """A rewritten event's bytes; its original bytes if it cannot be serialized."""
-        try:
-            data = orjson.dumps(r.obj)
-        except (TypeError, orjson.JSONEncodeError):
-            self.note("a repaired event could not be serialized; sent as it came")
-            return r.ev.raw
-        self.changed += 1
-        return r.ev.with_data(data)
-
     def _flush(self) -> list[bytes]:
         out: list[bytes] = []
         recs = self._recs
@@ -342,7 +330,7 @@ class ChatRepairer(ApiRepairer):
         while n < len(recs) and recs[n].wait is None:
             r = recs[n]
             if r.dirty and r.obj is not None:
-                out.append(self._dump(r))
+                out.append(self.dump(r.ev, r.obj))
             else:
                 out.append(r.ev.raw)
             n += 1

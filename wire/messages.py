@@ -293,16 +293,6 @@ class MessagesRepairer(ApiRepairer):
             self._stopped[0].wait = None
             self._stopped = None
 
-    def _dump(self, r: _Rec) -> bytes:
-        """A rewritten event's bytes; its original bytes if it cannot be serialized."""
-        try:
-            data = orjson.dumps(r.obj)
-        except (TypeError, orjson.JSONEncodeError):
-            self.note("a repaired event could not be serialized; sent as it came")
-            return r.ev.raw
-        self.changed += 1
-        return r.ev.with_data(data)
-
     def _flush(self) -> list[bytes]:
         out: list[bytes] = []
         recs = self._recs
@@ -312,7 +302,7 @@ class MessagesRepairer(ApiRepairer):
             if r.drop:
                 self.changed += 1
             elif r.dirty and r.obj is not None:
-                out.append(self._dump(r))
+                out.append(self.dump(r.ev, r.obj))
             else:
                 out.append(r.ev.raw)
             n += 1

@@ -80,6 +80,17 @@ class ApiRepairer(EventRepairer):
             verdict.request(ctx.request)  # the addon does it too; harmless twice
         self.decision: Decision | None = None
 
+    def dump(self, ev: Event, obj: dict[str, Any]) -> bytes:
+        """A rewritten event's bytes (one ``orjson.dumps``); its original bytes if the
+        object cannot be serialized."""
+        try:
+            data = orjson.dumps(obj)
+        except (TypeError, orjson.JSONEncodeError):
+            self.note("a repaired event could not be serialized; sent as it came")
+            return ev.raw
+        self.changed += 1
+        return ev.with_data(data)
+
 
 class StreamRepair:
     """Bytes in, repaired bytes out; any repairer exception switches to passthrough."""

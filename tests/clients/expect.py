@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from wire.sse import SseParser
+from wire.invariants import json_events
 
 MARKER_FILE = "probe-marker.txt"
 """A tool call whose arguments name this file writes it (responses-codex-exec): Codex must
@@ -110,19 +110,7 @@ class Expected:
         }.get(self.finish or "", "other")
 
 
-def _events(body: bytes) -> list[dict[str, Any]]:
-    p = SseParser()
-    out: list[dict[str, Any]] = []
-    for e in p.feed(body) + p.close():
-        if e.data is None or e.data.strip() == b"[DONE]":
-            continue
-        try:
-            obj = orjson.loads(e.data)
-        except orjson.JSONDecodeError:
-            continue
-        if isinstance(obj, dict):
-            out.append(obj)
-    return out
+_events = json_events
 
 
 def expected_from_body(api: str, body: bytes, stream: bool = True) -> Expected:
