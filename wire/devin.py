@@ -298,14 +298,21 @@ def _single_envelope(body: bytes) -> bytes | None:
     return frames[0].payload
 
 
-def read_request(body: bytes) -> RequestInfo | None:
-    """Parse a GetChatMessageRequest body (one envelope); None if it is not one."""
+def _parse_request(body: bytes) -> pb.GetChatMessageRequest | None:
+    """The GetChatMessageRequest in a one-envelope body, or None."""
     payload = _single_envelope(body)
     if payload is None:
         return None
     try:
-        req = pb.GetChatMessageRequest.FromString(payload)
+        return pb.GetChatMessageRequest.FromString(payload)
     except DecodeError:
+        return None
+
+
+def read_request(body: bytes) -> RequestInfo | None:
+    """Parse a GetChatMessageRequest body (one envelope); None if it is not one."""
+    req = _parse_request(body)
+    if req is None:
         return None
     return RequestInfo(
         max_tokens=req.configuration.max_tokens if req.HasField("configuration") else None,
@@ -324,12 +331,8 @@ def patch_max_tokens(body: bytes, cap: int) -> tuple[bytes, int | None] | None:
     """
     if cap <= 0:
         return None
-    payload = _single_envelope(body)
-    if payload is None:
-        return None
-    try:
-        req = pb.GetChatMessageRequest.FromString(payload)
-    except DecodeError:
+    req = _parse_request(body)
+    if req is None:
         return None
     old = req.configuration.max_tokens if req.HasField("configuration") else None
     if old is not None and 0 < old <= cap:
