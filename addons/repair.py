@@ -112,11 +112,20 @@ class FlowStream:
             if out:
                 self.repaired.append(out)
         if eof:
+            on_eof, self.on_eof = self.on_eof, None
             try:
-                self.on_eof(self)
+                if on_eof is not None:
+                    on_eof(self)
             except Exception:  # logging must never break the stream
                 logger.exception("streamfix: error while finishing a flow")
         return [out] if out else []
+
+    def detach(self) -> None:
+        """The flow is over (end of stream, ``response``, ``error``, client abort): drop the
+        closure that points back to the flow. Kept, it makes the cycle flow ->
+        response.stream -> self -> on_eof -> flow, and every ended flow (with its repairer
+        state) would wait for a full garbage collection."""
+        self.on_eof = None
 
 
 class Repair:
@@ -239,7 +248,7 @@ class Repair:
             decoder = decoder_for(resp.headers.get("content-encoding", ""))
         except ValueError as e:
             logger.warning(f"streamfix: {_where(flow)}: {e}; passed through unrepaired")
-            self.flows.pop(flow.id, None)
+            self._forget(flow)
             return
         if decoder is not None:
             del resp.headers["content-encoding"]
@@ -257,9 +266,7 @@ class Repair:
         resp.stream = st.stream
 
     def response(self, flow: http.HTTPFlow) -> None:
-        st = self.flows.pop(flow.id, None)
-        if st is not None:
-            shared.correlator().forget_client(flow.id)
+        st = self._forget(flow)
         if st is None or flow.response is None or st.stream is not None:
             if st is not None and st.stream is not None and ctx.options.streamfix_keep_bodies:
                 self._keep_bodies(flow, st.stream)
@@ -267,14 +274,23 @@ class Repair:
         self._repair_buffered(flow, st)
 
     def error(self, flow: http.HTTPFlow) -> None:
-        if self.flows.pop(flow.id, None) is not None:
-            shared.correlator().forget_client(flow.id)
+        self._forget(flow)
 
     def done(self) -> None:
         if self.repaired or self.failed:
             logger.info(f"streamfix: {self.repaired} flows repaired, {self.failed} passed through after a repairer error")
 
     # --- helpers -----------------------------------------------------------------
+    def _forget(self, flow: http.HTTPFlow) -> FlowState | None:
+        """The flow is over: drop its state here and in the correlator, and break the
+        stream's reference back to the flow. Returns the state it had."""
+        st = self.flows.pop(flow.id, None)
+        if st is not None:
+            shared.correlator().forget_client(flow.id)
+            if st.stream is not None:
+                st.stream.detach()
+        return st
+
     def _client_leg(self, flow: http.HTTPFlow) -> bool:
         return not self.reverse_only or isinstance(flow.client_conn.proxy_mode, mode_specs.ReverseMode)
 
