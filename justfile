@@ -30,6 +30,10 @@ unit *ARGS:
 bench *ARGS:
     {{py}} -m streamfix.bench {{ARGS}}
 
+# the pressure suite, long form: 200 concurrent streams, 500 client aborts, upstream faults, garbage
+pressure *ARGS:
+    STREAMFIX_PRESSURE=long {{py}} -m pytest tests/test_pressure.py tests/test_pressure_cycles.py -n 0 -p no:cacheprovider {{ARGS}}
+
 # list the recordings
 recordings:
     {{py}} -m streamfix.recordings list
