@@ -39,7 +39,7 @@ class Event:
     them several times per event.
     """
 
-    __slots__ = ("raw", "fields", "eol", "complete", "data", "event")
+    __slots__ = ("complete", "data", "eol", "event", "fields", "raw")
 
     raw: bytes
     """The exact bytes of the event, including its terminating blank line."""
@@ -152,7 +152,7 @@ _UNDECIDED, _FAST, _GENERAL = 0, 1, 2
 class SseParser:
     """Feed bytes, get complete :class:`Event` objects; ``close()`` returns the rest."""
 
-    __slots__ = ("_mode", "_pend", "_pend_lf", "_buf", "_scan", "_start", "_fields", "_eol", "_first", "_seek")
+    __slots__ = ("_buf", "_eol", "_fields", "_first", "_mode", "_pend", "_pend_lf", "_scan", "_seek", "_start")
 
     def __init__(self) -> None:
         self._mode = _UNDECIDED  # until the first 3 bytes tell whether a BOM starts the stream
