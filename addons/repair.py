@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -70,6 +71,8 @@ UPSTREAM_FLOW = "streamfix.upstream_flow"
 CLIENT_FLOW = "streamfix.client_flow"
 """Upstream flow metadata: the id of the client flow it served."""
 SSE = "text/event-stream"
+LIVE_INTERVAL = 1.0
+"""Seconds between updates of a streamed flow's body in the UIs (kept bodies only)."""
 
 
 class FlowState:
@@ -95,9 +98,9 @@ class FlowStream:
     error turns the flow into passthrough of the remaining bytes.
     """
 
-    __slots__ = ("repair", "decoder", "keep", "original", "repaired", "failed", "on_eof")
+    __slots__ = ("repair", "decoder", "keep", "original", "repaired", "failed", "on_eof", "on_progress", "shown")
 
-    def __init__(self, repair: StreamRepair, decoder: Decoder | None, keep: bool, on_eof):
+    def __init__(self, repair: StreamRepair, decoder: Decoder | None, keep: bool, on_eof, on_progress=None):
         self.repair = repair
         self.decoder = decoder
         self.keep = keep
@@ -105,6 +108,10 @@ class FlowStream:
         self.repaired: list[bytes] = []
         self.failed: BaseException | None = None
         self.on_eof = on_eof
+        self.on_progress = on_progress
+        """With kept bodies: called at most every :data:`LIVE_INTERVAL` seconds while the
+        stream runs, so a UI can show what has arrived."""
+        self.shown = time.monotonic()
 
     def __call__(self, chunk: bytes) -> list[bytes]:
         eof = chunk == b""
@@ -122,6 +129,12 @@ class FlowStream:
                 self.original.append(chunk)
             if out:
                 self.repaired.append(out)
+            if not eof and self.on_progress is not None and time.monotonic() - self.shown >= LIVE_INTERVAL:
+                self.shown = time.monotonic()
+                try:
+                    self.on_progress(self)
+                except Exception:  # a view update must never break the stream
+                    logger.exception("streamfix: error while showing a flow in progress")
         if eof:
             try:
                 self.on_eof(self)
@@ -264,6 +277,7 @@ class Repair:
             decoder,
             ctx.options.streamfix_keep_bodies,
             lambda s: self._finish_stream(flow, st, s),
+            lambda s: _show_progress(flow, s),
         )
         resp.stream = st.stream
 
@@ -432,6 +446,17 @@ def _where(flow: http.HTTPFlow) -> str:
 
 def _comment(flow: http.HTTPFlow, line: str) -> None:
     flow.comment = f"{flow.comment}\n{line}" if flow.comment else line
+
+
+def _show_progress(flow: http.HTTPFlow, s: FlowStream) -> None:
+    """What has arrived so far, as the flow's body (mitmproxy leaves a streamed body
+    empty until the end; its HTTP layer does not send ``raw_content`` of a streamed
+    response, so this is for the UIs only) and the original for the diff view."""
+    if flow.response is None:
+        return
+    flow.metadata[ORIGINAL] = b"".join(s.original)
+    flow.response.raw_content = b"".join(s.repaired)
+    _updated(flow)
 
 
 def _why_ended(flow: http.HTTPFlow) -> str:

@@ -132,3 +132,32 @@ class TestLinks:
                 assert "not linked" in str(e)
             else:
                 raise AssertionError("no error for an unlinked flow")
+
+
+def test_a_stream_in_progress_shows_what_has_arrived(monkeypatch):
+    """With kept bodies, the flow's body grows while the stream runs (for mitmweb)."""
+    monkeypatch.setattr(mod, "LIVE_INTERVAL", 0.0)
+    rec = load(REC)
+    evs = split_events(rec.body)
+    addon = mod.Repair()
+    with taddons.context(addon) as tctx:
+        tctx.configure(addon, streamfix_keep_bodies=True)
+        f = client_flow(rec)
+        start(addon, f)
+        sent = b""
+        for e in evs[:3]:
+            sent += b"".join(f.response.stream(e))
+            assert f.response.raw_content == sent
+            assert f.metadata[mod.ORIGINAL] == rec.body[: len(f.metadata[mod.ORIGINAL])]
+        assert sent.count(b"\n\n") == 3
+
+
+def test_no_progress_body_without_kept_bodies(monkeypatch):
+    monkeypatch.setattr(mod, "LIVE_INTERVAL", 0.0)
+    rec = load(REC)
+    addon = mod.Repair()
+    with taddons.context(addon):
+        f = client_flow(rec)
+        start(addon, f)
+        f.response.stream(split_events(rec.body)[0])
+        assert f.response.raw_content is None
