@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
 import orjson
-from mitmproxy import ctx, exceptions, http
+from mitmproxy import command, ctx, exceptions, hooks, http
+from mitmproxy import flow as mflow
 from mitmproxy.proxy import mode_specs
 
 _ROOT = str(Path(__file__).resolve().parent.parent)
@@ -32,6 +34,7 @@ from wire.encoding import Decoder, decoder_for  # noqa: E402
 from wire.rules import FlowContext, Rules  # noqa: E402
 from wire.stream import EventRepairer, StreamRepair  # noqa: E402
 from wire.verdict import SOURCES, Verdict  # noqa: E402
+from wire.sse import SseParser  # noqa: E402
 
 logger = logging.getLogger("streamfix")
 
@@ -61,19 +64,30 @@ RULE_HELP: dict[str, str] = {
     "tool_header": "Chat: do not announce a tool call's name twice when the gateway re-sends its header.",
 }
 TRUNCATION_CHOICES = ("incomplete", "completed", "off")
+ORIGINAL = "streamfix.original"
+"""Flow metadata: the body as the gateway sent it (the flow's body is the repaired one)."""
+UPSTREAM_FLOW = "streamfix.upstream_flow"
+"""Client flow metadata: the id of the upstream flow whose record decided it."""
+CLIENT_FLOW = "streamfix.client_flow"
+"""Upstream flow metadata: the id of the client flow it served."""
 SSE = "text/event-stream"
+LIVE_INTERVAL = 1.0
+"""Seconds between updates of a streamed flow's body in the UIs (kept bodies only)."""
 
 
 class FlowState:
     # A plain class, not a dataclass: mitmproxy runs a -s script without putting it in
     # sys.modules, and dataclasses then fail on this module's string annotations.
-    __slots__ = ("api", "ctx", "verdict", "stream")
+    __slots__ = ("api", "ctx", "verdict", "stream", "resolver")
 
     def __init__(self, api: str, ctx: FlowContext, verdict: Verdict) -> None:
         self.api = api
         self.ctx = ctx
         self.verdict = verdict
         self.stream: FlowStream | None = None
+        self.resolver = verdict.resolver
+        """The correlator's resolver (the verdict lets go of it once called): its record
+        links this flow to the upstream flow that decided it."""
 
 
 class FlowStream:
@@ -84,9 +98,9 @@ class FlowStream:
     error turns the flow into passthrough of the remaining bytes.
     """
 
-    __slots__ = ("repair", "decoder", "keep", "original", "repaired", "failed", "on_eof")
+    __slots__ = ("repair", "decoder", "keep", "original", "repaired", "failed", "on_eof", "on_progress", "shown")
 
-    def __init__(self, repair: StreamRepair, decoder: Decoder | None, keep: bool, on_eof):
+    def __init__(self, repair: StreamRepair, decoder: Decoder | None, keep: bool, on_eof, on_progress=None):
         self.repair = repair
         self.decoder = decoder
         self.keep = keep
@@ -94,6 +108,10 @@ class FlowStream:
         self.repaired: list[bytes] = []
         self.failed: BaseException | None = None
         self.on_eof = on_eof
+        self.on_progress = on_progress
+        """With kept bodies: called at most every :data:`LIVE_INTERVAL` seconds while the
+        stream runs, so a UI can show what has arrived."""
+        self.shown = time.monotonic()
 
     def __call__(self, chunk: bytes) -> list[bytes]:
         eof = chunk == b""
@@ -111,6 +129,12 @@ class FlowStream:
                 self.original.append(chunk)
             if out:
                 self.repaired.append(out)
+            if not eof and self.on_progress is not None and time.monotonic() - self.shown >= LIVE_INTERVAL:
+                self.shown = time.monotonic()
+                try:
+                    self.on_progress(self)
+                except Exception:  # a view update must never break the stream
+                    logger.exception("streamfix: error while showing a flow in progress")
         if eof:
             try:
                 self.on_eof(self)
@@ -253,6 +277,7 @@ class Repair:
             decoder,
             ctx.options.streamfix_keep_bodies,
             lambda s: self._finish_stream(flow, st, s),
+            lambda s: _show_progress(flow, s),
         )
         resp.stream = st.stream
 
@@ -267,8 +292,30 @@ class Repair:
         self._repair_buffered(flow, st)
 
     def error(self, flow: http.HTTPFlow) -> None:
-        if self.flows.pop(flow.id, None) is not None:
-            shared.correlator().forget_client(flow.id)
+        """A flow that ended early (client abort, upstream reset): say so, and keep the
+        bytes it saw (when bodies are kept) so its views show the partial stream."""
+        st = self.flows.pop(flow.id, None)
+        if st is None:
+            return
+        shared.correlator().forget_client(flow.id)
+        s = st.stream
+        if s is None or flow.response is None:
+            return
+        rep = s.repair.repairer
+        n = None
+        if s.keep:
+            original = b"".join(s.original)
+            p = SseParser()
+            n = sum(e.data is not None for e in p.feed(original) + p.close())
+            flow.metadata[ORIGINAL] = original
+            flow.response.raw_content = b"".join(s.repaired)
+        seen = f"{n} event{'s' if n != 1 else ''}" if n is not None else f"{s.repair.bytes_in} bytes"
+        terminal = "no terminal event" if getattr(rep, "decision", None) is None else "after the terminal event"
+        line = f"ended early after {seen}, {terminal}; {_why_ended(flow)}"
+        if rep.changed:
+            line += f"; fixed so far: {', '.join(f'{r} {c}' for r, c in rep.fired.most_common()) or rep.changed}"
+        logger.warning(f"streamfix: {_where(flow)}: {line}")
+        _comment(flow, line)
 
     def done(self) -> None:
         if self.repaired or self.failed:
@@ -298,7 +345,7 @@ class Repair:
                 self._report(flow, st, s.repairer, s.error)
                 if out != content:
                     if ctx.options.streamfix_keep_bodies:
-                        flow.metadata["streamfix.original"] = content
+                        flow.metadata[ORIGINAL] = content
                     resp.content = out
             elif "json" in ctype:
                 obj = _json_object(content)
@@ -306,7 +353,7 @@ class Repair:
                     return
                 if json_repairer(st.api)(obj, self.rules, st.ctx, st.verdict):
                     if ctx.options.streamfix_keep_bodies:
-                        flow.metadata["streamfix.original"] = content
+                        flow.metadata[ORIGINAL] = content
                     resp.content = orjson.dumps(obj)
                     self._receipt(flow, st, None, changed=True)
         except Exception as e:
@@ -329,23 +376,56 @@ class Repair:
         self._receipt(flow, st, rep, changed=rep.changed > 0)
 
     def _receipt(self, flow, st: FlowState, rep: EventRepairer | None, changed: bool) -> None:
+        """Verdict first, then the rules that fired with their counts; the evidence and
+        the linked upstream flow on lines of their own (mitmweb's comment column shows
+        the first). The same text, on one line, is logged."""
+        upstream = self._link_upstream(flow, st)
         if not changed:
+            if upstream is not None:
+                _comment(flow, f"upstream flow {upstream}")
             return
         self.repaired += 1
         flow.marked = ":wrench:"
         # stream repairers keep their Decision; for a JSON body ask the verdict
         decision = getattr(rep, "decision", None) if rep is not None else st.verdict.decide()
-        events = f"{rep.changed} events repaired" if rep is not None else "body repaired"
-        line = f"streamfix [{st.api}] {events}"
-        if decision is not None and decision.truncated and not decision.native and self.rules.truncation != "off":
-            line += f"; {decision.receipt()}"
-            logger.warning(f"streamfix: {_where(flow)}: {decision.receipt()}")
+        head, why = receipt(st.api, rep, decision, self.rules.truncation)
+        lines = [head] + ([f"why: {why}"] if why else []) + ([f"upstream flow {upstream}"] if upstream else [])
+        text = "; ".join(lines)
+        if why:
+            logger.warning(f"streamfix: {_where(flow)}: {text}")
         else:
-            logger.info(f"streamfix: {_where(flow)}: {line}")
-        _comment(flow, line)
+            logger.info(f"streamfix: {_where(flow)}: {text}")
+        for line in lines:
+            _comment(flow, line)
+
+    def _link_upstream(self, flow, st: FlowState) -> str | None:
+        """The upstream flow whose record decided this one (wire/correlate.py), linked
+        both ways: ``streamfix.upstream_flow`` here, ``streamfix.client_flow`` there."""
+        record = getattr(st.resolver, "record", None)
+        uid = getattr(record, "flow_id", None)
+        if not isinstance(uid, str):
+            return None
+        flow.metadata[UPSTREAM_FLOW] = uid
+        other = _find_flow(uid)
+        if other is not None:
+            other.metadata[CLIENT_FLOW] = flow.id
+            _comment(other, f"client flow {flow.id}")
+            _updated(other)
+        return uid
+
+    # --- commands ------------------------------------------------------------------
+    @command.command("streamfix.upstream")
+    def upstream_of(self, flows: Sequence[mflow.Flow]) -> str:
+        """The upstream (Devin) flow that decided a client flow: focused in the view."""
+        return _jump(flows, UPSTREAM_FLOW)
+
+    @command.command("streamfix.client")
+    def client_of(self, flows: Sequence[mflow.Flow]) -> str:
+        """The client flow an upstream (Devin) flow served: focused in the view."""
+        return _jump(flows, CLIENT_FLOW)
 
     def _keep_bodies(self, flow: http.HTTPFlow, s: FlowStream) -> None:
-        flow.metadata["streamfix.original"] = b"".join(s.original)
+        flow.metadata[ORIGINAL] = b"".join(s.original)
         flow.response.content = b"".join(s.repaired)
 
 
@@ -366,6 +446,87 @@ def _where(flow: http.HTTPFlow) -> str:
 
 def _comment(flow: http.HTTPFlow, line: str) -> None:
     flow.comment = f"{flow.comment}\n{line}" if flow.comment else line
+
+
+def _show_progress(flow: http.HTTPFlow, s: FlowStream) -> None:
+    """What has arrived so far, as the flow's body (mitmproxy leaves a streamed body
+    empty until the end; its HTTP layer does not send ``raw_content`` of a streamed
+    response, so this is for the UIs only) and the original for the diff view."""
+    if flow.response is None:
+        return
+    flow.metadata[ORIGINAL] = b"".join(s.original)
+    flow.response.raw_content = b"".join(s.repaired)
+    _updated(flow)
+
+
+def _why_ended(flow: http.HTTPFlow) -> str:
+    msg = flow.error.msg if flow.error is not None else ""
+    low = msg.lower()
+    if "client" in low:
+        return f"client aborted ({msg})"
+    if low == mflow.Error.KILLED_MESSAGE.lower():
+        return "killed in the proxy"
+    return f"upstream reset ({msg})" if msg else "upstream reset"
+
+
+def receipt(api: str, rep: EventRepairer | None, decision, truncation: str) -> tuple[str, str]:
+    """The receipt's first line (verdict, rules fired with counts) and its evidence."""
+    head = ""
+    why = ""
+    if decision is not None and decision.truncated and not decision.native and truncation != "off":
+        head = f"verdict {decision.outcome}; "
+        why = "; ".join(f"{e.source}: {e.detail}" for e in decision.evidence) or "no evidence"
+    if rep is None:
+        return f"{head}fixed the body ({api})", why
+    fired = ", ".join(f"{rule} {n}" for rule, n in rep.fired.most_common())
+    events = f"{rep.changed} event{'s' if rep.changed != 1 else ''}"
+    return (f"{head}fixed {fired} ({events}, {api})" if fired else f"{head}fixed {events} ({api})"), why
+
+
+def _linked_id(flow: mflow.Flow, key: str) -> str | None:
+    uid = flow.metadata.get(key)
+    if uid is None and key == CLIENT_FLOW:  # the request-side link (addons/upstream.py)
+        req = flow.metadata.get("streamfix.devin_request")
+        uid = req.get("client_flow") if isinstance(req, dict) else None
+    return uid if isinstance(uid, str) else None
+
+
+def _view():
+    try:
+        return ctx.master.addons.get("view")
+    except Exception:  # no master (tests, offline tools)
+        return None
+
+
+def _find_flow(flow_id: str) -> mflow.Flow | None:
+    view = _view()
+    if view is None:
+        return None
+    try:
+        return view.get_by_id(flow_id)
+    except Exception:
+        return None
+
+
+def _updated(flow: mflow.Flow) -> None:
+    """Tell the UIs (mitmweb, console) that a flow changed outside its own hooks."""
+    try:
+        ctx.master.addons.trigger(hooks.UpdateHook([flow]))
+    except Exception:
+        pass
+
+
+def _jump(flows: Sequence[mflow.Flow], key: str) -> str:
+    if not flows:
+        raise exceptions.CommandError("no flow given (select one: @focus)")
+    uid = _linked_id(flows[0], key)
+    if uid is None:
+        raise exceptions.CommandError("this flow is not linked (no upstream record decided it)")
+    other = _find_flow(uid)
+    view = _view()
+    if other is not None and view is not None:
+        view.focus.flow = other
+    return uid
 
 
 addons = [Repair()]
