@@ -136,11 +136,21 @@ class FlowStream:
                 except Exception:  # a view update must never break the stream
                     logger.exception("streamfix: error while showing a flow in progress")
         if eof:
+            on_eof, self.on_eof = self.on_eof, None
             try:
-                self.on_eof(self)
+                if on_eof is not None:
+                    on_eof(self)
             except Exception:  # logging must never break the stream
                 logger.exception("streamfix: error while finishing a flow")
         return [out] if out else []
+
+    def detach(self) -> None:
+        """The flow is over (end of stream, ``response``, ``error``, client abort): drop the
+        closure that points back to the flow. Kept, it makes the cycle flow ->
+        response.stream -> self -> on_eof -> flow, and every ended flow (with its repairer
+        state) would wait for a full garbage collection."""
+        self.on_eof = None
+        self.on_progress = None
 
 
 class Repair:
@@ -263,7 +273,7 @@ class Repair:
             decoder = decoder_for(resp.headers.get("content-encoding", ""))
         except ValueError as e:
             logger.warning(f"streamfix: {_where(flow)}: {e}; passed through unrepaired")
-            self.flows.pop(flow.id, None)
+            self._forget(flow)
             return
         if decoder is not None:
             del resp.headers["content-encoding"]
@@ -282,9 +292,7 @@ class Repair:
         resp.stream = st.stream
 
     def response(self, flow: http.HTTPFlow) -> None:
-        st = self.flows.pop(flow.id, None)
-        if st is not None:
-            shared.correlator().forget_client(flow.id)
+        st = self._forget(flow)
         if st is None or flow.response is None or st.stream is not None:
             if st is not None and st.stream is not None and ctx.options.streamfix_keep_bodies:
                 self._keep_bodies(flow, st.stream)
@@ -294,10 +302,9 @@ class Repair:
     def error(self, flow: http.HTTPFlow) -> None:
         """A flow that ended early (client abort, upstream reset): say so, and keep the
         bytes it saw (when bodies are kept) so its views show the partial stream."""
-        st = self.flows.pop(flow.id, None)
+        st = self._forget(flow)
         if st is None:
             return
-        shared.correlator().forget_client(flow.id)
         s = st.stream
         if s is None or flow.response is None:
             return
@@ -322,6 +329,16 @@ class Repair:
             logger.info(f"streamfix: {self.repaired} flows repaired, {self.failed} passed through after a repairer error")
 
     # --- helpers -----------------------------------------------------------------
+    def _forget(self, flow: http.HTTPFlow) -> FlowState | None:
+        """The flow is over: drop its state here and in the correlator, and break the
+        stream's reference back to the flow. Returns the state it had."""
+        st = self.flows.pop(flow.id, None)
+        if st is not None:
+            shared.correlator().forget_client(flow.id)
+            if st.stream is not None:
+                st.stream.detach()
+        return st
+
     def _client_leg(self, flow: http.HTTPFlow) -> bool:
         return not self.reverse_only or isinstance(flow.client_conn.proxy_mode, mode_specs.ReverseMode)
 
