@@ -28,6 +28,7 @@ _ROOT = str(Path(__file__).resolve().parent.parent)
 if _ROOT not in sys.path:  # loaded with -s from a checkout that is not pip-installed
     sys.path.insert(0, _ROOT)
 
+from addons import check as checkmode  # noqa: E402  (streamfix_mode=check)
 from addons import shared  # noqa: E402  (the correlator shared with addons/upstream.py)
 from wire.apis import api_for_path, json_repairer, stream_repairer  # noqa: E402
 from wire.encoding import Decoder, decoder_for  # noqa: E402
@@ -70,6 +71,7 @@ UPSTREAM_FLOW = "streamfix.upstream_flow"
 """Client flow metadata: the id of the upstream flow whose record decided it."""
 CLIENT_FLOW = "streamfix.client_flow"
 """Upstream flow metadata: the id of the client flow it served."""
+MODE_CHOICES = ("repair", "check")
 SSE = "text/event-stream"
 LIVE_INTERVAL = 1.0
 """Seconds between updates of a streamed flow's body in the UIs (kept bodies only)."""
@@ -164,9 +166,20 @@ class Repair:
         """With a reverse listener, only its flows are clients' (see configure)."""
         self.repaired = 0
         self.failed = 0
+        self.checked = 0
+        self.violating = 0
 
     def load(self, loader) -> None:
         loader.add_option("streamfix", bool, True, "Repair LLM gateway responses (master switch).")
+        loader.add_option(
+            "streamfix_mode",
+            str,
+            "repair",
+            """'repair' repairs the streams; 'check' changes no byte and reports every
+            violation of the stream contract (wire/contract.py) per flow: in the log, the
+            flow comment and the receipt.""",
+            choices=list(MODE_CHOICES),
+        )
         for name, rule in RULE_OPTIONS.items():
             loader.add_option(name, bool, True, RULE_HELP[rule])
         loader.add_option(
@@ -204,6 +217,10 @@ class Repair:
             # listener exists, it is the client leg. With regular mode alone, clients use
             # the proxy directly and every listener is theirs.
             self.reverse_only = any(m.startswith("reverse") for m in opts.mode)
+        if "streamfix_mode" in updated and opts.streamfix_mode not in MODE_CHOICES:
+            raise exceptions.OptionsError(
+                f"streamfix_mode must be one of {', '.join(MODE_CHOICES)}, not {opts.streamfix_mode!r}"
+            )
         if "streamfix_truncation" in updated and opts.streamfix_truncation not in TRUNCATION_CHOICES:
             raise exceptions.OptionsError(
                 f"streamfix_truncation must be one of {', '.join(TRUNCATION_CHOICES)}, "
@@ -269,6 +286,13 @@ class Repair:
             return  # JSON (and anything else) is buffered by mitmproxy: see response()
         if resp.raw_content is not None:
             return  # already buffered (replay, -nr): repaired in response()
+        if ctx.options.streamfix_mode == "check":
+            st.stream = checkmode.stream(flow, st.api, lambda c: self._finish_check(flow, st, c))
+            if st.stream is None:
+                self.flows.pop(flow.id, None)
+            else:
+                resp.stream = st.stream
+            return
         try:
             decoder = decoder_for(resp.headers.get("content-encoding", ""))
         except ValueError as e:
@@ -294,8 +318,11 @@ class Repair:
     def response(self, flow: http.HTTPFlow) -> None:
         st = self._forget(flow)
         if st is None or flow.response is None or st.stream is not None:
-            if st is not None and st.stream is not None and ctx.options.streamfix_keep_bodies:
+            if isinstance(st and st.stream, FlowStream) and ctx.options.streamfix_keep_bodies:
                 self._keep_bodies(flow, st.stream)
+            return
+        if ctx.options.streamfix_mode == "check":
+            self._check_buffered(flow, st)
             return
         self._repair_buffered(flow, st)
 
@@ -306,8 +333,8 @@ class Repair:
         if st is None:
             return
         s = st.stream
-        if s is None or flow.response is None:
-            return
+        if not isinstance(s, FlowStream) or flow.response is None:
+            return  # not streamed, or check mode (addons/check.py reports its own flows)
         rep = s.repair.repairer
         n = None
         if s.keep:
@@ -325,6 +352,8 @@ class Repair:
         _comment(flow, line)
 
     def done(self) -> None:
+        if self.checked:
+            logger.info(f"streamfix: {self.checked} flows checked, {self.violating} with contract violations")
         if self.repaired or self.failed:
             logger.info(f"streamfix: {self.repaired} flows repaired, {self.failed} passed through after a repairer error")
 
@@ -376,6 +405,22 @@ class Repair:
         except Exception as e:
             self.failed += 1
             logger.error(f"streamfix: {_where(flow)}: repair failed ({type(e).__name__}: {e}); body unchanged")
+
+    def _check_buffered(self, flow: http.HTTPFlow, st: FlowState) -> None:
+        resp = flow.response
+        if resp is None or resp.raw_content is None:
+            return
+        if not resp.headers.get("content-type", "").lower().startswith(SSE):
+            logger.info(f"streamfix: {_where(flow)}: check mode checks event streams; this body is not one")
+            return
+        c = checkmode.check_buffered(flow, st.api)
+        if c is not None:
+            self.checked += 1
+            self.violating += checkmode.report(flow, st.api, c) > 0
+
+    def _finish_check(self, flow: http.HTTPFlow, st: FlowState, s) -> None:
+        self.checked += 1
+        self.violating += checkmode.report(flow, st.api, s.checker, s.failed) > 0
 
     def _finish_stream(self, flow: http.HTTPFlow, st: FlowState, s: FlowStream) -> None:
         err = s.failed or s.repair.error
