@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -26,7 +27,8 @@ _ROOT = str(Path(__file__).resolve().parent.parent)
 if _ROOT not in sys.path:  # loaded with -s from a checkout that is not pip-installed
     sys.path.insert(0, _ROOT)
 
-from addons import shared  # noqa: E402  (the correlator shared with addons/upstream.py)
+from addons import shared, turnlog  # noqa: E402  (the correlator shared with addons/upstream.py)
+from addons.redact import Redact  # noqa: E402
 from wire.apis import api_for_path, json_repairer, stream_repairer  # noqa: E402
 from wire.encoding import Decoder, decoder_for  # noqa: E402
 from wire.rules import FlowContext, Rules  # noqa: E402
@@ -67,13 +69,18 @@ SSE = "text/event-stream"
 class FlowState:
     # A plain class, not a dataclass: mitmproxy runs a -s script without putting it in
     # sys.modules, and dataclasses then fail on this module's string annotations.
-    __slots__ = ("api", "ctx", "verdict", "stream")
+    __slots__ = ("api", "ctx", "verdict", "stream", "resolver", "key", "repairer")
 
     def __init__(self, api: str, ctx: FlowContext, verdict: Verdict) -> None:
         self.api = api
         self.ctx = ctx
         self.verdict = verdict
         self.stream: FlowStream | None = None
+        self.resolver = verdict.resolver
+        """The correlator's resolver (its ``record`` is the matched upstream flow)."""
+        self.key = "-"
+        """The client key's id or label for the turn log (never the key)."""
+        self.repairer: EventRepairer | None = None
 
 
 class FlowStream:
@@ -84,7 +91,7 @@ class FlowStream:
     error turns the flow into passthrough of the remaining bytes.
     """
 
-    __slots__ = ("repair", "decoder", "keep", "original", "repaired", "failed", "on_eof")
+    __slots__ = ("repair", "decoder", "keep", "original", "repaired", "failed", "on_eof", "first_at")
 
     def __init__(self, repair: StreamRepair, decoder: Decoder | None, keep: bool, on_eof):
         self.repair = repair
@@ -94,9 +101,13 @@ class FlowStream:
         self.repaired: list[bytes] = []
         self.failed: BaseException | None = None
         self.on_eof = on_eof
+        self.first_at: float | None = None
+        """When the first body bytes arrived (time.time()), for the turn log."""
 
     def __call__(self, chunk: bytes) -> list[bytes]:
         eof = chunk == b""
+        if self.first_at is None and not eof:
+            self.first_at = time.time()
         try:
             if self.decoder is not None:
                 chunk = self.decoder.flush() if eof else self.decoder.decode(chunk)
@@ -224,7 +235,9 @@ class Repair:
                 verdict.resolver = shared.correlator().resolver(flow.id)
             except Exception:
                 logger.exception("streamfix: correlator bookkeeping failed; upstream evidence off for this flow")
-        self.flows[flow.id] = FlowState(api, fctx, verdict)
+        st = self.flows[flow.id] = FlowState(api, fctx, verdict)
+        if shared.has_turn_sinks():
+            st.key = turnlog.client_label(flow.request.headers.get, flow.request.path)
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         st = self.flows.get(flow.id)
@@ -263,12 +276,16 @@ class Repair:
         if st is None or flow.response is None or st.stream is not None:
             if st is not None and st.stream is not None and ctx.options.streamfix_keep_bodies:
                 self._keep_bodies(flow, st.stream)
-            return
-        self._repair_buffered(flow, st)
+        else:
+            self._repair_buffered(flow, st)
+        if st is not None:
+            self._turn(flow, st)
 
     def error(self, flow: http.HTTPFlow) -> None:
-        if self.flows.pop(flow.id, None) is not None:
+        st = self.flows.pop(flow.id, None)
+        if st is not None:
             shared.correlator().forget_client(flow.id)
+            self._turn(flow, st)
 
     def done(self) -> None:
         if self.repaired or self.failed:
@@ -294,6 +311,7 @@ class Repair:
         try:
             if ctype.startswith(SSE):
                 s = StreamRepair(stream_repairer(st.api, self.rules, st.ctx, st.verdict))
+                st.repairer = s.repairer
                 out = s.feed(content) + s.close()
                 self._report(flow, st, s.repairer, s.error)
                 if out != content:
@@ -344,9 +362,74 @@ class Repair:
             logger.info(f"streamfix: {_where(flow)}: {line}")
         _comment(flow, line)
 
+    def _turn(self, flow: http.HTTPFlow, st: FlowState) -> None:
+        """Hand the finished turn to the turn log (addons/turnlog.py), if one listens."""
+        if not shared.has_turn_sinks():
+            return
+        try:
+            shared.turn_finished(http_turn(flow, st))
+        except Exception:
+            logger.exception(f"streamfix: {_where(flow)}: building the turn record failed")
+
     def _keep_bodies(self, flow: http.HTTPFlow, s: FlowStream) -> None:
         flow.metadata["streamfix.original"] = b"".join(s.original)
         flow.response.content = b"".join(s.repaired)
+
+
+def http_turn(flow: http.HTTPFlow, st: FlowState) -> dict:
+    """The turn log record of a finished (or failed) client HTTP flow."""
+    resp = flow.response
+    s = st.stream
+    rep = s.repair.repairer if s is not None else st.repairer
+    error = None
+    failed = (s.failed or s.repair.error) if s is not None else getattr(rep, "error", None)
+    decision = getattr(rep, "decision", None)
+    if decision is None and (s is None or s.repair.parser is None) and flow.error is None:
+        decision = st.verdict.decide()  # a JSON body (its repairer decided already) or no repair
+    if flow.error is not None:
+        error = flow.error.msg
+        ended = "client_abort" if "client" in error.lower() else "upstream_error"
+    elif failed is not None:
+        ended, error = "failed_open", f"{type(failed).__name__}: {failed}"
+    elif resp is None or resp.status_code >= 400:
+        ended = "upstream_error"
+    elif rep is not None and _stream_fault(rep) is not None:
+        ended, error = "upstream_error", _stream_fault(rep)
+    elif decision is not None and decision.truncated:
+        ended = "truncated"
+    else:
+        ended = "complete"
+    if s is not None:
+        transport, bytes_in, bytes_out, first = "sse", s.repair.bytes_in, s.repair.bytes_out, s.first_at
+        events = getattr(s.repair, "events", None)
+    else:
+        transport = "json" if resp is None or "json" in resp.headers.get("content-type", "") else "sse"
+        size = len(resp.raw_content) if resp is not None and resp.raw_content is not None else None
+        bytes_in = bytes_out = size
+        original = flow.metadata.get("streamfix.original")
+        if isinstance(original, bytes):
+            bytes_in = len(original)
+        first, events = (resp.timestamp_start if resp is not None else None), None
+    started = flow.request.timestamp_start or time.time()
+    ended_at = (resp.timestamp_end if resp is not None and flow.error is None else None) or time.time()
+    return turnlog.turn_record(
+        flow_id=flow.id, api=st.api, transport=transport, path=flow.request.path, key=st.key,
+        model=st.ctx.model, started=started, ended_at=ended_at, ended=ended, first_byte_at=first,
+        status=resp.status_code if resp is not None else None, verdict=st.verdict, decision=decision,
+        resolver=st.resolver, repairer=rep, bytes_in=bytes_in, bytes_out=bytes_out, events=events, error=error,
+    )  # fmt: skip
+
+
+def _stream_fault(rep: EventRepairer) -> str | None:
+    """Why a repaired stream did not end well (an error event, no terminal event), or None.
+    Reads the repairers' own flags (responses, chat, Gemini ``_finished``; messages
+    ``_delta_seen``; ``_errored``); a repairer without them is taken as ended well."""
+    if getattr(rep, "_errored", False):
+        return "the stream carried an error event"
+    done = getattr(rep, "_finished", getattr(rep, "_delta_seen", None))
+    if done is False:
+        return "stream ended without a terminal event"
+    return None
 
 
 def _json_object(content: bytes | None) -> dict | None:
@@ -368,4 +451,4 @@ def _comment(flow: http.HTTPFlow, line: str) -> None:
     flow.comment = f"{flow.comment}\n{line}" if flow.comment else line
 
 
-addons = [Repair()]
+addons = [Repair(), Redact(), turnlog.TurnLog()]
