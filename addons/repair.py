@@ -29,7 +29,8 @@ if _ROOT not in sys.path:  # loaded with -s from a checkout that is not pip-inst
     sys.path.insert(0, _ROOT)
 
 from addons import check as checkmode  # noqa: E402  (streamfix_mode=check)
-from addons import shared  # noqa: E402  (the correlator shared with addons/upstream.py)
+from addons import shared, turnlog  # noqa: E402  (the correlator shared with addons/upstream.py)
+from addons.redact import Redact  # noqa: E402
 from wire.apis import api_for_path, json_repairer, stream_repairer  # noqa: E402
 from wire.encoding import Decoder, decoder_for  # noqa: E402
 from wire.rules import FlowContext, Rules  # noqa: E402
@@ -80,7 +81,7 @@ LIVE_INTERVAL = 1.0
 class FlowState:
     # A plain class, not a dataclass: mitmproxy runs a -s script without putting it in
     # sys.modules, and dataclasses then fail on this module's string annotations.
-    __slots__ = ("api", "ctx", "verdict", "stream", "resolver")
+    __slots__ = ("api", "ctx", "verdict", "stream", "resolver", "key", "repairer")
 
     def __init__(self, api: str, ctx: FlowContext, verdict: Verdict) -> None:
         self.api = api
@@ -90,6 +91,9 @@ class FlowState:
         self.resolver = verdict.resolver
         """The correlator's resolver (the verdict lets go of it once called): its record
         links this flow to the upstream flow that decided it."""
+        self.key = "-"
+        """The client key's id or label for the turn log (never the key)."""
+        self.repairer: EventRepairer | None = None
 
 
 class FlowStream:
@@ -100,7 +104,9 @@ class FlowStream:
     error turns the flow into passthrough of the remaining bytes.
     """
 
-    __slots__ = ("repair", "decoder", "keep", "original", "repaired", "failed", "on_eof", "on_progress", "shown")
+    __slots__ = (
+        "repair", "decoder", "keep", "original", "repaired", "failed", "on_eof", "on_progress", "shown", "first_at",
+    )
 
     def __init__(self, repair: StreamRepair, decoder: Decoder | None, keep: bool, on_eof, on_progress=None):
         self.repair = repair
@@ -114,9 +120,13 @@ class FlowStream:
         """With kept bodies: called at most every :data:`LIVE_INTERVAL` seconds while the
         stream runs, so a UI can show what has arrived."""
         self.shown = time.monotonic()
+        self.first_at: float | None = None
+        """When the first body bytes arrived (time.time()), for the turn log."""
 
     def __call__(self, chunk: bytes) -> list[bytes]:
         eof = chunk == b""
+        if self.first_at is None and not eof:
+            self.first_at = time.time()
         try:
             if self.decoder is not None:
                 chunk = self.decoder.flush() if eof else self.decoder.decode(chunk)
@@ -275,7 +285,9 @@ class Repair:
                 verdict.resolver = shared.correlator().resolver(flow.id)
             except Exception:
                 logger.exception("streamfix: correlator bookkeeping failed; upstream evidence off for this flow")
-        self.flows[flow.id] = FlowState(api, fctx, verdict)
+        st = self.flows[flow.id] = FlowState(api, fctx, verdict)
+        if shared.has_turn_sinks():
+            st.key = turnlog.client_label(flow.request.headers.get, flow.request.path)
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         st = self.flows.get(flow.id)
@@ -320,11 +332,12 @@ class Repair:
         if st is None or flow.response is None or st.stream is not None:
             if isinstance(st and st.stream, FlowStream) and ctx.options.streamfix_keep_bodies:
                 self._keep_bodies(flow, st.stream)
-            return
-        if ctx.options.streamfix_mode == "check":
+        elif ctx.options.streamfix_mode == "check":
             self._check_buffered(flow, st)
-            return
-        self._repair_buffered(flow, st)
+        else:
+            self._repair_buffered(flow, st)
+        if st is not None:
+            self._turn(flow, st)
 
     def error(self, flow: http.HTTPFlow) -> None:
         """A flow that ended early (client abort, upstream reset): say so, and keep the
@@ -332,6 +345,7 @@ class Repair:
         st = self._forget(flow)
         if st is None:
             return
+        self._turn(flow, st)
         s = st.stream
         if not isinstance(s, FlowStream) or flow.response is None:
             return  # not streamed, or check mode (addons/check.py reports its own flows)
@@ -387,6 +401,7 @@ class Repair:
         try:
             if ctype.startswith(SSE):
                 s = StreamRepair(stream_repairer(st.api, self.rules, st.ctx, st.verdict))
+                st.repairer = s.repairer
                 out = s.feed(content) + s.close()
                 self._report(flow, st, s.repairer, s.error)
                 if out != content:
@@ -486,9 +501,74 @@ class Repair:
         """The client flow an upstream (Devin) flow served: focused in the view."""
         return _jump(flows, CLIENT_FLOW)
 
+    def _turn(self, flow: http.HTTPFlow, st: FlowState) -> None:
+        """Hand the finished turn to the turn log (addons/turnlog.py), if one listens."""
+        if not shared.has_turn_sinks():
+            return
+        try:
+            shared.turn_finished(http_turn(flow, st))
+        except Exception:
+            logger.exception(f"streamfix: {_where(flow)}: building the turn record failed")
+
     def _keep_bodies(self, flow: http.HTTPFlow, s: FlowStream) -> None:
         flow.metadata[ORIGINAL] = b"".join(s.original)
         flow.response.content = b"".join(s.repaired)
+
+
+def http_turn(flow: http.HTTPFlow, st: FlowState) -> dict:
+    """The turn log record of a finished (or failed) client HTTP flow."""
+    resp = flow.response
+    s = st.stream if isinstance(st.stream, FlowStream) else None  # check mode: no repairer
+    rep = s.repair.repairer if s is not None else st.repairer
+    error = None
+    failed = (s.failed or s.repair.error) if s is not None else getattr(rep, "error", None)
+    decision = getattr(rep, "decision", None)
+    if decision is None and (s is None or s.repair.parser is None) and flow.error is None:
+        decision = st.verdict.decide()  # a JSON body (its repairer decided already) or no repair
+    if flow.error is not None:
+        error = flow.error.msg
+        ended = "client_abort" if "client" in error.lower() else "upstream_error"
+    elif failed is not None:
+        ended, error = "failed_open", f"{type(failed).__name__}: {failed}"
+    elif resp is None or resp.status_code >= 400:
+        ended = "upstream_error"
+    elif rep is not None and _stream_fault(rep) is not None:
+        ended, error = "upstream_error", _stream_fault(rep)
+    elif decision is not None and decision.truncated:
+        ended = "truncated"
+    else:
+        ended = "complete"
+    if s is not None:
+        transport, bytes_in, bytes_out, first = "sse", s.repair.bytes_in, s.repair.bytes_out, s.first_at
+        events = getattr(s.repair, "events", None)
+    else:
+        transport = "json" if resp is None or "json" in resp.headers.get("content-type", "") else "sse"
+        size = len(resp.raw_content) if resp is not None and resp.raw_content is not None else None
+        bytes_in = bytes_out = size
+        original = flow.metadata.get("streamfix.original")
+        if isinstance(original, bytes):
+            bytes_in = len(original)
+        first, events = (resp.timestamp_start if resp is not None else None), None
+    started = flow.request.timestamp_start or time.time()
+    ended_at = (resp.timestamp_end if resp is not None and flow.error is None else None) or time.time()
+    return turnlog.turn_record(
+        flow_id=flow.id, api=st.api, transport=transport, path=flow.request.path, key=st.key,
+        model=st.ctx.model, started=started, ended_at=ended_at, ended=ended, first_byte_at=first,
+        status=resp.status_code if resp is not None else None, verdict=st.verdict, decision=decision,
+        resolver=st.resolver, repairer=rep, bytes_in=bytes_in, bytes_out=bytes_out, events=events, error=error,
+    )  # fmt: skip
+
+
+def _stream_fault(rep: EventRepairer) -> str | None:
+    """Why a repaired stream did not end well (an error event, no terminal event), or None.
+    Reads the repairers' own flags (responses, chat, Gemini ``_finished``; messages
+    ``_delta_seen``; ``_errored``); a repairer without them is taken as ended well."""
+    if getattr(rep, "_errored", False):
+        return "the stream carried an error event"
+    done = getattr(rep, "_finished", getattr(rep, "_delta_seen", None))
+    if done is False:
+        return "stream ended without a terminal event"
+    return None
 
 
 def _json_object(content: bytes | None) -> dict | None:
@@ -591,4 +671,4 @@ def _jump(flows: Sequence[mflow.Flow], key: str) -> str:
     return uid
 
 
-addons = [Repair()]
+addons = [Repair(), Redact(), turnlog.TurnLog()]
