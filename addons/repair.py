@@ -27,6 +27,7 @@ if _ROOT not in sys.path:  # loaded with -s from a checkout that is not pip-inst
     sys.path.insert(0, _ROOT)
 
 from addons import shared  # noqa: E402  (the correlator shared with addons/upstream.py)
+from addons.websocket import WebSocketRepair  # noqa: E402  (Responses over WebSocket)
 from wire.apis import api_for_path, json_repairer, stream_repairer  # noqa: E402
 from wire.encoding import Decoder, decoder_for  # noqa: E402
 from wire.rules import FlowContext, Rules  # noqa: E402
@@ -368,4 +369,5 @@ def _comment(flow: http.HTTPFlow, line: str) -> None:
     flow.comment = f"{flow.comment}\n{line}" if flow.comment else line
 
 
-addons = [Repair()]
+_repair = Repair()
+addons = [_repair, WebSocketRepair(_repair)]
