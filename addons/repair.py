@@ -31,6 +31,7 @@ if _ROOT not in sys.path:  # loaded with -s from a checkout that is not pip-inst
 from addons import check as checkmode  # noqa: E402  (streamfix_mode=check)
 from addons import shared, turnlog  # noqa: E402  (the correlator shared with addons/upstream.py)
 from addons.redact import Redact  # noqa: E402
+from addons.websocket import WebSocketRepair  # noqa: E402  (Responses over WebSocket)
 from wire.apis import api_for_path, json_repairer, stream_repairer  # noqa: E402
 from wire.encoding import Decoder, decoder_for  # noqa: E402
 from wire.rules import FlowContext, Rules  # noqa: E402
@@ -671,4 +672,5 @@ def _jump(flows: Sequence[mflow.Flow], key: str) -> str:
     return uid
 
 
-addons = [Repair(), Redact(), turnlog.TurnLog()]
+_repair = Repair()
+addons = [_repair, WebSocketRepair(_repair), Redact(), turnlog.TurnLog()]
