@@ -34,6 +34,11 @@ bench *ARGS:
 pressure *ARGS:
     STREAMFIX_PRESSURE=long {{py}} -m pytest tests/test_pressure.py tests/test_pressure_cycles.py -n 0 -p no:cacheprovider {{ARGS}}
 
+# coverage-guided fuzzing (atheris) of the SSE parser and every repairer; libFuzzer options pass through
+fuzz *ARGS:
+    mkdir -p build/fuzz-corpus
+    {{py}} tests/fuzz.py -artifact_prefix=build/ -rss_limit_mb=2048 {{ARGS}} build/fuzz-corpus
+
 # list the recordings
 recordings:
     {{py}} -m streamfix.recordings list

@@ -30,14 +30,26 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-import orjson  # noqa: E402
+if __name__ == "__main__":  # coverage for libFuzzer: instrument the protocol core only
+    import atheris
 
-from streamfix.recordings import all_recordings  # noqa: E402
-from wire.apis import stream_repairer  # noqa: E402
-from wire.rules import FlowContext, Rules  # noqa: E402
-from wire.sse import SseParser  # noqa: E402
-from wire.stream import StreamRepair  # noqa: E402
-from wire.verdict import Verdict  # noqa: E402
+    with atheris.instrument_imports(include=["wire"]):
+        import wire.apis
+        import wire.chat
+        import wire.gemini
+        import wire.messages
+        import wire.responses
+        import wire.sse
+        import wire.stream  # noqa: F401
+
+import orjson
+
+from streamfix.recordings import all_recordings
+from wire.apis import stream_repairer
+from wire.rules import FlowContext, Rules
+from wire.sse import SseParser
+from wire.stream import StreamRepair
+from wire.verdict import Verdict
 
 APIS = ("responses", "chat", "messages", "gemini")
 _RECS = [r for r in all_recordings() if r.streaming]
@@ -205,7 +217,6 @@ def target_all(data: bytes) -> None:
 def main() -> None:
     import atheris
 
-    atheris.instrument_all()
     atheris.Setup(sys.argv, target_all)
     atheris.Fuzz()
 

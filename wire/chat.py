@@ -278,7 +278,7 @@ class ChatRepairer(ApiRepairer):
     def _on_finish(self, rec: _Rec, finishing: list[dict[str, Any]], has_usage: bool) -> None:
         for ch in finishing:
             fr = ch.get("finish_reason")
-            if fr in _NATIVE:
+            if isinstance(fr, str) and fr in _NATIVE:  # a list or object here is not hashable
                 self.verdict.native(_NATIVE[fr], f"finish_reason {fr!r}")
         self._give_up_names("the finish chunk")
         if self._finish is not None:
@@ -368,7 +368,7 @@ def repair_chat_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdic
     dicts = [ch for ch in choices if isinstance(ch, dict)]
     for ch in dicts:
         fr = ch.get("finish_reason")
-        if fr in _NATIVE:
+        if isinstance(fr, str) and fr in _NATIVE:  # a list or object here is not hashable
             verdict.native(_NATIVE[fr], f"finish_reason {fr!r}")
         msg = ch.get("message")
         if not isinstance(msg, dict):
