@@ -309,6 +309,7 @@ def _raw_request(rec: Recording, delay_ms: float) -> bytes:
     head = (
         f"POST {rec.request['path']} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
         f"accept-encoding: identity\r\nx-streamfix-recording: {rec.name}\r\nx-streamfix-delay-ms: {delay_ms}\r\n"
+        "connection: close\r\n"  # a reader that wants more than the body gets EOF, not a wait
         f"content-length: {len(body)}\r\n\r\n"
     )
     return head.encode() + body
