@@ -337,6 +337,8 @@ class Repair:
         decision = getattr(rep, "decision", None) if rep is not None else st.verdict.decide()
         events = f"{rep.changed} events repaired" if rep is not None else "body repaired"
         line = f"streamfix [{st.api}] {events}"
+        if st.verdict.upstream_counts is not None:  # the usage the fill used, with Devin's model
+            line += f"; {st.verdict.upstream_counts.detail()}"
         if decision is not None and decision.truncated and not decision.native and self.rules.truncation != "off":
             line += f"; {decision.receipt()}"
             logger.warning(f"streamfix: {_where(flow)}: {decision.receipt()}")

@@ -108,13 +108,14 @@ class _Call:
 class _Rec:
     """An event in the out queue: its parsed data, whether it changed, what it waits for."""
 
-    __slots__ = ("ev", "obj", "dirty", "wait")
+    __slots__ = ("ev", "obj", "dirty", "wait", "sent")
 
     def __init__(self, ev: Event, obj: dict[str, Any] | None) -> None:
         self.ev = ev
         self.obj = obj
         self.dirty = False
         self.wait: str | None = None  # "name" | "finish"
+        self.sent = False  # flushed to the client
 
 
 class ChatRepairer(ApiRepairer):
@@ -126,6 +127,7 @@ class ChatRepairer(ApiRepairer):
         self._order: list[_Call] = []  # all calls, in order of first appearance
         self._awaiting: dict[_Call, tuple[_Rec, dict[str, Any]]] = {}  # nameless headers
         self._finish: tuple[_Rec, list[dict[str, Any]]] | None = None
+        self._usage: tuple[_Rec, dict[str, Any]] | None = None  # the last usage object seen
         self._settled = False
         self._choices: set[int] = set()
         self._finished = False
@@ -186,6 +188,7 @@ class ChatRepairer(ApiRepairer):
         has_usage = isinstance(usage, dict)
         if has_usage:
             self.verdict.usage(usage.get("completion_tokens"))
+            self._usage = (rec, usage)
         if self._finish is not None and not self._settled and rec.ev.data is not None:
             self._settle()  # the event after a held finish chunk (usage counted above)
         if finishing:
@@ -293,6 +296,7 @@ class ChatRepairer(ApiRepairer):
         rec.wait = None
         self._report_args()
         d = self.decision = self.verdict.decide()
+        self._fill_usage(rec)
         if not d.truncated or d.native or self.rules.truncation == "off":
             return
         if len(self._choices) > 1:
@@ -303,6 +307,27 @@ class ChatRepairer(ApiRepairer):
             if ch.get("finish_reason") != new:
                 ch["finish_reason"] = new
                 rec.dirty = True
+
+    def _fill_usage(self, finish: _Rec) -> None:
+        """Missing or zero usage counts from the upstream's (``usage`` rule): in the usage
+        object still held (on the finish chunk, or the usage-only chunk that settled it),
+        or, when the stream had none, a new one on the finish chunk, where CPA puts it."""
+        if self.verdict.upstream_counts is None or not self.rules.usage:
+            return
+        if self._usage is None:
+            if finish.obj is None:
+                return
+            rec, usage = finish, {}
+        else:
+            rec, usage = self._usage
+            if rec.sent:
+                return  # a usage object already sent (before the finish): not ours to change
+        filled = fill_chat_usage(usage, self.verdict)
+        if filled:
+            if usage is not rec.obj.get("usage"):
+                rec.obj["usage"] = usage
+            rec.dirty = True
+            self.note(filled)
 
     def _report_args(self) -> None:
         for call in self._order:
@@ -329,6 +354,7 @@ class ChatRepairer(ApiRepairer):
         n = 0
         while n < len(recs) and recs[n].wait is None:
             r = recs[n]
+            r.sent = True
             if r.dirty and r.obj is not None:
                 out.append(self.dump(r.ev, r.obj))
             else:
@@ -338,6 +364,21 @@ class ChatRepairer(ApiRepairer):
             del recs[:n]
             del self.held[:n]
         return out
+
+
+USAGE_FIELDS = {
+    "prompt_tokens": "input_tokens",
+    "completion_tokens": "output_tokens",
+    "prompt_tokens_details.cached_tokens": "cached_tokens",
+}
+"""Chat usage key -> :class:`wire.verdict.UpstreamUsage` attribute (CPA's mapping)."""
+
+
+def fill_chat_usage(usage: dict[str, Any], verdict: Verdict) -> str | None:
+    """Fill missing or zero counts of ``usage`` (in place) from the verdict's upstream
+    counts; the note for the receipt, or None when nothing was filled."""
+    filled = verdict.fill_usage(usage, USAGE_FIELDS, "total_tokens", ("prompt_tokens", "completion_tokens"))
+    return verdict.upstream_counts.note(filled) if filled else None
 
 
 def repair_chat_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdict: Verdict) -> bool:
@@ -384,6 +425,11 @@ def repair_chat_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdic
         if rules.tool_index:
             changed |= unique_ids(calls, "call_")
     d = verdict.decide()
+    if rules.usage and verdict.upstream_counts is not None:
+        u = usage if isinstance(usage, dict) else {}
+        if fill_chat_usage(u, verdict):
+            obj["usage"] = u
+            changed = True
     if d.truncated and not d.native and rules.truncation != "off" and len(dicts) == 1:
         new = _FINISH[d.outcome]
         if dicts[0].get("finish_reason") != new:
