@@ -193,14 +193,14 @@ class Repair:
             )
 
     # --- hooks -------------------------------------------------------------------
-    def requestheaders(self, flow: http.HTTPFlow) -> None:
-        if not ctx.options.streamfix or api_for_path(flow.request.path) is None or not self._client_leg(flow):
-            return
-        # A client's "Connection: close" would make the gateway close right after the
-        # last byte, and mitmproxy can then lose the tail (the terminal event) of a
-        # streamed body (../shared/reference/mitmproxy.md section 10).
-        if flow.request.headers.get("connection", "").lower() == "close":
-            del flow.request.headers["connection"]
+    # A client's "Connection: close" is left as it came: mitmproxy closes the client
+    # connection right after the response (RFC 9112 section 9.6) and forwards the header,
+    # as a plain mitmdump does. The upstream connection ends with the client's anyway
+    # (mitmproxy closes a client's server connections when it disconnects), and a gateway
+    # that closes with a FIN loses no tail; the tail-loss race of ../shared/reference/
+    # mitmproxy.md section 10 needs a TCP reset, which no request header prevents
+    # (mitmproxy/mitmproxy#8364, closed as TCP-reset behaviour). Tests:
+    # tests/test_http_semantics.py.
 
     def request(self, flow: http.HTTPFlow) -> None:
         if not ctx.options.streamfix or flow.request.method != "POST" or not self._client_leg(flow):
@@ -231,6 +231,10 @@ class Repair:
         resp = flow.response
         if st is None or resp is None or not ctx.options.streamfix:
             return
+        if _asks_close(flow.request.headers) and not _asks_close(resp.headers):
+            # mitmproxy closes the client connection after this response; say so (RFC 9112
+            # section 9.6) rather than pass on a gateway's (or a recording's) "keep-alive"
+            resp.headers["connection"] = "close"
         if not resp.headers.get("content-type", "").lower().startswith(SSE):
             return  # JSON (and anything else) is buffered by mitmproxy: see response()
         if resp.raw_content is not None:
@@ -359,6 +363,10 @@ def _json_object(content: bytes | None) -> dict | None:
     except orjson.JSONDecodeError:
         return None
     return obj if isinstance(obj, dict) else None
+
+
+def _asks_close(headers: http.Headers) -> bool:
+    return any(t.strip().lower() == "close" for v in headers.get_all("connection") for t in v.split(","))
 
 
 def _where(flow: http.HTTPFlow) -> str:
