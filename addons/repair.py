@@ -47,18 +47,22 @@ RULE_OPTIONS: dict[str, str] = {
     "streamfix_response_id": "response_id",
     "streamfix_tool_index": "tool_index",
     "streamfix_tool_header": "tool_header",
+    "streamfix_finish_reason": "finish_reason",
 }
 RULE_HELP: dict[str, str] = {
     "status": "Responses: give function_call items a status (in_progress on added, completed on done and in the terminal's output).",
     "item_order": "Responses: close an item still open when the next one is added; drop its late close events.",
     "output_index": "Responses: make output_index dense and equal to the item's position in the final output.",
     "sequence": "Responses: keep sequence_number strictly increasing across inserted and dropped events.",
-    "usage": "Responses: give usage integer input_tokens, output_tokens and total_tokens.",
+    "usage": "Responses: give usage integer input_tokens, output_tokens and total_tokens; every API: fill missing "
+    "or zero usage counts from the upstream leg's (Devin's).",
     "schema_fill": "Responses: fill required fields the gateway leaves out (created_at, model, item_id, summary_index).",
     "terminal_output": "Responses: list the announced items, in order, in the terminal event's output.",
     "response_id": "Responses: keep response.id the same across lifecycle events.",
     "tool_index": "Chat: renumber tool_calls[].index 0..n-1 per choice by first appearance.",
     "tool_header": "Chat: do not announce a tool call's name twice when the gateway re-sends its header.",
+    "finish_reason": "Chat: map a non-standard finish_reason (CPA's Gemini/Antigravity 'max_tokens', Gemini's "
+    "lower-cased 'safety'...) to the spec's value ('length', 'content_filter').",
 }
 TRUNCATION_CHOICES = ("incomplete", "completed", "off")
 SSE = "text/event-stream"

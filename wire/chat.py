@@ -82,6 +82,31 @@ HOLD_LIMIT = 64
 
 _NATIVE = {"length": "max_tokens", "content_filter": "content_filter"}
 _FINISH = {"max_tokens": "length", "content_filter": "content_filter"}
+FINISH_ALIASES = {
+    # CPA's Gemini and Antigravity chat translators, stream (MAX_TOKENS -> "max_tokens")
+    # and non-stream (Gemini's finishReason lower-cased), v7.2.140:
+    # internal/translator/{gemini,antigravity}/openai/chat-completions/*_openai_response.go
+    "max_tokens": "length",
+    "safety": "content_filter",
+    "recitation": "content_filter",
+    "blocklist": "content_filter",
+    "prohibited_content": "content_filter",
+    "spii": "content_filter",
+    "image_safety": "content_filter",
+}
+"""Non-standard ``finish_reason`` -> the spec's value (rule ``finish_reason``). Gemini's
+other reasons (``malformed_function_call``, ``other``, ``language``...) have no spec
+equivalent and pass as they came."""
+
+
+def spec_finish(ch: dict[str, Any], rules: Rules) -> str | None:
+    """Map a choice's non-standard ``finish_reason`` in place; returns the original
+    value when it was mapped (the gateway's own, native, signal), else None."""
+    fr = ch.get("finish_reason")
+    if not rules.finish_reason or not isinstance(fr, str) or fr not in FINISH_ALIASES:
+        return None
+    ch["finish_reason"] = FINISH_ALIASES[fr]
+    return fr
 
 
 def _text(v: Any) -> str | None:
@@ -275,9 +300,13 @@ class ChatRepairer(ApiRepairer):
 
     def _on_finish(self, rec: _Rec, finishing: list[dict[str, Any]], has_usage: bool) -> None:
         for ch in finishing:
+            orig = spec_finish(ch, self.rules)
+            if orig is not None:
+                rec.dirty = True
+                self.note(f"finish_reason {orig!r} (not in the spec) written as {ch['finish_reason']!r}")
             fr = ch.get("finish_reason")
             if fr in _NATIVE:
-                self.verdict.native(_NATIVE[fr], f"finish_reason {fr!r}")
+                self.verdict.native(_NATIVE[fr], f"finish_reason {orig or fr!r}")
         self._give_up_names("the finish chunk")
         if self._finish is not None:
             if len(self._choices) <= 1:
@@ -403,9 +432,11 @@ def repair_chat_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdic
         verdict.usage(usage.get("completion_tokens"))
     dicts = [ch for ch in choices if isinstance(ch, dict)]
     for ch in dicts:
+        orig = spec_finish(ch, rules)
+        changed |= orig is not None
         fr = ch.get("finish_reason")
         if fr in _NATIVE:
-            verdict.native(_NATIVE[fr], f"finish_reason {fr!r}")
+            verdict.native(_NATIVE[fr], f"finish_reason {orig or fr!r}")
         msg = ch.get("message")
         if not isinstance(msg, dict):
             continue
