@@ -133,14 +133,19 @@ class _Call:
 class _Rec:
     """An event in the out queue: its parsed data, whether it changed, what it waits for."""
 
-    __slots__ = ("ev", "obj", "dirty", "wait", "sent")
+    __slots__ = ("ev", "obj", "dirty", "wait", "rules", "sent")
 
     def __init__(self, ev: Event, obj: dict[str, Any] | None) -> None:
         self.ev = ev
         self.obj = obj
         self.dirty = False
+        self.rules: tuple[str, ...] = ()  # the rules that changed it (EventRepairer.fired)
         self.wait: str | None = None  # "name" | "finish"
         self.sent = False  # flushed to the client
+
+    def mark(self, rule: str) -> None:
+        self.dirty = True
+        self.rules += (rule,)
 
 
 class ChatRepairer(ApiRepairer):
@@ -245,7 +250,7 @@ class ChatRepairer(ApiRepairer):
             self._resent_header(rec, call, entry, fn, id_, name)
         if self.rules.tool_index and raw != call.ordinal:
             entry["index"] = call.ordinal
-            rec.dirty = True
+            rec.mark("tool_index")
         args = _text(fn.get("arguments")) if fn is not None else None
         if args:
             call.args.append(args)
@@ -273,14 +278,14 @@ class ChatRepairer(ApiRepairer):
             if not _blank(id_) and (_blank(call.id) or call.id == f"call_{call.raw}"):
                 hentry["id"] = id_
                 call.id = id_
-                hrec.dirty = True
+                hrec.mark("tool_header")
             if not _blank(name):
                 hfn = hentry.get("function")
                 if not isinstance(hfn, dict):
                     hfn = hentry["function"] = {}
                 hfn["name"] = name
                 call.name, call.named = name, True
-                hrec.dirty = True
+                hrec.mark("tool_header")
                 hrec.wait = None
                 del self._awaiting[call]
             strip_name = True
@@ -290,19 +295,19 @@ class ChatRepairer(ApiRepairer):
                 call.name, call.named = name, True
         if isinstance(id_, str):
             del entry["id"]
-            rec.dirty = True
+            rec.mark("tool_header")
         if "type" in entry:
             del entry["type"]
-            rec.dirty = True
+            rec.mark("tool_header")
         if strip_name and fn is not None and isinstance(fn.get("name"), str):
             del fn["name"]
-            rec.dirty = True
+            rec.mark("tool_header")
 
     def _on_finish(self, rec: _Rec, finishing: list[dict[str, Any]], has_usage: bool) -> None:
         for ch in finishing:
             orig = spec_finish(ch, self.rules)
             if orig is not None:
-                rec.dirty = True
+                rec.mark("finish_reason")
                 self.note(f"finish_reason {orig!r} (not in the spec) written as {ch['finish_reason']!r}")
             fr = ch.get("finish_reason")
             if fr in _NATIVE:
@@ -335,7 +340,7 @@ class ChatRepairer(ApiRepairer):
         for ch in finishing:
             if ch.get("finish_reason") != new:
                 ch["finish_reason"] = new
-                rec.dirty = True
+                rec.mark("truncation")
 
     def _fill_usage(self, finish: _Rec) -> None:
         """Missing or zero usage counts from the upstream's (``usage`` rule): in the usage
@@ -355,7 +360,7 @@ class ChatRepairer(ApiRepairer):
         if filled:
             if usage is not rec.obj.get("usage"):
                 rec.obj["usage"] = usage
-            rec.dirty = True
+            rec.mark("usage")
             self.note(filled)
 
     def _report_args(self) -> None:
@@ -385,7 +390,7 @@ class ChatRepairer(ApiRepairer):
             r = recs[n]
             r.sent = True
             if r.dirty and r.obj is not None:
-                out.append(self.dump(r.ev, r.obj))
+                out.append(self.dump(r.ev, r.obj, r.rules))
             else:
                 out.append(r.ev.raw)
             n += 1

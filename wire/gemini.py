@@ -164,6 +164,7 @@ class GeminiRepairer(ApiRepairer):
             note = fill_gemini_usage(obj, self.verdict)
             if note:
                 self.note(note)
+                self.fire("usage")
                 dirty = True
         if not d.truncated or d.native or self.rules.truncation == "off" or len(self._candidates) > 1:
             if d.truncated and not d.native and self.rules.truncation != "off":
@@ -173,13 +174,14 @@ class GeminiRepairer(ApiRepairer):
         for cand in finishing:
             if cand.get("finishReason") != new:
                 cand["finishReason"] = new
+                self.fire("truncation")
                 dirty = True
         return self._dump(ev, obj, dirty)
 
     def _dump(self, ev: Event, obj: dict[str, Any], dirty: bool) -> bytes:
         if not dirty:
             return ev.raw
-        self.changed += 1
+        self.count()
         return ev.with_data(orjson.dumps(obj))
 
 
