@@ -102,7 +102,6 @@ def test_client_abort_and_upstream_error(logged):
     f.error = tflow.terr("Client disconnected.")
     r.error(f)
     g = rec_flow("chat-devin-index1")
-    r.requestheaders(g)
     r.request(g)
     g.response = None
     g.error = tflow.terr("server closed connection")
