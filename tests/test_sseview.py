@@ -35,7 +35,7 @@ def test_sse_events_indented_view():
 
 def test_diff_view_shows_the_changed_field():
     with taddons.context():
-        _, md = sse_flow(b'data: {"x":2}\n\n', b'data: {"x":1}\n\n')
+        f, md = sse_flow(b'data: {"x":2}\n\n', b'data: {"x":1}\n\n')
         view = sseview.StreamfixDiff()
         assert view.render_priority(f.response.content, md) > 2
         text = view.prettify(f.response.content, md)
@@ -95,7 +95,7 @@ def test_stream_diff_of_equal_bodies():
 
 def test_diff_view_on_a_json_body():
     with taddons.context():
-        _, md = sse_flow(b'{"a":1,"status":"completed"}', b'{"a":1}', "application/json")
+        f, md = sse_flow(b'{"a":1,"status":"completed"}', b'{"a":1}', "application/json")
         text = sseview.StreamfixDiff().prettify(f.response.content, md)
         assert '+  "status": "completed"' in text
 
