@@ -353,6 +353,11 @@ class ResponsesRepairer(ApiRepairer):
             return [self._failure(ev, obj, typ)]
         return [self._out(ev, obj, self._remap_index(obj, self._lookup(obj)))]
 
+    @property
+    def finished(self) -> bool:
+        """A terminal event (success or failure) went out: the stream is over."""
+        return self._finished
+
     def end(self) -> list[bytes]:
         out = super().end()
         if not self._finished:

@@ -114,7 +114,7 @@ class ApiRepairer(EventRepairer):
 class StreamRepair:
     """Bytes in, repaired bytes out; any repairer exception switches to passthrough."""
 
-    __slots__ = ("repairer", "parser", "error", "bytes_in", "bytes_out")
+    __slots__ = ("repairer", "parser", "error", "bytes_in", "bytes_out", "events")
 
     def __init__(self, repairer: EventRepairer) -> None:
         self.repairer = repairer
@@ -122,6 +122,8 @@ class StreamRepair:
         self.error: BaseException | None = None
         self.bytes_in = 0
         self.bytes_out = 0
+        self.events = 0
+        """SSE events parsed (while repairing; passthrough after an error is not counted)."""
 
     def feed(self, chunk: bytes) -> bytes:
         self.bytes_in += len(chunk)
@@ -143,6 +145,7 @@ class StreamRepair:
     def _run(self, events: list[Event], eof: bool) -> bytes:
         out: list[bytes] = []
         rep = self.repairer
+        self.events += len(events)
         for i, ev in enumerate(events):
             try:
                 out += rep.event(ev)
