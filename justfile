@@ -38,8 +38,8 @@ recordings:
 offline NAME:
     mkdir -p build
     {{py}} -m streamfix.recordings to-flow {{NAME}} build/{{NAME}}.flow
-    .venv/bin/mitmdump -q -nr build/{{NAME}}.flow -s addons/repair.py -w build/{{NAME}}.repaired.flow
-    @echo "repaired flow: build/{{NAME}}.repaired.flow"
+    .venv/bin/mitmdump -q -nr build/{{NAME}}.flow -s addons/repair.py --set streamfix_keep_bodies=true -w build/{{NAME}}.repaired.flow
+    @echo "repaired flow: build/{{NAME}}.repaired.flow (open it: just web -- -r build/{{NAME}}.repaired.flow)"
 
 # replay upstream alone (port 18317)
 replay *ARGS:

@@ -35,9 +35,9 @@ from addons.websocket import WebSocketRepair  # noqa: E402  (Responses over WebS
 from wire.apis import api_for_path, json_repairer, stream_repairer  # noqa: E402
 from wire.encoding import Decoder, decoder_for  # noqa: E402
 from wire.rules import FlowContext, Rules  # noqa: E402
+from wire.sse import SseParser  # noqa: E402
 from wire.stream import EventRepairer, StreamRepair  # noqa: E402
 from wire.verdict import SOURCES, Verdict  # noqa: E402
-from wire.sse import SseParser  # noqa: E402
 
 logger = logging.getLogger("streamfix")
 
@@ -649,28 +649,21 @@ def _linked_id(flow: mflow.Flow, key: str) -> str | None:
 
 
 def _view():
-    try:
-        return ctx.master.addons.get("view")
-    except Exception:  # no master (tests, offline tools)
-        return None
+    """mitmproxy's flow view (mitmweb, console); None in mitmdump."""
+    master = getattr(ctx, "master", None)
+    return master.addons.get("view") if master is not None else None
 
 
 def _find_flow(flow_id: str) -> mflow.Flow | None:
     view = _view()
-    if view is None:
-        return None
-    try:
-        return view.get_by_id(flow_id)
-    except Exception:
-        return None
+    return view.get_by_id(flow_id) if view is not None else None
 
 
 def _updated(flow: mflow.Flow) -> None:
     """Tell the UIs (mitmweb, console) that a flow changed outside its own hooks."""
-    try:
-        ctx.master.addons.trigger(hooks.UpdateHook([flow]))
-    except Exception:
-        pass
+    master = getattr(ctx, "master", None)
+    if master is not None:
+        master.addons.trigger(hooks.UpdateHook([flow]))
 
 
 def _jump(flows: Sequence[mflow.Flow], key: str) -> str:
