@@ -30,6 +30,15 @@ unit *ARGS:
 bench *ARGS:
     {{py}} -m streamfix.bench {{ARGS}}
 
+# the pressure suite, long form: 200 concurrent streams, 500 client aborts, upstream faults, garbage
+pressure *ARGS:
+    STREAMFIX_PRESSURE=long {{py}} -m pytest tests/test_pressure.py tests/test_pressure_cycles.py -n 0 -p no:cacheprovider {{ARGS}}
+
+# coverage-guided fuzzing (atheris) of the SSE parser and every repairer; libFuzzer options pass through
+fuzz *ARGS:
+    mkdir -p build/fuzz-corpus
+    {{py}} tests/fuzz.py -artifact_prefix=build/ -rss_limit_mb=2048 {{ARGS}} build/fuzz-corpus
+
 # list the recordings
 recordings:
     {{py}} -m streamfix.recordings list

@@ -310,7 +310,7 @@ class Repair:
         if ctx.options.streamfix_mode == "check":
             st.stream = checkmode.stream(flow, st.api, lambda c: self._finish_check(flow, st, c))
             if st.stream is None:
-                self.flows.pop(flow.id, None)
+                self._forget(flow)
             else:
                 resp.stream = st.stream
             return

@@ -310,7 +310,7 @@ class ChatRepairer(ApiRepairer):
                 rec.mark("finish_reason")
                 self.note(f"finish_reason {orig!r} (not in the spec) written as {ch['finish_reason']!r}")
             fr = ch.get("finish_reason")
-            if fr in _NATIVE:
+            if isinstance(fr, str) and fr in _NATIVE:  # a list or object here is not hashable
                 self.verdict.native(_NATIVE[fr], f"finish_reason {orig or fr!r}")
         self._give_up_names("the finish chunk")
         if self._finish is not None:
@@ -440,7 +440,7 @@ def repair_chat_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdic
         orig = spec_finish(ch, rules)
         changed |= orig is not None
         fr = ch.get("finish_reason")
-        if fr in _NATIVE:
+        if isinstance(fr, str) and fr in _NATIVE:  # a list or object here is not hashable
             verdict.native(_NATIVE[fr], f"finish_reason {orig or fr!r}")
         msg = ch.get("message")
         if not isinstance(msg, dict):
