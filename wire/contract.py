@@ -25,6 +25,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
+from .foreign import foreign
 from .sse import Event, SseParser
 
 __all__ = ["RULES", "Violation", "StreamChecker", "check", "MAX_VIOLATIONS", "guess_api"]
@@ -553,14 +554,14 @@ class StreamChecker:
         self.events += 1
         if not ev.complete:
             self._bad("sse.unterminated", n, "the stream ends inside this event")
+        why = foreign(self.api, ev)
+        if why is not None:
+            self._bad(why[0], n, why[1])
+            return
         data = ev.data
         name = ev.event
         if data is None:
-            self._bad("sse.nonstandard", n, f"event {name!r} without data" if name else "event without data")
-            return
-        if not data.strip():
-            self._bad("sse.empty_data", n, "data field is empty")
-            return
+            return  # id:/retry: only
         if data.strip() == b"[DONE]":
             self._contract.done_sentinel(n)
             return
