@@ -118,3 +118,31 @@ def test_responses_text_replay_dropped_and_done_text_once():
     assert repair(rec, Rules(eof_terminal=False, replay=False)) == body
     # two equal deltas of one char each are text, not a replay (needs two deltas before)
     assert "text.replay" not in rules_of(body.replace(b'"cd"', b'"ab"').replace(b'"abcd"', b'"x"'), "responses")
+
+
+# --- step aside: already-correct streams pass byte for byte ----------------------------
+
+RULE_FIELDS = [f for f in Rules.__dataclass_fields__ if f != "truncation"]
+
+
+@pytest.mark.parametrize("off", [None, *RULE_FIELDS])
+def test_litellm_bridge_passes_byte_for_byte_with_any_rule_off(off):
+    rec = load("responses-litellm-bridge-clean")
+    rules = Rules() if off is None else replace(Rules(), **{off: False})
+    assert repair(rec, rules) == rec.body
+    assert check("responses", rec.body) == []
+
+
+@pytest.mark.parametrize("off", [None, *RULE_FIELDS])
+def test_fixed_cpa_v8_only_gets_created_at(off):
+    """CPA v8's fixed translator (function_call status, announced summary parts): the one
+    thing it still leaves out is created_at on response.created; check reports exactly
+    that, repair fills exactly that, and every other byte passes with any rule off."""
+    rec = load("responses-cpa-v8-fixed")
+    assert [str(v) for v in check("responses", rec.body)] == [
+        "event 0: response.fields: response.created without response.created_at"]
+    rules = Rules() if off is None else replace(Rules(), **{off: False})
+    out = repair(rec, rules)
+    assert out == (rec.body if off == "schema_fill" else rec.expected)
+    first = rec.body.index(b"\n\n") + 2
+    assert out[out.index(b"\n\n") + 2 :] == rec.body[first:]  # only response.created differs
