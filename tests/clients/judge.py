@@ -17,6 +17,11 @@ Success, per family (clients.md §0, §4):
   own text when it calls no tool), the marker written when the recording's command writes
   it; for a truncated stream the documented ``turn.failed`` "Incomplete response returned,
   reason: max_output_tokens" (exit 1).
+- A stream that ends in ``response.failed`` (a gateway's failure, or the one streamfix
+  ends a cut stream with): every client must report a failure, never a success: AI SDK
+  an ``error`` part and finish ``error``; openai-python raw iteration sees
+  ``response.failed``, the helper raises ``RuntimeError: Didn't receive a
+  response.completed event``; Codex ``turn.failed`` (exit 1).
 
 Anything else is a failure, labelled with its symptom (the matrix cell).
 """
@@ -74,8 +79,10 @@ def _aisdk(exp: Expected, r: dict[str, Any]) -> Outcome:
     if r.get("finishError") == "never settles":
         return _fail("finishReason never settles")
     symptoms = []
-    if r.get("errors"):
+    if r.get("errors") and not exp.failed:
         symptoms.append(_error_parts(r["errors"]))
+    elif exp.failed and not r.get("errors"):
+        symptoms.append("failure not reported")
     calls = r.get("toolCalls") or []
     want_finish = exp.aisdk_finish()
     if r.get("finishReason") != want_finish:
@@ -115,6 +122,11 @@ def _openai_py(client: Client, exp: Expected, r: dict[str, Any]) -> Outcome:
     want_calls = [[c.name, c.arguments] for c in exp.calls]
     # responses.parse() (the non-streamed helper) reports truncation only in status
     helper = client.variant == "helper" and (exp.stream or client.api == "chat")
+    if helper and exp.failed:
+        want_exc = exc == "RuntimeError" and "response.completed" in r.get("message", "")
+        if want_exc and "response.failed" in r.get("types", []):
+            return OK
+        return _fail(_exc(r) or "failure not reported")
     if helper and exp.truncated:
         if client.api == "responses":
             want_exc = exc == "RuntimeError" and "response.completed" in r.get("message", "")
@@ -163,6 +175,10 @@ def _codex(exp: Expected, r: dict[str, Any]) -> Outcome:
     failures = [f for f in r.get("failures") or [] if f]
     if rc == "timeout":
         return _fail("hangs (timeout)")
+    if exp.failed:
+        if rc == 1 and failures:
+            return OK
+        return _fail(f"exit {rc}", "failure not reported")
     if exp.truncated:
         if rc == 1 and any("Incomplete response returned" in f for f in failures):
             return OK
