@@ -48,8 +48,10 @@ item_spec = st.one_of(
 def responses_events(items: list[tuple[str, Any]]) -> list[dict[str, Any]]:
     """Every event a correct stream of these items has, in order, numbered."""
     resp = {"id": "resp_1", "object": "response", "created_at": 7, "model": "m", "status": "in_progress", "output": []}
-    evs: list[dict[str, Any]] = [{"type": "response.created", "response": resp},
-                                 {"type": "response.in_progress", "response": resp}]
+    evs: list[dict[str, Any]] = [
+        {"type": "response.created", "response": resp},
+        {"type": "response.in_progress", "response": resp},
+    ]
     done_items = []
     for i, (kind, spec) in enumerate(items):
         iid = f"{kind[:2]}_{i}"
@@ -58,43 +60,72 @@ def responses_events(items: list[tuple[str, Any]]) -> list[dict[str, Any]]:
             deltas = [f"{n}{w}" for n, w in enumerate(spec)]  # a delta never repeats the text so far
             text = "".join(deltas)
             part = {"type": "output_text", "annotations": [], "text": ""}
-            done = {"id": iid, "type": "message", "status": "completed", "role": "assistant",
-                    "content": [{**part, "text": text}]}
-            evs += [{"type": "response.output_item.added", "output_index": i,
-                     "item": {"id": iid, "type": "message", "status": "in_progress", "role": "assistant", "content": []}},
-                    {"type": "response.content_part.added", **at, "content_index": 0, "part": part}]
+            done = {
+                "id": iid,
+                "type": "message",
+                "status": "completed",
+                "role": "assistant",
+                "content": [{**part, "text": text}],
+            }
+            evs += [
+                {
+                    "type": "response.output_item.added",
+                    "output_index": i,
+                    "item": {"id": iid, "type": "message", "status": "in_progress", "role": "assistant", "content": []},
+                },
+                {"type": "response.content_part.added", **at, "content_index": 0, "part": part},
+            ]
             evs += [{"type": "response.output_text.delta", **at, "content_index": 0, "delta": d} for d in deltas]
-            evs += [{"type": "response.output_text.done", **at, "content_index": 0, "text": text},
-                    {"type": "response.content_part.done", **at, "content_index": 0, "part": {**part, "text": text}}]
+            evs += [
+                {"type": "response.output_text.done", **at, "content_index": 0, "text": text},
+                {"type": "response.content_part.done", **at, "content_index": 0, "part": {**part, "text": text}},
+            ]
         elif kind == "function_call":
             args = orjson.dumps(spec).decode()
             call = {"id": iid, "type": "function_call", "call_id": f"call_{i}", "name": "f", "arguments": ""}
             done = {**call, "arguments": args, "status": "completed"}
-            evs += [{"type": "response.output_item.added", "output_index": i, "item": {**call, "status": "in_progress"}},
-                    *[{"type": "response.function_call_arguments.delta", **at, "delta": args[k : k + 4]}
-                      for k in range(0, len(args), 4)],
-                    {"type": "response.function_call_arguments.done", **at, "arguments": args}]
+            evs += [
+                {"type": "response.output_item.added", "output_index": i, "item": {**call, "status": "in_progress"}},
+                *[
+                    {"type": "response.function_call_arguments.delta", **at, "delta": args[k : k + 4]}
+                    for k in range(0, len(args), 4)
+                ],
+                {"type": "response.function_call_arguments.done", **at, "arguments": args},
+            ]
         else:
             text = "".join(spec)
             done = {"id": iid, "type": "reasoning", "summary": [{"type": "summary_text", "text": text}]}
             sat = {**at, "summary_index": 0}
-            evs += [{"type": "response.output_item.added", "output_index": i,
-                     "item": {"id": iid, "type": "reasoning", "summary": []}},
-                    {"type": "response.reasoning_summary_part.added", **sat, "part": {"type": "summary_text", "text": ""}},
-                    *[{"type": "response.reasoning_summary_text.delta", **sat, "delta": w} for w in spec],
-                    {"type": "response.reasoning_summary_text.done", **sat, "text": text}]
+            evs += [
+                {
+                    "type": "response.output_item.added",
+                    "output_index": i,
+                    "item": {"id": iid, "type": "reasoning", "summary": []},
+                },
+                {"type": "response.reasoning_summary_part.added", **sat, "part": {"type": "summary_text", "text": ""}},
+                *[{"type": "response.reasoning_summary_text.delta", **sat, "delta": w} for w in spec],
+                {"type": "response.reasoning_summary_text.done", **sat, "text": text},
+            ]
         evs.append({"type": "response.output_item.done", "output_index": i, "item": done})
         done_items.append(done)
-    final = {**resp, "status": "completed", "output": done_items,
-             "usage": {"input_tokens": 3, "output_tokens": 5, "total_tokens": 8}}
+    final = {
+        **resp,
+        "status": "completed",
+        "output": done_items,
+        "usage": {"input_tokens": 3, "output_tokens": 5, "total_tokens": 8},
+    }
     evs.append({"type": "response.completed", "response": final})
-    return [{"type": e["type"], "sequence_number": n, **{k: v for k, v in e.items() if k != "type"}}
-            for n, e in enumerate(evs)]
+    return [
+        {"type": e["type"], "sequence_number": n, **{k: v for k, v in e.items() if k != "type"}}
+        for n, e in enumerate(evs)
+    ]
 
 
 def sse(evs: list[Any]) -> bytes:
-    return b"".join(e if isinstance(e, bytes) else
-                    b"event: " + e["type"].encode() + b"\ndata: " + orjson.dumps(e) + b"\n\n" for e in evs)
+    return b"".join(
+        e if isinstance(e, bytes) else b"event: " + e["type"].encode() + b"\ndata: " + orjson.dumps(e) + b"\n\n"
+        for e in evs
+    )
 
 
 @SETTINGS
@@ -125,12 +156,18 @@ def test_checker_is_the_same_for_any_chunking(items, cuts):
 
 def drop_announcements(evs, kinds):
     """LiteLLM #22102: a message's output_item.added and content_part.added left out."""
-    msg = next((e["item"]["id"] for e in evs if e["type"] == "response.output_item.added"
-                and e["item"]["type"] == "message"), None)
+    msg = next(
+        (e["item"]["id"] for e in evs if e["type"] == "response.output_item.added" and e["item"]["type"] == "message"),
+        None,
+    )
     if msg is None:
         return None, None
-    out = [e for e in evs if not (e["type"] == "response.content_part.added" and e.get("item_id") == msg)
-           and not (e["type"] == "response.output_item.added" and e["item"].get("id") == msg)]
+    out = [
+        e
+        for e in evs
+        if not (e["type"] == "response.content_part.added" and e.get("item_id") == msg)
+        and not (e["type"] == "response.output_item.added" and e["item"].get("id") == msg)
+    ]
     return out, "item.announced"
 
 
@@ -166,8 +203,11 @@ def replay_text(evs, kinds):
 def foreign_events(evs, kinds):
     """opencode #40171, vercel/ai #20574, CPA #2460: ping, keepalive, empty data."""
     at = len(evs) // 2
-    extra = [b'event: ping\ndata: {"type":"ping"}\n\n', b"data: \n\n",
-             b'event: keepalive\ndata: {"type":"keepalive"}\n\n']
+    extra = [
+        b'event: ping\ndata: {"type":"ping"}\n\n',
+        b"data: \n\n",
+        b'event: keepalive\ndata: {"type":"keepalive"}\n\n',
+    ]
     return evs[:at] + extra + evs[at:], "sse.nonstandard"
 
 
@@ -178,9 +218,17 @@ def cut_before_terminal(evs, kinds):
 
 def failed_restarting(evs, kinds):
     """onyx #13730: a relay's response.failed numbered 0, with another response id."""
-    failed = {"type": "response.failed", "sequence_number": 0,
-              "response": {"id": "resp_other", "object": "response", "status": "failed", "output": [],
-                           "error": {"code": "server_error", "message": "x"}}}
+    failed = {
+        "type": "response.failed",
+        "sequence_number": 0,
+        "response": {
+            "id": "resp_other",
+            "object": "response",
+            "status": "failed",
+            "output": [],
+            "error": {"code": "server_error", "message": "x"},
+        },
+    }
     return evs[:-1] + [failed], "response.sequence"
 
 
@@ -196,8 +244,15 @@ def no_summary(evs, kinds):
     return (out, "reasoning.summary") if hit else (None, None)
 
 
-DEFECTS = [drop_announcements, rotate_ids, replay_text, foreign_events, cut_before_terminal, failed_restarting,
-           no_summary]
+DEFECTS = [
+    drop_announcements,
+    rotate_ids,
+    replay_text,
+    foreign_events,
+    cut_before_terminal,
+    failed_restarting,
+    no_summary,
+]
 
 
 @SETTINGS
@@ -218,14 +273,27 @@ def test_each_injected_defect_is_reported_and_repaired(items, defect):
 
 def chat_chunks(texts: list[str], calls: list[dict[str, int]]) -> list[dict[str, Any]]:
     def chunk(delta, finish=None):
-        return {"id": "c", "object": "chat.completion.chunk", "created": 7, "model": "m",
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        return {
+            "id": "c",
+            "object": "chat.completion.chunk",
+            "created": 7,
+            "model": "m",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+
     out = [chunk({"role": "assistant", "content": ""})]
     out += [chunk({"content": f"{n}{t}"}) for n, t in enumerate(texts)]
     for i, args in enumerate(calls):
         a = orjson.dumps(args).decode()
-        out.append(chunk({"tool_calls": [{"index": i, "id": f"call_{i}", "type": "function",
-                                          "function": {"name": "f", "arguments": ""}}]}))
+        out.append(
+            chunk(
+                {
+                    "tool_calls": [
+                        {"index": i, "id": f"call_{i}", "type": "function", "function": {"name": "f", "arguments": ""}}
+                    ]
+                }
+            )
+        )
         out.append(chunk({"tool_calls": [{"index": i, "function": {"arguments": a}}]}))
     out.append(chunk({}, "tool_calls" if calls else "stop"))
     return out
@@ -236,7 +304,10 @@ def chat_sse(chunks: list[Any], done: bool = True) -> bytes:
     return body + (b"data: [DONE]\n\n" if done else b"")
 
 
-chat_spec = (st.lists(WORDS, max_size=4), st.lists(st.dictionaries(st.sampled_from("xy"), st.integers(0, 9)), max_size=3))
+chat_spec = (
+    st.lists(WORDS, max_size=4),
+    st.lists(st.dictionaries(st.sampled_from("xy"), st.integers(0, 9)), max_size=3),
+)
 
 
 @SETTINGS
@@ -256,7 +327,9 @@ def test_chat_defects_reported_and_repaired(texts, calls, defect):
         if len(texts) < 2:
             return
         whole = "".join(f"{n}{t}" for n, t in enumerate(texts))
-        chunks.insert(len(texts) + 1, {**chunks[1], "choices": [{**chunks[1]["choices"][0], "delta": {"content": whole}}]})
+        chunks.insert(
+            len(texts) + 1, {**chunks[1], "choices": [{**chunks[1]["choices"][0], "delta": {"content": whole}}]}
+        )
         rule = "text.replay"
     elif defect == "foreign":
         chunks.insert(1, b'data: {"type":"keepalive"}\n\n')

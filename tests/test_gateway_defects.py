@@ -33,10 +33,10 @@ CASES = [
 ]
 
 
-def repair(rec: Recording, rules: Rules = Rules(), chunk: int = 0) -> bytes:
+def repair(rec: Recording, rules: Rules | None = None, chunk: int = 0) -> bytes:
     req = rec.request["body"]
     ctx = FlowContext(model=req.get("model"), started_at=rec.meta["started_at"], request=req)
-    s = StreamRepair(stream_repairer(rec.api, rules, ctx, Verdict()))
+    s = StreamRepair(stream_repairer(rec.api, rules or Rules(), ctx, Verdict()))
     body = rec.body
     pieces = [body[i : i + chunk] for i in range(0, len(body), chunk)] if chunk else [body]
     out = b"".join(s.feed(p) for p in pieces) + s.close()
@@ -77,7 +77,9 @@ def test_misfire_dense_output_index_does_not_move_a_call_onto_an_unannounced_mes
     nothing moves; announce off, the stream passes as it came."""
     rec = load("responses-litellm-unannounced")
     out = json_events(repair(rec))
-    [call_added] = [e for e in out if e["type"] == "response.output_item.added" and e["item"]["type"] == "function_call"]
+    [call_added] = [
+        e for e in out if e["type"] == "response.output_item.added" and e["item"]["type"] == "function_call"
+    ]
     assert call_added["output_index"] == 1
     assert [o["id"] for o in out[-1]["response"]["output"]] == ["msg_0a1b", "fc_0a1c"]
     assert repair(rec, Rules(announce=False)) == rec.body
@@ -97,8 +99,10 @@ def test_misfire_rotating_ids_give_two_terminal_items_not_four():
 def test_responses_text_replay_dropped_and_done_text_once():
     """LiteLLM #41109's replay on the Responses side: the delta repeating the whole text is
     dropped; a done text the replay doubled lists it once."""
+
     def ev(t, **kw):
         return b"event: " + t.encode() + b"\ndata: " + orjson.dumps({"type": t, **kw}) + b"\n\n"
+
     base = {"item_id": "m", "output_index": 0, "content_index": 0}
     body = (
         ev("response.created", response={"id": "r", "created_at": 1, "model": "m"})
@@ -140,7 +144,8 @@ def test_fixed_cpa_v8_only_gets_created_at(off):
     that, repair fills exactly that, and every other byte passes with any rule off."""
     rec = load("responses-cpa-v8-fixed")
     assert [str(v) for v in check("responses", rec.body)] == [
-        "event 0: response.fields: response.created without response.created_at"]
+        "event 0: response.fields: response.created without response.created_at"
+    ]
     rules = Rules() if off is None else replace(Rules(), **{off: False})
     out = repair(rec, rules)
     assert out == (rec.body if off == "schema_fill" else rec.expected)

@@ -172,8 +172,14 @@ class ChatRepairer(ApiRepairer):
         if self._cut_short():
             # rule eof_terminal: an error chunk as OpenAI sends one mid-stream (openai-python
             # raises APIError on it, the AI SDK ends with finish reason "error"); never a finish
-            err = {"error": {"message": "The upstream stream ended without a finish_reason.",
-                             "type": "server_error", "param": None, "code": None}}
+            err = {
+                "error": {
+                    "message": "The upstream stream ended without a finish_reason.",
+                    "type": "server_error",
+                    "param": None,
+                    "code": None,
+                }
+            }
             out.append(format_event(orjson.dumps(err), eol=self._eol or b"\n"))
             self.changed += 1
             self.note("stream ended without a finish_reason: ended it with an error chunk")
@@ -182,11 +188,7 @@ class ChatRepairer(ApiRepairer):
     def _cut_short(self) -> bool:
         """Rule eof_terminal applies: chunks came, then the end without a finish_reason,
         an error or [DONE]."""
-        return (
-            self.rules.eof_terminal
-            and self._eol is not None
-            and not (self._finished or self._errored or self._done)
-        )
+        return self.rules.eof_terminal and self._eol is not None and not (self._finished or self._errored or self._done)
 
     def _foreign(self, ev: Event) -> Event:
         """Rule nonstandard (an event chat does not define becomes a comment) and, when

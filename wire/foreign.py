@@ -44,9 +44,8 @@ def foreign(api: str, ev: Event) -> tuple[str, str] | None:
     if api == "responses":
         if isinstance(t, str) and not (t.startswith("response.") or t == "error"):
             return "sse.nonstandard", f"type {t!r} is not a Responses stream event"
-    elif api == "chat":
-        if "type" in obj and "choices" not in obj and "error" not in obj:
-            return "sse.nonstandard", f"type {t!r} is not a chat completion chunk"
+    elif api == "chat" and "type" in obj and "choices" not in obj and "error" not in obj:
+        return "sse.nonstandard", f"type {t!r} is not a chat completion chunk"
     return None
 
 

@@ -859,12 +859,14 @@ class ResponsesRepairer(ApiRepairer):
                     self._note_once("announced a content part the gateway never added", it)
             if typ == _PART_ADDED:
                 part = obj.get("part")
-                it.parts[ci] = _Part(dict(part) if isinstance(part, dict) else {"type": "output_text", "text": ""}, True)
+                shape = dict(part) if isinstance(part, dict) else {"type": "output_text", "text": ""}
+                it.parts[ci] = _Part(shape, announced=True)
             elif typ == _TEXT_DELTA:
                 delta = obj.get("delta")
                 if isinstance(delta, str):
                     p = it.part(ci)
-                    if self.rules.replay and delta and p.size == len(delta) and len(p.chunks) >= 2 and delta == "".join(p.chunks):
+                    replay = p.size == len(delta) and len(p.chunks) >= 2 and delta == "".join(p.chunks)
+                    if self.rules.replay and delta and replay:
                         p.replayed = True
                         self.changed += 1
                         self._note_once("dropped a delta replaying the whole text", it)

@@ -216,7 +216,11 @@ FAILED = Expected("responses", (), "response.failed", None, "Partial")
         (
             "openai-py/responses.stream",
             FAILED,
-            {"exception": "RuntimeError", "types": ["response.failed"], "message": "Didn't receive a `response.completed` event."},
+            {
+                "exception": "RuntimeError",
+                "types": ["response.failed"],
+                "message": "Didn't receive a `response.completed` event.",
+            },
             True,
         ),
         ("openai-py/responses.stream", FAILED, {"status": "completed", "calls": []}, False),
