@@ -18,10 +18,11 @@ Success, per family (clients.md §0, §4):
   it; for a truncated stream the documented ``turn.failed`` "Incomplete response returned,
   reason: max_output_tokens" (exit 1).
 - A stream that ends in ``response.failed`` (a gateway's failure, or the one streamfix
-  ends a cut stream with): every client must report a failure, never a success: AI SDK
-  an ``error`` part and finish ``error``; openai-python raw iteration sees
-  ``response.failed``, the helper raises ``RuntimeError: Didn't receive a
-  response.completed event``; Codex ``turn.failed`` (exit 1).
+  ends a cut stream with): no client may report a success. AI SDK: a finish other than
+  ``stop``/``tool-calls``/``length``/``content-filter`` (7 and 6 give ``error`` with an
+  ``error`` part, 5 ``unknown``); openai-python raw iteration sees ``response.failed``,
+  the helper raises ``RuntimeError: Didn't receive a response.completed event`` after it;
+  Codex ``turn.failed`` (exit 1).
 
 Anything else is a failure, labelled with its symptom (the matrix cell).
 """
@@ -78,11 +79,13 @@ def _aisdk(exp: Expected, r: dict[str, Any]) -> Outcome:
         return _fail("throws " + _short(r["thrown"]) + never)
     if r.get("finishError") == "never settles":
         return _fail("finishReason never settles")
+    if exp.failed:
+        if r.get("finishReason") in _SUCCESS or r.get("toolCalls"):
+            return _fail(f"reported as success (finish {r.get('finishReason')})")
+        return OK
     symptoms = []
-    if r.get("errors") and not exp.failed:
+    if r.get("errors"):
         symptoms.append(_error_parts(r["errors"]))
-    elif exp.failed and not r.get("errors"):
-        symptoms.append("failure not reported")
     calls = r.get("toolCalls") or []
     want_finish = exp.aisdk_finish()
     if r.get("finishReason") != want_finish:
@@ -98,6 +101,9 @@ def _aisdk(exp: Expected, r: dict[str, Any]) -> Outcome:
     if r.get("toolErrors") and all(c.valid for c in exp.calls):
         symptoms.append("tool-error")
     return _fail(*dict.fromkeys(symptoms)) if symptoms else OK
+
+
+_SUCCESS = ("stop", "tool-calls", "length", "content-filter")
 
 
 def _n_calls(n: int) -> str:
