@@ -5,12 +5,16 @@ The live request keeps its credentials: only what is stored or shown is redacted
 
 When, per flow:
 
-``requestheaders``
+``requestheaders`` ... ``request``
     The secret request headers and query values are swapped for placeholders *before*
-    mitmweb's view adds the flow (it sends the flow to the browser at this hook), and
-    swapped back by a small addon this one appends at the end of the addon chain (after
-    the view), so the request leaves with them. The ``request`` hook swaps back whatever
-    is still held, should anything have skipped that addon.
+    mitmweb's view adds the flow (it sends the flow to the browser at ``requestheaders``
+    and again after every hook, in the ``update`` that mitmproxy triggers after it). They
+    are swapped back by a small addon this one appends at the end of the addon chain
+    (after the view), in the ``update`` that follows the ``request`` hook: the last thing
+    before the request goes out. Other addons' ``request`` hooks therefore see the
+    placeholders (:func:`original_header` gives streamfix's own the real value). A
+    request whose body is streamed (``stream_large_bodies``) leaves right after
+    ``requestheaders``: its secrets are swapped back in the update after that hook.
 ``responseheaders``, ``response``, ``error``
     The request has gone out: its secret headers, query values and Devin's session token
     (GetChatMessageRequest ``metadata.api_key``) are replaced for good, before ``-w``
@@ -21,7 +25,9 @@ When, per flow:
 
 Window left open: between the request going out and its response headers arriving, the
 in-memory flow holds the credentials again (a browser that reloads mitmweb's flow list in
-that moment sees them; ``-w`` never does, it writes finished flows).
+that moment sees them; what was pushed to it does not hold them, and ``-w`` never does, it
+writes finished flows). Replaying a redacted flow (mitmweb's "Replay") sends the
+placeholders: set ``streamfix_redact=false`` to replay with credentials.
 """
 
 from __future__ import annotations
@@ -45,6 +51,35 @@ logger = logging.getLogger("streamfix.redact")
 Held = list[tuple[str, list[str]]]
 """What a request held before its display copy was redacted: ("header name", values) and
 ("?path", [path])."""
+
+
+class _Holding:
+    __slots__ = ("held", "ready")
+
+    def __init__(self, held: Held) -> None:
+        self.held = held
+        self.ready = False
+        """The ``request`` hooks ran: restore at the next ``update``."""
+
+
+def original_header(flow: http.HTTPFlow, name: str) -> str | None:
+    """A request header as the client sent it, also while its display copy is redacted."""
+    h = shared.held_secrets().get(flow.id)
+    if h is not None:
+        for held_name, values in h.held:
+            if held_name == name.lower():
+                return values[0]
+    return flow.request.headers.get(name)
+
+
+def original_path(flow: http.HTTPFlow) -> str:
+    """The request path with its query as the client sent it."""
+    h = shared.held_secrets().get(flow.id)
+    if h is not None:
+        for held_name, values in h.held:
+            if held_name == "?path":
+                return values[0]
+    return flow.request.path
 
 
 def redact_request(req: http.Request) -> Held:
@@ -89,15 +124,22 @@ def redact_flow(flow: http.HTTPFlow, response_headers: bool) -> None:
 
 
 class Restore:
-    """The tail of the addon chain: gives the request back the secrets held at
-    ``requestheaders`` (after mitmweb's view has taken its redacted copy)."""
+    """The tail of the addon chain: gives the request back the secrets held since
+    ``requestheaders``, in the ``update`` after its ``request`` hooks (mitmweb's view has
+    sent its redacted copy by then)."""
 
     name = "streamfix-redact-restore"
 
-    def requestheaders(self, flow: http.HTTPFlow) -> None:
-        held = shared.held_secrets().pop(flow.id, None)
-        if held:
-            restore_request(flow.request, held)
+    def update(self, flows) -> None:
+        holding = shared.held_secrets()
+        for flow in flows:
+            h = holding.get(flow.id)
+            if h is None:
+                continue
+            req = getattr(flow, "request", None)
+            if h.ready or (req is not None and req.stream):
+                del holding[flow.id]
+                restore_request(flow.request, h.held)
 
 
 class Redact:
@@ -133,14 +175,15 @@ class Redact:
             logger.exception("streamfix: redacting a request for display failed")
             return
         if held:
-            shared.held_secrets()[flow.id] = held
+            shared.held_secrets()[flow.id] = _Holding(held)
 
     def request(self, flow: http.HTTPFlow) -> None:
-        held = shared.held_secrets().pop(flow.id, None)
-        if held:
-            restore_request(flow.request, held)
+        h = shared.held_secrets().get(flow.id)
+        if h is not None:
+            h.ready = True
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
+        shared.held_secrets().pop(flow.id, None)
         self._final(flow, response_headers=False)
 
     def response(self, flow: http.HTTPFlow) -> None:

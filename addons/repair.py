@@ -28,7 +28,7 @@ if _ROOT not in sys.path:  # loaded with -s from a checkout that is not pip-inst
     sys.path.insert(0, _ROOT)
 
 from addons import shared, turnlog  # noqa: E402  (the correlator shared with addons/upstream.py)
-from addons.redact import Redact  # noqa: E402
+from addons import redact as redact_addon  # noqa: E402
 from wire.apis import api_for_path, json_repairer, stream_repairer  # noqa: E402
 from wire.encoding import Decoder, decoder_for  # noqa: E402
 from wire.rules import FlowContext, Rules  # noqa: E402
@@ -237,7 +237,7 @@ class Repair:
                 logger.exception("streamfix: correlator bookkeeping failed; upstream evidence off for this flow")
         st = self.flows[flow.id] = FlowState(api, fctx, verdict)
         if shared.has_turn_sinks():
-            st.key = turnlog.client_label(flow.request.headers.get, flow.request.path)
+            st.key = turnlog.client_label(lambda n: redact_addon.original_header(flow, n), redact_addon.original_path(flow))
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         st = self.flows.get(flow.id)
@@ -451,4 +451,4 @@ def _comment(flow: http.HTTPFlow, line: str) -> None:
     flow.comment = f"{flow.comment}\n{line}" if flow.comment else line
 
 
-addons = [Repair(), Redact(), turnlog.TurnLog()]
+addons = [Repair(), redact_addon.Redact(), turnlog.TurnLog()]

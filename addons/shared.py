@@ -32,10 +32,10 @@ def reset() -> Correlator:
     return _correlator
 
 
-_held: dict[str, list] = {}
+_held: dict[str, Any] = {}
 
 
-def held_secrets() -> dict[str, list]:
+def held_secrets() -> dict[str, Any]:
     """Flow id -> the request secrets ``addons/redact.py`` holds while mitmweb takes its
     redacted copy of a new flow (restored before the request goes out)."""
     return _held

@@ -125,31 +125,40 @@ def tctx():
         yield tctx
 
 
-def test_display_copy_redacted_request_restored(tctx):
+def test_display_copy_redacted_until_the_request_leaves(tctx):
     a = mod.Redact()
     tctx.master.addons.add(a)
     a.running()
-    assert tctx.master.addons.get(mod.Restore.name) is not None
+    tail = tctx.master.addons.get(mod.Restore.name)
+    assert tail is not None and tctx.master.addons.chain[-1] is tail
     f = secret_flow()
     f.response = None
     a.requestheaders(f)
-    # what mitmweb's view gets at requestheaders: no secret
+    # what mitmweb's view gets at requestheaders and in the update after it: no secret
     assert KEY not in f.request.headers["authorization"] and KEY not in f.request.path
     assert KEY.encode() not in saved(f)
-    tctx.master.addons.get(mod.Restore.name).requestheaders(f)
+    tail.update([f])
+    assert KEY not in f.request.headers["authorization"]
+    # streamfix's own request hooks can still read the client's credentials
+    assert mod.original_header(f, "Authorization") == f"Bearer {KEY}"
+    assert mod.original_path(f).endswith(KEY)
+    a.request(f)
+    assert KEY not in f.request.headers["x-api-key"]  # the view's update after request: still redacted
+    tail.update([f])  # the tail's update, the last thing before the request goes out
     assert f.request.headers["authorization"] == f"Bearer {KEY}" and f.request.path.endswith(KEY)
-    assert f.request.headers["cookie"] == "sid=" + KEY
-    a.request(f)  # nothing left held
+    assert f.request.headers["cookie"] == "sid=" + KEY and f.request.headers["x-api-key"] == KEY
     assert f.id not in shared.held_secrets()
+    assert mod.original_header(f, "x-api-key") == KEY
 
 
-def test_request_hook_restores_when_the_tail_was_skipped(tctx):
+def test_streamed_request_restored_after_requestheaders(tctx):
     a = mod.Redact()
     tctx.master.addons.add(a)
     a.running()
     f = secret_flow()
+    f.request.stream = True  # its headers leave right after requestheaders
     a.requestheaders(f)
-    a.request(f)
+    tctx.master.addons.get(mod.Restore.name).update([f])
     assert f.request.headers["x-api-key"] == KEY and f.request.path.endswith(KEY)
 
 
