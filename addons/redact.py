@@ -107,10 +107,11 @@ def restore_request(req: http.Request, held: Held) -> None:
             req.headers.set_all(name, values)
 
 
-def redact_flow(flow: http.HTTPFlow, response_headers: bool) -> None:
-    """Redact a flow for good (its request has gone out)."""
+def redact_flow(flow: http.HTTPFlow, response_headers: bool, body: bool = True) -> None:
+    """Redact a flow for good (its request has gone out); ``body=False`` skips the
+    request body (already done: it costs a protobuf parse)."""
     redact_request(flow.request)
-    if flow.request.method == "POST" and flow.request.path.split("?", 1)[0] == CHAT_PATH:
+    if body and flow.request.method == "POST" and flow.request.path.split("?", 1)[0] == CHAT_PATH:
         body = flow.request.raw_content
         if body and not flow.request.headers.get("content-encoding"):
             new = redact.redact_devin_request(body)
@@ -144,6 +145,10 @@ class Restore:
 
 class Redact:
     """See the module docstring."""
+
+    def __init__(self) -> None:
+        self._body_done: set[str] = set()
+        """Flows whose request body was redacted at responseheaders (until response/error)."""
 
     def load(self, loader) -> None:
         loader.add_option(
@@ -184,23 +189,30 @@ class Redact:
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         shared.held_secrets().pop(flow.id, None)
-        self._final(flow, response_headers=False)
+        if self._final(flow, response_headers=False, body=True):
+            self._body_done.add(flow.id)
 
     def response(self, flow: http.HTTPFlow) -> None:
         streamed = flow.response is not None and bool(flow.response.stream)
-        self._final(flow, response_headers=streamed or not flow.live)
+        done = flow.id in self._body_done
+        self._body_done.discard(flow.id)
+        self._final(flow, response_headers=streamed or not flow.live, body=not done)
 
     def error(self, flow: http.HTTPFlow) -> None:
         shared.held_secrets().pop(flow.id, None)
-        self._final(flow, response_headers=True)
+        done = flow.id in self._body_done
+        self._body_done.discard(flow.id)
+        self._final(flow, response_headers=True, body=not done)
 
-    def _final(self, flow: http.HTTPFlow, response_headers: bool) -> None:
+    def _final(self, flow: http.HTTPFlow, response_headers: bool, body: bool) -> bool:
         if not ctx.options.streamfix_redact:
-            return
+            return False
         try:
-            redact_flow(flow, response_headers)
+            redact_flow(flow, response_headers, body)
         except Exception:
             logger.exception("streamfix: redacting a flow failed; it is stored as it was")
+            return False
+        return True
 
 
 addons = [Redact()]

@@ -208,7 +208,10 @@ def test_devin_body_redacted(tctx):
         {"authorization": f"Basic {TOKEN}-{TOKEN}", "content-type": "application/connect+proto"},
     )  # fmt: skip
     f = tflow.tflow(req=req, resp=http.Response.make(200, b"", {"content-type": "application/connect+proto"}))
+    a.responseheaders(f)  # while the Devin stream runs, mitmweb shows the request: no token in it
+    assert TOKEN.encode() not in f.request.raw_content
     a.response(f)
+    assert f.id not in a._body_done
     out = saved(f)
     assert TOKEN.encode() not in out
     assert f.request.headers["authorization"].startswith("Basic <redacted:")
