@@ -110,6 +110,7 @@ async def test_fifty_concurrent_turns_logged_and_nothing_secret_stored(logged_ch
         exp = want[k].pop()
         assert {n: up[n] for n in exp} == exp
         assert t["model"] == "devin/swe-2" and t["status"] == 200 and t["transport"] == "sse"
+        assert t["upstream_model"] == "swe-fake"  # what the fake Devin reports in usage field 7.9
         assert t["verdict"] is not None and t["bytes"]["in"] > 0 and t["events"] > 0
         assert t["ttfb_ms"] is not None and t["duration_ms"] >= t["ttfb_ms"]
     assert not any(want.values())
