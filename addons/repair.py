@@ -38,6 +38,7 @@ from wire.rules import FlowContext, Rules  # noqa: E402
 from wire.stream import EventRepairer, StreamRepair  # noqa: E402
 from wire.verdict import SOURCES, Verdict  # noqa: E402
 from wire.sse import SseParser  # noqa: E402
+from wire.told import UsageReader, usage_of  # noqa: E402
 
 logger = logging.getLogger("streamfix")
 
@@ -107,6 +108,7 @@ class FlowStream:
 
     __slots__ = (
         "repair", "decoder", "keep", "original", "repaired", "failed", "on_eof", "on_progress", "shown", "first_at",
+        "told",
     )
 
     def __init__(self, repair: StreamRepair, decoder: Decoder | None, keep: bool, on_eof, on_progress=None):
@@ -123,6 +125,8 @@ class FlowStream:
         self.shown = time.monotonic()
         self.first_at: float | None = None
         """When the first body bytes arrived (time.time()), for the turn log."""
+        self.told: UsageReader | None = None
+        """With a turn log: the usage the client is told (wire/told.py)."""
 
     def __call__(self, chunk: bytes) -> list[bytes]:
         eof = chunk == b""
@@ -137,6 +141,11 @@ class FlowStream:
         except Exception as e:  # decoding failed: nothing more can be repaired
             self.failed = e
             out = chunk if isinstance(chunk, bytes) else b""
+        if self.told is not None and out:
+            try:
+                self.told.feed(out)
+            except Exception:  # the turn log's numbers must never break the stream
+                self.told = None
         if self.keep:
             if chunk:
                 self.original.append(chunk)
@@ -326,6 +335,8 @@ class Repair:
             lambda s: self._finish_stream(flow, st, s),
             lambda s: _show_progress(flow, s),
         )
+        if shared.has_turn_sinks():
+            st.stream.told = UsageReader(st.api)
         resp.stream = st.stream
 
     def response(self, flow: http.HTTPFlow) -> None:
@@ -539,9 +550,11 @@ def http_turn(flow: http.HTTPFlow, st: FlowState) -> dict:
         ended = "truncated"
     else:
         ended = "complete"
+    told = None
     if s is not None:
         transport, bytes_in, bytes_out, first = "sse", s.repair.bytes_in, s.repair.bytes_out, s.first_at
         events = getattr(s.repair, "events", None)
+        told = s.told.counts if s.told is not None else None
     else:
         transport = "json" if resp is None or "json" in resp.headers.get("content-type", "") else "sse"
         size = len(resp.raw_content) if resp is not None and resp.raw_content is not None else None
@@ -550,6 +563,8 @@ def http_turn(flow: http.HTTPFlow, st: FlowState) -> dict:
         if isinstance(original, bytes):
             bytes_in = len(original)
         first, events = (resp.timestamp_start if resp is not None else None), None
+        if size:
+            told = _told_buffered(st.api, transport, resp.get_content(strict=False) or b"")
     started = flow.request.timestamp_start or time.time()
     ended_at = (resp.timestamp_end if resp is not None and flow.error is None else None) or time.time()
     return turnlog.turn_record(
@@ -557,7 +572,17 @@ def http_turn(flow: http.HTTPFlow, st: FlowState) -> dict:
         model=st.ctx.model, started=started, ended_at=ended_at, ended=ended, first_byte_at=first,
         status=resp.status_code if resp is not None else None, verdict=st.verdict, decision=decision,
         resolver=st.resolver, repairer=rep, bytes_in=bytes_in, bytes_out=bytes_out, events=events, error=error,
+        client_tokens=told,
     )  # fmt: skip
+
+
+def _told_buffered(api: str, transport: str, body: bytes) -> dict | None:
+    """The usage a buffered body tells the client."""
+    if transport == "json":
+        return usage_of(api, _json_object(body))
+    r = UsageReader(api)
+    r.feed(body + b"\n\n")
+    return r.counts
 
 
 def _stream_fault(rep: EventRepairer) -> str | None:

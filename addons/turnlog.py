@@ -149,6 +149,7 @@ def turn_record(
     bytes_out: int | None = None,
     events: int | None = None,
     error: str | None = None,
+    client_tokens: dict[str, int] | None = None,
 ) -> dict[str, Any]:
     """One turn's facts as the JSON object the turn log writes.
 
@@ -156,7 +157,8 @@ def turn_record(
     ``key``: :func:`client_label`; times are ``time.time()`` values; ``ended``: one of
     :data:`ENDINGS`; ``verdict``/``decision``/``resolver``/``repairer``: the flow's
     :class:`wire.verdict.Verdict`, its Decision, the correlator's Resolver and the
-    repairer (each may be None).
+    repairer (each may be None); ``client_tokens``: the usage the client was told
+    (:class:`wire.told.UsageReader`), else the verdict's client-leg output count is used.
     """
     up = upstream_counts(verdict, resolver) if verdict is not None else None
     rec: dict[str, Any] = {
@@ -170,7 +172,7 @@ def turn_record(
         "upstream_model": (up or {}).pop("model", None),
         "status": status,
         "ended": ended,
-        "tokens": {"client": client_counts(verdict) if verdict is not None else None, "upstream": up},
+        "tokens": {"client": client_tokens or (client_counts(verdict) if verdict is not None else None), "upstream": up},
         "verdict": verdict_record(decision),
         "rules": rules_fired(repairer),
         "bytes": {"in": bytes_in, "out": bytes_out},

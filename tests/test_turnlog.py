@@ -68,8 +68,8 @@ def test_truncated_stream_turn(logged):
     assert t["model"] == "devin/swe-2"
     assert t["ended"] == "truncated"
     assert t["verdict"]["outcome"] == "max_tokens" and t["verdict"]["evidence"]
-    # the recording's usage (checked by hand in its response.body): output_tokens 400
-    assert t["tokens"]["client"]["output_tokens"] == 400
+    # the recording's usage (read by hand in its expected.body's terminal event)
+    assert t["tokens"]["client"] == {"input_tokens": 584, "output_tokens": 400, "total_tokens": 984, "cached_tokens": 0}
     assert t["tokens"]["upstream"] is None  # no upstream leg in this test
     assert sum(t["rules"].values()) > 0
     body = load("responses-devin-truncated").body
@@ -91,6 +91,8 @@ def test_clean_json_turn(logged):
     (t,) = lines(path)
     assert t["transport"] == "json" and t["key"] == redact.key_id(KEY)
     assert t["ttfb_ms"] == 250 and t["duration_ms"] == 1500
+    # its usage, read by hand in the recording's body
+    assert t["tokens"]["client"] == {"input_tokens": 3120, "output_tokens": 58, "total_tokens": 3178, "cached_tokens": 2048}
     assert t["ended"] in ("complete", "truncated")
 
 

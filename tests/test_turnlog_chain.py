@@ -4,9 +4,9 @@
 mitmdump with a turn log, ``-w`` and ``flow_detail=2``. Afterwards:
 
 * the turn log has exactly one well-formed JSON line per turn, with the key's id (never
-  the key), the API, the ending its Devin StopReason implies, and upstream token counts
-  equal to what the fake Devin sent (computed here from its script, not read back from
-  the sidecar);
+  the key), the API, the ending its Devin StopReason implies, and upstream and client
+  token counts equal to what the fake Devin sent (computed here from its script, not read
+  back from the sidecar);
 * no secret (the clients' keys, the gateway's Devin token in the Authorization header
   and in the request body) is in the saved flows, the turn log or mitmdump's output.
 """
@@ -109,6 +109,13 @@ async def test_fifty_concurrent_turns_logged_and_nothing_secret_stored(logged_ch
         assert k in want and want[k], f"unexpected turn {k}: {t}"
         exp = want[k].pop()
         assert {n: up[n] for n in exp} == exp
+        # and the client was told the same numbers (CPA copies Devin's usage; streamfix's
+        # usage rule fills what it leaves out); CPA's messages usage has no cache fields
+        told = t["tokens"]["client"] or {}
+        assert {n: told.get(n) for n in ("input_tokens", "output_tokens", "total_tokens")} == {
+            n: exp[n] for n in ("input_tokens", "output_tokens", "total_tokens")
+        }, (t["api"], t["tokens"])
+        assert told.get("cached_tokens", exp["cached_tokens"]) == exp["cached_tokens"]  # messages: not told
         assert t["model"] == "devin/swe-2" and t["status"] == 200 and t["transport"] == "sse"
         assert t["upstream_model"] == "swe-fake"  # what the fake Devin reports in usage field 7.9
         assert t["verdict"] is not None and t["bytes"]["in"] > 0 and t["events"] > 0
