@@ -42,7 +42,7 @@ _ROOT = str(Path(__file__).resolve().parent.parent)
 if _ROOT not in sys.path:  # loaded with -s from a checkout that is not pip-installed
     sys.path.insert(0, _ROOT)
 
-from addons import shared  # noqa: E402
+from addons import shared, turnlog  # noqa: E402
 from wire import redact  # noqa: E402
 from wire.devin import CHAT_PATH  # noqa: E402
 
@@ -172,6 +172,8 @@ class Redact:
         return getattr(master, "addons", None) is not None and master.addons.get(Restore.name) is not None
 
     def requestheaders(self, flow: http.HTTPFlow) -> None:
+        if shared.has_turn_sinks():  # a turn that ends after the key is redacted keeps its label
+            turnlog.see_key(flow.request.headers.get, flow.request.path)
         if not ctx.options.streamfix_redact or flow.live is False or not self._tail():
             return  # without the tail addon nobody would put the secrets back in time
         try:

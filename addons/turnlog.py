@@ -52,11 +52,29 @@ terminal event or the connection to it failed (``upstream_error``), the client w
 (``client_abort``), a repairer error passed the rest through unrepaired (``failed_open``)."""
 
 _labels: list[tuple[str, str]] = []
+_label_of_id: dict[str, str] = {}
+"""Key id -> label, for keys labelled by prefix: a flow read after its credentials were
+redacted (a WebSocket turn ends long after) has only the id, which a prefix cannot match."""
+MAX_LABELLED_KEYS = 10_000
 
 
 def client_label(header: Callable[[str], str | None], path: str = "") -> str:
-    """The turn log's name for the key a request carries (``streamfix_key_labels``)."""
-    return redact.key_label(redact.client_key(header, path), _labels)
+    """The turn log's name for the key a request carries (``streamfix_key_labels``); also
+    for a redacted key whose raw form was seen before (:func:`see_key`)."""
+    key = redact.client_key(header, path)
+    label = redact.key_label(key, _labels)
+    if key and not redact.is_redacted(key):
+        if label != redact.key_id(key) and len(_label_of_id) < MAX_LABELLED_KEYS:
+            _label_of_id[redact.key_id(key)] = label
+        return label
+    return _label_of_id.get(label, label)
+
+
+def see_key(header: Callable[[str], str | None], path: str = "") -> None:
+    """Remember the label of a request's raw key before it is redacted (addons/redact.py
+    calls this at ``requestheaders``)."""
+    if _labels:
+        client_label(header, path)
 
 
 # --- the record -------------------------------------------------------------------------
@@ -254,6 +272,7 @@ class TurnLog:
                     raise exceptions.OptionsError(f"streamfix_key_labels takes PATTERN=NAME, not {spec!r}")
                 labels.append((pattern.strip(), name.strip()))
             _labels[:] = labels
+            _label_of_id.clear()
         if "streamfix_log" in updated:
             self._close()
             path = ctx.options.streamfix_log

@@ -222,3 +222,21 @@ def test_handler_reopens_after_rotation(tmp_path: Path):
     h.close()
     assert (tmp_path / "t.jsonl.1").read_text() == '{"n":1}\n'
     assert path.read_text() == '{"n":2}\n'
+
+
+def test_prefix_label_survives_redaction(tmp_path: Path):
+    """A WebSocket turn is logged long after its upgrade request was redacted: the label a
+    key prefix gave it is kept by the key's id."""
+    from addons import redact as redact_addon
+
+    r, t, rd = repair.Repair(), turnlog.TurnLog(), redact_addon.Redact()
+    with taddons.context(r, t, rd) as tctx:
+        tctx.configure(t, streamfix_log=str(tmp_path / "t.jsonl"), streamfix_key_labels=["sk-turnlog-*=ci"])
+        f = rec_flow("chat-devin-index1", {"authorization": f"Bearer {KEY}"})
+        rd.requestheaders(f)
+        rd.responseheaders(f)  # redacted for good
+        assert KEY not in f.request.headers["authorization"]
+        assert turnlog.client_label(f.request.headers.get, f.request.path) == "ci"
+        other = rec_flow("chat-devin-index1", {"authorization": redact.redact_header("authorization", "Bearer sk-other")})
+        assert turnlog.client_label(other.request.headers.get) == redact.key_id("sk-other")
+        t.done()
