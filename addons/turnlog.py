@@ -25,7 +25,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, is_dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +36,8 @@ _ROOT = str(Path(__file__).resolve().parent.parent)
 if _ROOT not in sys.path:  # loaded with -s from a checkout that is not pip-installed
     sys.path.insert(0, _ROOT)
 
-from addons import shared  # noqa: E402
-from wire import redact  # noqa: E402
+from addons import shared
+from wire import redact
 
 logger = logging.getLogger("streamfix.turnlog")
 turns = logging.getLogger("streamfix.turns")
@@ -81,7 +81,7 @@ def see_key(header: Callable[[str], str | None], path: str = "") -> None:
 
 
 def _iso(t: float) -> str:
-    return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _ms(a: float | None, b: float | None) -> int | None:
@@ -190,7 +190,10 @@ def turn_record(
         "upstream_model": (up or {}).pop("model", None),
         "status": status,
         "ended": ended,
-        "tokens": {"client": client_tokens or (client_counts(verdict) if verdict is not None else None), "upstream": up},
+        "tokens": {
+            "client": client_tokens or (client_counts(verdict) if verdict is not None else None),
+            "upstream": up,
+        },
         "verdict": verdict_record(decision),
         "rules": rules_fired(repairer),
         "bytes": {"in": bytes_in, "out": bytes_out},

@@ -22,7 +22,14 @@ import pytest
 from mitmproxy import http, io
 from mitmproxy.test import tflow
 from support import (
-    ROOT, assert_same, child_env, fetch, run_mitmdump, show_logs_on_failure, start_mitmdump, start_replay,
+    ROOT,
+    assert_same,
+    child_env,
+    fetch,
+    run_mitmdump,
+    show_logs_on_failure,
+    start_mitmdump,
+    start_replay,
 )  # fmt: skip
 
 from streamfix import capture as cap
@@ -98,7 +105,7 @@ def test_cli_picks_one_client_flow(tmp_path: Path):
         for name in ("chat-devin-index1", "messages-devin-truncated"):
             rec = load(name)
             w.add(flow_of(name, rec.body, rec.expected))
-    run = lambda *a: subprocess.run([sys.executable, "-m", "streamfix.capture", *a], capture_output=True,  # noqa: E731
+    run = lambda *a: subprocess.run([sys.executable, "-m", "streamfix.capture", *a], capture_output=True, check=False,
                                     text=True, cwd=ROOT, env=child_env(), timeout=60)  # fmt: skip
     r = run(str(flows), "x", "--out", str(tmp_path / "recs"))
     assert r.returncode == 2 and "2 client flows" in r.stderr and "/v1/messages" in r.stderr

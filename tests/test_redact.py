@@ -49,7 +49,10 @@ def test_key_id_is_stable_short_and_distinct():
 @pytest.mark.parametrize(
     ("path", "want"),
     [
-        ("/v1beta/models/g:streamGenerateContent?alt=sse&key=" + KEY, "/v1beta/models/g:streamGenerateContent?alt=sse&key=<redacted:"),
+        (
+            "/v1beta/models/g:streamGenerateContent?alt=sse&key=" + KEY,
+            "/v1beta/models/g:streamGenerateContent?alt=sse&key=<redacted:",
+        ),
         ("/x?auth_token=" + KEY + "&b=2", "/x?auth_token=<redacted:"),
         ("/x?ACCESS_TOKEN=" + KEY, "/x?ACCESS_TOKEN=<redacted:"),
     ],
@@ -107,7 +110,12 @@ def secret_flow(path="/v1/chat/completions?key=" + KEY):
         "POST",
         "http://127.0.0.1:8317" + path,
         b'{"model":"m"}',
-        {"authorization": f"Bearer {KEY}", "x-api-key": KEY, "cookie": "sid=" + KEY, "content-type": "application/json"},
+        {
+            "authorization": f"Bearer {KEY}",
+            "x-api-key": KEY,
+            "cookie": "sid=" + KEY,
+            "content-type": "application/json",
+        },
     )
     resp = http.Response.make(200, b"{}", {"content-type": "application/json", "set-cookie": "sid=" + KEY})
     return tflow.tflow(req=req, resp=resp)

@@ -38,7 +38,9 @@ def test_usage_of(api, obj, want):
 
 
 def sse(*objs, event=None) -> bytes:
-    return b"".join((f"event: {event}\n".encode() if event else b"") + b"data: " + orjson.dumps(o) + b"\n\n" for o in objs)
+    return b"".join(
+        (f"event: {event}\n".encode() if event else b"") + b"data: " + orjson.dumps(o) + b"\n\n" for o in objs
+    )
 
 
 def test_reader_merges_messages_start_and_delta_and_computes_total():

@@ -20,14 +20,31 @@ def turn(time, key, model, ended="complete", up=None, client=None):
 
 LOG = [
     # alice, swe-2, day 1: two turns with upstream counts, one truncated
-    turn("2026-11-29T10:00:00.000Z", "alice", "swe-2", up={"input_tokens": 100, "cached_tokens": 40, "output_tokens": 20, "total_tokens": 120}),
-    turn("2026-11-29T23:59:59.999Z", "alice", "swe-2", "truncated", up={"input_tokens": 50, "cached_tokens": 0, "output_tokens": 400, "total_tokens": 450}),
+    turn(
+        "2026-11-29T10:00:00.000Z",
+        "alice",
+        "swe-2",
+        up={"input_tokens": 100, "cached_tokens": 40, "output_tokens": 20, "total_tokens": 120},
+    ),
+    turn(
+        "2026-11-29T23:59:59.999Z",
+        "alice",
+        "swe-2",
+        "truncated",
+        up={"input_tokens": 50, "cached_tokens": 0, "output_tokens": 400, "total_tokens": 450},
+    ),
     # alice, swe-2, day 2: client counts only (no upstream leg), total missing -> in + out
     turn("2026-11-30T00:00:00.000Z", "alice", "swe-2", client={"input_tokens": 7, "output_tokens": 3}),
     # bob, day 2, two models; an upstream error without counts; a client abort with upstream counts
     turn("2026-11-30T08:00:00.000Z", "3f2a9c1b0d4e", "swe-2", "upstream_error"),
-    turn("2026-11-30T09:00:00.000Z", "3f2a9c1b0d4e", "claude", "client_abort", up={"input_tokens": 10, "output_tokens": 1},
-         client={"input_tokens": 999, "output_tokens": 999}),
+    turn(
+        "2026-11-30T09:00:00.000Z",
+        "3f2a9c1b0d4e",
+        "claude",
+        "client_abort",
+        up={"input_tokens": 10, "output_tokens": 1},
+        client={"input_tokens": 999, "output_tokens": 999},
+    ),
 ]
 
 
@@ -53,19 +70,39 @@ def test_sums_per_key_model_day(tmp_path: Path):
     ]
     a1 = got[("2026-11-29", "alice", "swe-2")]
     assert (a1["turns"], a1["truncated"], a1["failed"]) == (2, 1, 0)
-    assert (a1["input_tokens"], a1["cached_tokens"], a1["output_tokens"], a1["total_tokens"], a1["from"]) == (150, 40, 420, 570, "upstream")
+    assert (a1["input_tokens"], a1["cached_tokens"], a1["output_tokens"], a1["total_tokens"], a1["from"]) == (
+        150,
+        40,
+        420,
+        570,
+        "upstream",
+    )
     a2 = got[("2026-11-30", "alice", "swe-2")]
     assert (a2["input_tokens"], a2["output_tokens"], a2["total_tokens"], a2["from"]) == (7, 3, 10, "client")
     bc = got[("2026-11-30", "3f2a9c1b0d4e", "claude")]
-    assert (bc["failed"], bc["input_tokens"], bc["output_tokens"], bc["total_tokens"], bc["from"]) == (1, 10, 1, 11, "upstream")
+    assert (bc["failed"], bc["input_tokens"], bc["output_tokens"], bc["total_tokens"], bc["from"]) == (
+        1,
+        10,
+        1,
+        11,
+        "upstream",
+    )
     bs = got[("2026-11-30", "3f2a9c1b0d4e", "swe-2")]
     assert (bs["turns"], bs["failed"], bs["total_tokens"], bs["from"]) == (1, 1, 0, "-")
     t = usage.total(rows).record()
-    assert (t["turns"], t["truncated"], t["failed"], t["input_tokens"], t["output_tokens"], t["total_tokens"], t["from"]) == (5, 1, 2, 167, 424, 591, "mixed")
+    assert (
+        t["turns"],
+        t["truncated"],
+        t["failed"],
+        t["input_tokens"],
+        t["output_tokens"],
+        t["total_tokens"],
+        t["from"],
+    ) == (5, 1, 2, 167, 424, 591, "mixed")
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "streamfix.usage", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "streamfix.usage", *args], capture_output=True, text=True, check=False,
                           cwd=ROOT, env=child_env(), timeout=60)  # fmt: skip
 
 
@@ -75,7 +112,19 @@ def test_cli_table_json_gz_and_junk(tmp_path: Path):
     r = run(str(a), str(b))
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
-    assert lines[0].split() == ["day", "key", "model", "turns", "truncated", "failed", "input", "cached", "output", "total", "from"]
+    assert lines[0].split() == [
+        "day",
+        "key",
+        "model",
+        "turns",
+        "truncated",
+        "failed",
+        "input",
+        "cached",
+        "output",
+        "total",
+        "from",
+    ]
     assert lines[1].split() == ["2026-11-29", "alice", "swe-2", "2", "1", "0", "150", "40", "420", "570", "upstream"]
     assert lines[-1].split() == ["total", "5", "1", "2", "167", "40", "424", "591", "mixed"]
     assert "skipped 2 lines" in r.stderr

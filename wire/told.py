@@ -32,7 +32,7 @@ import orjson
 
 from .sse import SseParser
 
-__all__ = ["usage_of", "UsageReader"]
+__all__ = ["UsageReader", "usage_of"]
 
 
 def _n(v: Any) -> int | None:
@@ -87,7 +87,7 @@ class UsageReader:
     """Follows the bytes a client receives and keeps the usage they report (see the
     module docstring). :attr:`counts` is None until some usage was seen."""
 
-    __slots__ = ("api", "_counts", "_tail")
+    __slots__ = ("_counts", "_tail", "api")
 
     def __init__(self, api: str) -> None:
         self.api = api
