@@ -43,25 +43,25 @@ def _dict(v: Any) -> dict[str, Any]:
     return v if isinstance(v, dict) else {}
 
 
+_OPENAI = {
+    "responses": ("input_tokens", "output_tokens", "input_tokens_details"),
+    "chat": ("prompt_tokens", "completion_tokens", "prompt_tokens_details"),
+}
+"""OpenAI's two spellings: input, output and details field names."""
+
+
 def usage_of(api: str, obj: Any) -> dict[str, int] | None:
     """The usage counts one event or JSON body reports (only the keys it has), or None."""
     if not isinstance(obj, dict):
         return None
     out: dict[str, int | None]
-    if api == "responses":
-        u = obj.get("usage") if "usage" in obj else _dict(obj.get("response")).get("usage")
+    if api in _OPENAI:
+        inp, outp, details = _OPENAI[api]
+        u = obj.get("usage") if "usage" in obj or api == "chat" else _dict(obj.get("response")).get("usage")
         if not isinstance(u, dict):
             return None
-        out = {"input_tokens": _n(u.get("input_tokens")), "output_tokens": _n(u.get("output_tokens")),
-               "total_tokens": _n(u.get("total_tokens")),
-               "cached_tokens": _n(_dict(u.get("input_tokens_details")).get("cached_tokens"))}  # fmt: skip
-    elif api == "chat":
-        u = obj.get("usage")
-        if not isinstance(u, dict):
-            return None
-        out = {"input_tokens": _n(u.get("prompt_tokens")), "output_tokens": _n(u.get("completion_tokens")),
-               "total_tokens": _n(u.get("total_tokens")),
-               "cached_tokens": _n(_dict(u.get("prompt_tokens_details")).get("cached_tokens"))}  # fmt: skip
+        out = {"input_tokens": _n(u.get(inp)), "output_tokens": _n(u.get(outp)), "total_tokens": _n(u.get("total_tokens")),
+               "cached_tokens": _n(_dict(u.get(details)).get("cached_tokens"))}  # fmt: skip
     elif api == "messages":
         u = obj.get("usage") if "usage" in obj else _dict(obj.get("message")).get("usage")
         if not isinstance(u, dict):
