@@ -35,9 +35,9 @@ from addons.websocket import WebSocketRepair  # noqa: E402  (Responses over WebS
 from wire.apis import api_for_path, json_repairer, stream_repairer  # noqa: E402
 from wire.encoding import Decoder, decoder_for  # noqa: E402
 from wire.rules import FlowContext, Rules  # noqa: E402
+from wire.sse import SseParser  # noqa: E402
 from wire.stream import EventRepairer, StreamRepair  # noqa: E402
 from wire.verdict import SOURCES, Verdict  # noqa: E402
-from wire.sse import SseParser  # noqa: E402
 from wire.told import UsageReader, usage_of  # noqa: E402
 
 logger = logging.getLogger("streamfix")
@@ -54,18 +54,22 @@ RULE_OPTIONS: dict[str, str] = {
     "streamfix_response_id": "response_id",
     "streamfix_tool_index": "tool_index",
     "streamfix_tool_header": "tool_header",
+    "streamfix_finish_reason": "finish_reason",
 }
 RULE_HELP: dict[str, str] = {
     "status": "Responses: give function_call items a status (in_progress on added, completed on done and in the terminal's output).",
     "item_order": "Responses: close an item still open when the next one is added; drop its late close events.",
     "output_index": "Responses: make output_index dense and equal to the item's position in the final output.",
     "sequence": "Responses: keep sequence_number strictly increasing across inserted and dropped events.",
-    "usage": "Responses: give usage integer input_tokens, output_tokens and total_tokens.",
+    "usage": "Responses: give usage integer input_tokens, output_tokens and total_tokens; every API: fill missing "
+    "or zero usage counts from the upstream leg's (Devin's).",
     "schema_fill": "Responses: fill required fields the gateway leaves out (created_at, model, item_id, summary_index).",
     "terminal_output": "Responses: list the announced items, in order, in the terminal event's output.",
     "response_id": "Responses: keep response.id the same across lifecycle events.",
     "tool_index": "Chat: renumber tool_calls[].index 0..n-1 per choice by first appearance.",
     "tool_header": "Chat: do not announce a tool call's name twice when the gateway re-sends its header.",
+    "finish_reason": "Chat: map a non-standard finish_reason (CPA's Gemini/Antigravity 'max_tokens', Gemini's "
+    "lower-cased 'safety'...) to the spec's value ('length', 'content_filter').",
 }
 TRUNCATION_CHOICES = ("incomplete", "completed", "off")
 ORIGINAL = "streamfix.original"
@@ -264,14 +268,14 @@ class Repair:
             )
 
     # --- hooks -------------------------------------------------------------------
-    def requestheaders(self, flow: http.HTTPFlow) -> None:
-        if not ctx.options.streamfix or api_for_path(flow.request.path) is None or not self._client_leg(flow):
-            return
-        # A client's "Connection: close" would make the gateway close right after the
-        # last byte, and mitmproxy can then lose the tail (the terminal event) of a
-        # streamed body (../shared/reference/mitmproxy.md section 10).
-        if flow.request.headers.get("connection", "").lower() == "close":
-            del flow.request.headers["connection"]
+    # A client's "Connection: close" is left as it came: mitmproxy closes the client
+    # connection right after the response (RFC 9112 section 9.6) and forwards the header,
+    # as a plain mitmdump does. The upstream connection ends with the client's anyway
+    # (mitmproxy closes a client's server connections when it disconnects), and a gateway
+    # that closes with a FIN loses no tail; the tail-loss race of ../shared/reference/
+    # mitmproxy.md section 10 needs a TCP reset, which no request header prevents
+    # (mitmproxy/mitmproxy#8364, closed as TCP-reset behaviour). Tests:
+    # tests/test_http_semantics.py.
 
     def request(self, flow: http.HTTPFlow) -> None:
         if not ctx.options.streamfix or flow.request.method != "POST" or not self._client_leg(flow):
@@ -304,6 +308,10 @@ class Repair:
         resp = flow.response
         if st is None or resp is None or not ctx.options.streamfix:
             return
+        if _asks_close(flow.request.headers) and not _asks_close(resp.headers):
+            # mitmproxy closes the client connection after this response; say so (RFC 9112
+            # section 9.6) rather than pass on a gateway's (or a recording's) "keep-alive"
+            resp.headers["connection"] = "close"
         if not resp.headers.get("content-type", "").lower().startswith(SSE):
             return  # JSON (and anything else) is buffered by mitmproxy: see response()
         if resp.raw_content is not None:
@@ -311,7 +319,7 @@ class Repair:
         if ctx.options.streamfix_mode == "check":
             st.stream = checkmode.stream(flow, st.api, lambda c: self._finish_check(flow, st, c))
             if st.stream is None:
-                self.flows.pop(flow.id, None)
+                self._forget(flow)
             else:
                 resp.stream = st.stream
             return
@@ -479,6 +487,8 @@ class Repair:
         decision = getattr(rep, "decision", None) if rep is not None else st.verdict.decide()
         head, why = receipt(st.api, rep, decision, self.rules.truncation)
         lines = [head] + ([f"why: {why}"] if why else []) + ([f"upstream flow {upstream}"] if upstream else [])
+        if st.verdict.upstream_counts is not None:  # the usage the fill used, with Devin's model
+            lines.append(st.verdict.upstream_counts.detail())
         text = "; ".join(lines)
         if why:
             logger.warning(f"streamfix: {_where(flow)}: {text}")
@@ -607,6 +617,10 @@ def _json_object(content: bytes | None) -> dict | None:
     return obj if isinstance(obj, dict) else None
 
 
+def _asks_close(headers: http.Headers) -> bool:
+    return any(t.strip().lower() == "close" for v in headers.get_all("connection") for t in v.split(","))
+
+
 def _where(flow: http.HTTPFlow) -> str:
     """Method and path without the query (Gemini keys can ride in ?key=)."""
     return f"{flow.request.method} {flow.request.path.split('?', 1)[0]}"
@@ -660,28 +674,21 @@ def _linked_id(flow: mflow.Flow, key: str) -> str | None:
 
 
 def _view():
-    try:
-        return ctx.master.addons.get("view")
-    except Exception:  # no master (tests, offline tools)
-        return None
+    """mitmproxy's flow view (mitmweb, console); None in mitmdump."""
+    master = getattr(ctx, "master", None)
+    return master.addons.get("view") if master is not None else None
 
 
 def _find_flow(flow_id: str) -> mflow.Flow | None:
     view = _view()
-    if view is None:
-        return None
-    try:
-        return view.get_by_id(flow_id)
-    except Exception:
-        return None
+    return view.get_by_id(flow_id) if view is not None else None
 
 
 def _updated(flow: mflow.Flow) -> None:
     """Tell the UIs (mitmweb, console) that a flow changed outside its own hooks."""
-    try:
-        ctx.master.addons.trigger(hooks.UpdateHook([flow]))
-    except Exception:
-        pass
+    master = getattr(ctx, "master", None)
+    if master is not None:
+        master.addons.trigger(hooks.UpdateHook([flow]))
 
 
 def _jump(flows: Sequence[mflow.Flow], key: str) -> str:

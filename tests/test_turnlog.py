@@ -49,7 +49,6 @@ def rec_flow(name: str, headers: dict | None = None) -> http.HTTPFlow:
 
 
 def stream_through(r: repair.Repair, f: http.HTTPFlow, body: bytes) -> bytes:
-    r.requestheaders(f)
     r.request(f)
     r.responseheaders(f)
     out = b"".join(b"".join(f.response.stream(body[i : i + 97])) for i in range(0, len(body), 97))
@@ -84,7 +83,6 @@ def test_clean_json_turn(logged):
     r, path = logged
     f = rec_flow("responses-devin-nonstream", {"x-api-key": KEY})
     f.response.raw_content = load("responses-devin-nonstream").body
-    r.requestheaders(f)
     r.request(f)
     r.responseheaders(f)
     r.response(f)
@@ -105,14 +103,12 @@ def test_client_abort_and_upstream_error(logged):
     r, path = logged
     f = rec_flow("chat-devin-index1")
     body = load("chat-devin-index1").body
-    r.requestheaders(f)
     r.request(f)
     r.responseheaders(f)
     f.response.stream(body[:40])
     f.error = tflow.terr("Client disconnected.")
     r.error(f)
     g = rec_flow("chat-devin-index1")
-    r.requestheaders(g)
     r.request(g)
     g.response = None
     g.error = tflow.terr("server closed connection")

@@ -221,6 +221,27 @@ def fix_usage(usage: Any, output_tokens: int | None = None) -> tuple[dict[str, A
     return usage, changed
 
 
+USAGE_FIELDS = {
+    "input_tokens": "input_tokens",
+    "output_tokens": "output_tokens",
+    "input_tokens_details.cached_tokens": "cached_tokens",
+}
+"""Responses usage key -> :class:`wire.verdict.UpstreamUsage` attribute."""
+
+
+def fill_upstream_usage(usage: Any, verdict: Verdict) -> tuple[Any, str | None]:
+    """Fill missing or zero counts of a terminal's ``usage`` from the upstream's (the
+    verdict's ``upstream_counts``; decide first); returns (usage, note or None)."""
+    if verdict.upstream_counts is None:
+        return usage, None
+    fresh = not isinstance(usage, dict)
+    u: dict[str, Any] = {} if fresh else usage
+    filled = verdict.fill_usage(u, USAGE_FIELDS, "total_tokens", ("input_tokens", "output_tokens"))
+    if not filled:
+        return usage, None
+    return u, verdict.upstream_counts.note(filled)
+
+
 class _Part:
     """One content part of a message item."""
 
@@ -860,7 +881,11 @@ class ResponsesRepairer(ApiRepairer):
         # ``incomplete_details: null`` is no evidence: CPA's templates write it unconditionally
         self.decision = d = self.verdict.decide()
         if self.rules.usage:
+            usage, filled = fill_upstream_usage(usage, self.verdict)
+            if filled:
+                self.note(filled)
             usage, changed = fix_usage(usage, self._upstream_output_tokens(usage))
+            changed |= bool(filled)
             if changed:
                 resp["usage"] = usage
                 dirty = True
@@ -1026,6 +1051,10 @@ def _repair_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdict: V
     failed = obj.get("status") == "failed" or bool(obj.get("error"))
     d = None if failed else verdict.decide()
     if rules.usage:
+        usage, filled = fill_upstream_usage(usage, verdict)
+        if filled:
+            obj["usage"] = usage
+            changed = True
         known = None
         if not (isinstance(usage, dict) and _int(usage.get("output_tokens")) is not None):
             tokens, where = verdict.output_tokens_best
