@@ -50,6 +50,14 @@ offline NAME:
     .venv/bin/mitmdump -q -nr build/{{NAME}}.flow -s addons/repair.py --set streamfix_keep_bodies=true -w build/{{NAME}}.repaired.flow
     @echo "repaired flow: build/{{NAME}}.repaired.flow (open it: just web -- -r build/{{NAME}}.repaired.flow)"
 
+# turn a saved flow (sidecar --keep-bodies, -w FILE) into recordings/NAME, secrets left out
+capture FLOW NAME *ARGS:
+    {{py}} -m streamfix.capture {{FLOW}} {{NAME}} {{ARGS}}
+
+# sum a turn log (--set streamfix_log=PATH) per key, model and day
+usage *PATHS:
+    {{py}} -m streamfix.usage {{PATHS}}
+
 # replay upstream alone (port 18317)
 replay *ARGS:
     {{py}} -m streamfix.replay {{ARGS}}
