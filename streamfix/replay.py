@@ -21,6 +21,13 @@ gzip`` compresses the body on the fly (sync-flushed per write), ``X-Streamfix-Cl
 bursts the whole body and closes the connection at once, ``X-Streamfix-Framing: length``
 sends it in one piece with a ``Content-Length`` (a buffering gateway).
 
+Fault knobs (the pressure suite, ``tests/test_pressure.py``), byte offsets into the
+uncompressed body: ``X-Streamfix-Cut: N:close`` sends the first N bytes and closes the
+connection without ending the body (no terminal chunk: a gateway that dies cleanly);
+``X-Streamfix-Cut: N:reset`` sends them, waits until the proxy has read them, and resets
+the connection (TCP RST: a gateway that crashes); ``X-Streamfix-Stall: N:MS`` pauses MS
+milliseconds after byte N, then goes on.
+
 WebSocket, as CPA serves it (``GET /v1/responses`` or ``/backend-api/codex/responses``
 upgraded; any Responses path): each client ``response.create`` (``response.append``: the
 earlier request with new input) picks a recording by its ``metadata.streamfix_recording``
@@ -43,6 +50,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import socket
+import struct
 import sys
 import zlib
 from pathlib import Path
@@ -64,6 +73,42 @@ def sse_pieces(body: bytes, chunk: str) -> list[bytes]:
         return [body[i : i + n] for i in range(0, len(body), n)]
     p = SseParser()
     return [e.raw for e in p.feed(body) + p.close()]
+
+
+def fault_pieces(pieces: list[bytes], at: int) -> tuple[list[bytes], list[bytes]]:
+    """``pieces`` split at byte offset ``at``: (the writes before it, the writes after it);
+    the write that spans the offset is cut in two."""
+    before: list[bytes] = []
+    n = 0
+    for i, piece in enumerate(pieces):
+        if n + len(piece) > at:
+            head, tail = piece[: at - n], piece[at - n :]
+            return before + ([head] if head else []), [tail, *pieces[i + 1 :]]
+        before.append(piece)
+        n += len(piece)
+    return before, []
+
+
+def _fault(value: str | None) -> tuple[int, str] | None:
+    """``N:WORD`` from a fault header, or None."""
+    if not value:
+        return None
+    n, _, word = value.partition(":")
+    return int(n), word
+
+
+async def _reset(request: web.Request) -> None:
+    """Once the proxy has read what was written, end the connection with a TCP reset."""
+    transport = request.transport
+    if transport is None:
+        return
+    while transport.get_write_buffer_size():
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.2)  # the peer reads before the RST (which discards unread data)
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    transport.abort()
 
 
 def _has_tool_result(body: dict | None) -> bool:
@@ -138,12 +183,30 @@ class Replay:
         await resp.prepare(request)
         z = zlib.compressobj(wbits=16 + zlib.MAX_WBITS) if gz else None
         pieces = sse_pieces(rec.body, rec.meta.get("pacing", {}).get("chunk", "event"))
+        cut = _fault(request.headers.get("x-streamfix-cut"))
+        stall = _fault(request.headers.get("x-streamfix-stall"))
+        if cut is not None:
+            pieces = fault_pieces(pieces, cut[0])[0]
+        stall_at = -1
+        if stall is not None:
+            before, after = fault_pieces(pieces, stall[0])
+            pieces, stall_at = before + after, len(before)
         for i, piece in enumerate(pieces):
-            if i and delay and not close:
+            if i == stall_at:
+                await asyncio.sleep(int(stall[1]) / 1000)  # type: ignore[index]
+            elif i and delay and not close:
                 await asyncio.sleep(delay)
             data = z.compress(piece) + z.flush(zlib.Z_SYNC_FLUSH) if z else piece
             if data:
                 await resp.write(data)
+        if cut is not None:
+            if z:
+                await resp.write(z.flush(zlib.Z_SYNC_FLUSH))
+            if cut[1] == "reset":
+                await _reset(request)
+            elif request.transport is not None:
+                request.transport.close()  # FIN after what was written; no terminal chunk
+            return resp
         if z:
             await resp.write(z.flush())
         await resp.write_eof()

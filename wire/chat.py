@@ -108,13 +108,18 @@ class _Call:
 class _Rec:
     """An event in the out queue: its parsed data, whether it changed, what it waits for."""
 
-    __slots__ = ("ev", "obj", "dirty", "wait")
+    __slots__ = ("ev", "obj", "dirty", "wait", "rules")
 
     def __init__(self, ev: Event, obj: dict[str, Any] | None) -> None:
         self.ev = ev
         self.obj = obj
         self.dirty = False
+        self.rules: tuple[str, ...] = ()  # the rules that changed it (EventRepairer.fired)
         self.wait: str | None = None  # "name" | "finish"
+
+    def mark(self, rule: str) -> None:
+        self.dirty = True
+        self.rules += (rule,)
 
 
 class ChatRepairer(ApiRepairer):
@@ -217,7 +222,7 @@ class ChatRepairer(ApiRepairer):
             self._resent_header(rec, call, entry, fn, id_, name)
         if self.rules.tool_index and raw != call.ordinal:
             entry["index"] = call.ordinal
-            rec.dirty = True
+            rec.mark("tool_index")
         args = _text(fn.get("arguments")) if fn is not None else None
         if args:
             call.args.append(args)
@@ -245,14 +250,14 @@ class ChatRepairer(ApiRepairer):
             if not _blank(id_) and (_blank(call.id) or call.id == f"call_{call.raw}"):
                 hentry["id"] = id_
                 call.id = id_
-                hrec.dirty = True
+                hrec.mark("tool_header")
             if not _blank(name):
                 hfn = hentry.get("function")
                 if not isinstance(hfn, dict):
                     hfn = hentry["function"] = {}
                 hfn["name"] = name
                 call.name, call.named = name, True
-                hrec.dirty = True
+                hrec.mark("tool_header")
                 hrec.wait = None
                 del self._awaiting[call]
             strip_name = True
@@ -262,13 +267,13 @@ class ChatRepairer(ApiRepairer):
                 call.name, call.named = name, True
         if isinstance(id_, str):
             del entry["id"]
-            rec.dirty = True
+            rec.mark("tool_header")
         if "type" in entry:
             del entry["type"]
-            rec.dirty = True
+            rec.mark("tool_header")
         if strip_name and fn is not None and isinstance(fn.get("name"), str):
             del fn["name"]
-            rec.dirty = True
+            rec.mark("tool_header")
 
     def _on_finish(self, rec: _Rec, finishing: list[dict[str, Any]], has_usage: bool) -> None:
         for ch in finishing:
@@ -302,7 +307,7 @@ class ChatRepairer(ApiRepairer):
         for ch in finishing:
             if ch.get("finish_reason") != new:
                 ch["finish_reason"] = new
-                rec.dirty = True
+                rec.mark("truncation")
 
     def _report_args(self) -> None:
         for call in self._order:
@@ -330,7 +335,7 @@ class ChatRepairer(ApiRepairer):
         while n < len(recs) and recs[n].wait is None:
             r = recs[n]
             if r.dirty and r.obj is not None:
-                out.append(self.dump(r.ev, r.obj))
+                out.append(self.dump(r.ev, r.obj, r.rules))
             else:
                 out.append(r.ev.raw)
             n += 1

@@ -372,10 +372,12 @@ class ResponsesRepairer(ApiRepairer):
             if self.rules.sequence and self._last_seq is not None and seq <= self._last_seq:
                 seq = obj["sequence_number"] = self._last_seq + 1
                 dirty = True
+                self.fire("sequence")
             self._last_seq = seq
         if not dirty:
+            self._firing.clear()
             return ev.raw
-        self.changed += 1
+        self.count()
         return ev.with_data(orjson.dumps(obj), event=event)
 
     def _synth(self, ev: Event, typ: str, fields: dict[str, Any]) -> bytes:
@@ -391,6 +393,7 @@ class ResponsesRepairer(ApiRepairer):
         if seq is not None and self._seq_last_key:
             obj["sequence_number"] = seq
         self.changed += 1
+        self.fired["item_order"] += 1  # closes an open item or opens a continuation
         return format_event(orjson.dumps(obj), event=typ if ev.event is not None else None, eol=ev.eol)
 
     def _note_once(self, what: str, item: _Item) -> None:
@@ -421,6 +424,7 @@ class ResponsesRepairer(ApiRepairer):
         if obj["output_index"] == it.index:
             return False
         obj["output_index"] = it.index
+        self.fire("output_index")
         return True
 
     def _close_open(self, ev: Event) -> list[bytes]:
@@ -559,6 +563,8 @@ class ResponsesRepairer(ApiRepairer):
             if mapped != ci:
                 obj["content_index"] = mapped
                 dirty = True
+        if dirty:
+            self.fire("item_order")
         return dirty
 
     def _item_added(self, ev: Event, obj: dict[str, Any]) -> list[bytes]:
@@ -571,7 +577,7 @@ class ResponsesRepairer(ApiRepairer):
         dup = self._by_id.get(iid) if isinstance(iid, str) else None
         if dup is not None and dup.open and dup.type == item.get("type") and self.rules.item_order:
             self._note_once("dropped a repeated output_item.added", dup)
-            self.changed += 1
+            self.count("item_order")
             return []
         if self.rules.item_order:
             out += self._close_open(ev)
@@ -581,6 +587,7 @@ class ResponsesRepairer(ApiRepairer):
         if self.rules.output_index and raw != it.index:
             obj["output_index"] = it.index
             dirty = True
+            self.fire("output_index")
         if self.rules.schema_fill and not isinstance(item.get("id"), str):
             # a function call's id is its call_id (CPA's own choice); other items get
             # CPA's fallback name item_<index>
@@ -588,13 +595,16 @@ class ResponsesRepairer(ApiRepairer):
             if isinstance(fill, str):
                 item["id"] = it.id = fill
                 dirty = True
+                self.fire("schema_fill")
         if it.type == "function_call":
             if self.rules.schema_fill and not isinstance(item.get("arguments"), str):
                 item["arguments"] = ""
                 dirty = True
+                self.fire("schema_fill")
             if self.rules.status and "status" not in item:
                 item["status"] = "in_progress"
                 dirty = True
+                self.fire("status")
         self.items.append(it)
         if isinstance(it.id, str):
             self._by_id[it.id] = it
@@ -614,19 +624,23 @@ class ResponsesRepairer(ApiRepairer):
         if it is not None and not it.open and self.rules.item_order:
             self._note_once("dropped a late output_item.done", it)
             it.early = False  # the gateway closed it too: later content for it is stray
-            self.changed += 1
+            self.count("item_order")
             return []
         dirty = self._continuation_done(obj, item, it) if it is not None and it.root is not None else False
         dirty |= self._remap_index(obj, it)
         if self.rules.schema_fill:
-            dirty |= self._fill_done_item(item, it)
+            filled = self._fill_done_item(item, it)
             if it is not None and type(obj.get("output_index")) is not int:
                 obj["output_index"] = self._index(it)
+                filled = True
+            if filled:
                 dirty = True
+                self.fire("schema_fill")
         if item.get("type") == "function_call":
             if self.rules.status and "status" not in item:
                 item["status"] = "completed"
                 dirty = True
+                self.fire("status")
             args = item.get("arguments")
             if not isinstance(args, str) and it is not None:
                 args = it.arguments()
@@ -664,6 +678,8 @@ class ResponsesRepairer(ApiRepairer):
         if given != content:
             item["content"] = content
             dirty = True
+        if dirty:
+            self.fire("item_order")
         return dirty
 
     @staticmethod
@@ -698,7 +714,7 @@ class ResponsesRepairer(ApiRepairer):
         if not it.open and self.rules.item_order:
             if not (it.early and it.type == "message" and self._opens_content(typ, obj)):
                 self._note_once(f"dropped {typ} after the item was closed", it)
-                self.changed += 1
+                self.count("item_order")
                 return []
             out, it = self._continue(ev, obj, typ, it)
         dirty = self._retarget(obj, it) if it.root is not None else False
@@ -708,9 +724,11 @@ class ResponsesRepairer(ApiRepairer):
             if not isinstance(obj.get("item_id"), str) and isinstance(it.id, str):
                 obj["item_id"] = it.id
                 dirty = True
+                self.fire("schema_fill")
             if typ in _OUTPUT_INDEX_REQUIRED and type(obj.get("output_index")) is not int:
                 obj["output_index"] = self._index(it)
                 dirty = True
+                self.fire("schema_fill")
         if typ in _CONTENT_EVENTS:
             ci = obj.get("content_index")
             if type(ci) is not int:
@@ -718,6 +736,7 @@ class ResponsesRepairer(ApiRepairer):
                 if fill:
                     obj["content_index"] = ci
                     dirty = True
+                    self.fire("schema_fill")
             if typ == _PART_ADDED:
                 part = obj.get("part")
                 it.parts[ci] = _Part(dict(part) if isinstance(part, dict) else {"type": "output_text", "text": ""})
@@ -736,6 +755,7 @@ class ResponsesRepairer(ApiRepairer):
                     if obj.get("text") != p.text:
                         obj["text"] = p.text
                         dirty = True
+                        self.fire("item_order")
                 elif isinstance(obj.get("text"), str):
                     p.text = obj["text"]
             else:  # content_part.done
@@ -748,6 +768,7 @@ class ResponsesRepairer(ApiRepairer):
                         if part.get("text") != text:
                             part["text"] = text
                             dirty = True
+                            self.fire("item_order")
                     p.part = part
                     if isinstance(part.get("text"), str):
                         p.text = part["text"]
@@ -767,6 +788,7 @@ class ResponsesRepairer(ApiRepairer):
                 if fill:
                     obj["summary_index"] = si
                     dirty = True
+                    self.fire("schema_fill")
             if typ == _SUMMARY_PART_ADDED:
                 it.summary_index = si
                 it.summary.setdefault(si, [])
@@ -791,6 +813,7 @@ class ResponsesRepairer(ApiRepairer):
             return False
         if (self.rules.response_id and isinstance(rid, str)) or (self.rules.schema_fill and rid is None):
             resp["id"] = self._response_id
+            self.fire("response_id" if isinstance(rid, str) else "schema_fill")
             return True
         return False
 
@@ -808,11 +831,13 @@ class ResponsesRepairer(ApiRepairer):
             if not isinstance(created_at, (int, float)) or isinstance(created_at, bool):
                 resp["created_at"] = self._created_at if self._created_at is not None else self.ctx.started_at
                 dirty = True
+                self.fire("schema_fill")
             if not isinstance(model, str):
                 fill = self._model or self.ctx.model
                 if fill is not None:
                     resp["model"] = fill
                     dirty = True
+                    self.fire("schema_fill")
         return dirty
 
     def _terminal(self, ev: Event, obj: dict[str, Any], typ: str) -> list[bytes]:
@@ -839,6 +864,7 @@ class ResponsesRepairer(ApiRepairer):
             if changed:
                 resp["usage"] = usage
                 dirty = True
+                self.fire("usage")
         rename = None
         if (
             typ == "response.completed"
@@ -850,6 +876,7 @@ class ResponsesRepairer(ApiRepairer):
             resp["status"] = "incomplete"
             resp["incomplete_details"] = {"reason": _REASON[d.outcome]}
             dirty = True
+            self.fire("truncation")
             self.note(f"terminal rewritten to response.incomplete ({d.outcome})")
         out.append(self._out(ev, obj, dirty, event=rename if ev.event is not None else None))
         return out
@@ -874,11 +901,13 @@ class ResponsesRepairer(ApiRepairer):
                 return False
             given = []
             dirty = True
+            self.fire("terminal_output")
         if self.rules.status:
             for e in given:
                 if isinstance(e, dict) and e.get("type") == "function_call" and "status" not in e:
                     e["status"] = "completed"
                     dirty = True
+                    self.fire("status")
         if not self.rules.terminal_output:
             return dirty
         by_id: dict[str, int] = {}
@@ -911,12 +940,15 @@ class ResponsesRepairer(ApiRepairer):
                 if it.type == "function_call" and self.rules.status and "status" not in snap:
                     snap = dict(snap)
                     snap["status"] = "completed"
+                    self.fire("status")
                 want.append(snap)
         extra = [e for pos, e in enumerate(given) if pos not in used]
         if extra:
             self.note(f"terminal output lists {len(extra)} item(s) never announced; kept at the end")
             want += extra
         if want != given or dirty:
+            if want != given:
+                self.fire("terminal_output")
             resp["output"] = want
             return True
         return False
@@ -928,12 +960,15 @@ class ResponsesRepairer(ApiRepairer):
         if self.rules.schema_fill and type(obj.get("sequence_number")) is not int and self._last_seq is not None:
             obj["sequence_number"] = self._last_seq + 1
             dirty = True
+            self.fire("schema_fill")
         resp = obj.get("response")
         if typ == "response.failed" and isinstance(resp, dict):
             dirty |= self._response_identity(resp)
             if self.rules.usage and isinstance(resp.get("usage"), dict):
                 usage, changed = fix_usage(resp["usage"])
                 dirty |= changed
+                if changed:
+                    self.fire("usage")
         return self._out(ev, obj, dirty)
 
 

@@ -1,4 +1,4 @@
-"""wire/invariants.py: the oracle itself must catch each CPA defect and accept a correct stream."""
+"""wire/contract.py: the oracle itself must catch each defect and accept a correct stream."""
 
 import orjson
 
@@ -18,16 +18,24 @@ def good_responses():
     done_msg = {**msg, "status": "completed", "content": [{"type": "output_text", "text": "hi", "annotations": []}]}
     final = {**r, "status": "completed", "output": [done_msg, done_fc],
              "usage": {"input_tokens": 1, "output_tokens": 2, "total_tokens": 3}}
-    return [
-        {"type": "response.created", "sequence_number": 0, "response": r},
-        {"type": "response.output_item.added", "sequence_number": 1, "output_index": 0, "item": msg},
-        {"type": "response.output_text.delta", "sequence_number": 2, "output_index": 0, "item_id": "msg_1", "content_index": 0, "delta": "hi"},
-        {"type": "response.output_item.done", "sequence_number": 3, "output_index": 0, "item": done_msg},
-        {"type": "response.output_item.added", "sequence_number": 4, "output_index": 1, "item": {**fc, "status": "in_progress"}},
-        {"type": "response.function_call_arguments.delta", "sequence_number": 5, "output_index": 1, "item_id": "fc_1", "delta": "{}"},
-        {"type": "response.output_item.done", "sequence_number": 6, "output_index": 1, "item": done_fc},
-        {"type": "response.completed", "sequence_number": 7, "response": final},
+    part = {"type": "output_text", "text": "", "annotations": []}
+    evs = [
+        {"type": "response.created", "response": r},
+        {"type": "response.output_item.added", "output_index": 0, "item": msg},
+        {"type": "response.content_part.added", "item_id": "msg_1", "output_index": 0, "content_index": 0, "part": part},
+        {"type": "response.output_text.delta", "item_id": "msg_1", "output_index": 0, "content_index": 0, "delta": "hi"},
+        {"type": "response.output_text.done", "item_id": "msg_1", "output_index": 0, "content_index": 0, "text": "hi"},
+        {"type": "response.content_part.done", "item_id": "msg_1", "output_index": 0, "content_index": 0,
+         "part": {**part, "text": "hi"}},
+        {"type": "response.output_item.done", "output_index": 0, "item": done_msg},
+        {"type": "response.output_item.added", "output_index": 1, "item": {**fc, "status": "in_progress"}},
+        {"type": "response.function_call_arguments.delta", "output_index": 1, "item_id": "fc_1", "delta": "{}"},
+        {"type": "response.output_item.done", "output_index": 1, "item": done_fc},
+        {"type": "response.completed", "response": final},
     ]
+    for n, e in enumerate(evs):
+        e["sequence_number"] = n
+    return evs
 
 
 def test_correct_responses_stream_passes():
@@ -36,26 +44,29 @@ def test_correct_responses_stream_passes():
 
 def test_each_responses_violation_is_named():
     evs = good_responses()
-    evs[3:4] = []  # message never closed before the call is added
-    evs[5]["sequence_number"] = 2  # not increasing
-    del evs[5]["item"]["status"]  # call done without status
+    evs[6:7] = []  # message never closed before the call is added
+    evs[7]["sequence_number"] = 2  # not increasing
+    del evs[8]["item"]["status"]  # call done without status
     evs[-1]["response"]["usage"] = {}
     found = check("responses", sse(*evs))
-    assert any("item 0 still open when item 1 is added" in v for v in found)
-    assert any("sequence_number 2 not above 5" in v for v in found)
-    assert any("function_call done without status" in v for v in found)
-    assert any("usage lacks integer" in v for v in found)
+    assert found == [
+        "event 6: item.order: item 0 still open when item 1 is added",
+        "event 7: response.sequence: sequence_number 2 not above 7",
+        "event 8: function_call.status: function_call done with status None",
+        "event 9: function_call.status: function_call 'fc_1' in output with status None",  # same dict
+        "event 9: terminal.usage: response.completed usage without integer input/output/total tokens",
+    ]
 
 
 def test_cpa_samples_fail_for_their_known_defects():
     """The recordings made from ../shared/reference/samples (CPA's exact output)."""
     devin = check("responses", load("responses-devin-toolcall").body)
-    assert "event 0 (response.created): response.created_at missing" in devin
-    assert "event 16 (response.output_item.done): function_call done without status" in devin
+    assert "event 0: response.fields: response.created without response.created_at" in devin
+    assert "event 16: function_call.status: function_call done with status None" in devin
     claude = check("responses", load("responses-claude-text-then-tool").body)
-    assert "event 6 (response.output_item.added): item 0 still open when item 1 is added" in claude
+    assert "event 6: item.order: item 0 still open when item 1 is added" in claude
     chat = check("chat", load("chat-devin-truncated-toolcall").body)
-    assert chat == ["chunk 5 choice 0: tool_calls index 2, expected 0"]
+    assert chat == ["event 5: chat.tool_index: choice 0: tool_calls index 2, expected 0"]
 
 
 def chunk(delta, finish=None):
@@ -70,7 +81,7 @@ def test_chat():
     assert check("chat", body) == []
     twice = ok[:1] + ok[:1] + ok[3:]
     assert check("chat", b"".join(b"data: %s\n\n" % orjson.dumps(c) for c in twice)) == [
-        "chunk 1 choice 0: tool call 0 announces its name twice"]
+        "event 1: chat.tool_header: choice 0: tool call 0 announces its name again"]
 
 
 def test_messages():
@@ -82,4 +93,4 @@ def test_messages():
            {"type": "message_stop"}]
     assert check("messages", sse(*evs)) == []
     evs[1]["index"] = 1
-    assert "event 1 (content_block_start): index 1, expected 0" in check("messages", sse(*evs))
+    assert "event 1: messages.block_index: content_block_start index 1, expected 0" in check("messages", sse(*evs))
