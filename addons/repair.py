@@ -673,4 +673,4 @@ def _jump(flows: Sequence[mflow.Flow], key: str) -> str:
 
 
 _repair = Repair()
-addons = [_repair, WebSocketRepair(_repair), Redact(), turnlog.TurnLog()]
+addons = [_repair, WebSocketRepair(_repair, receipt), Redact(), turnlog.TurnLog()]

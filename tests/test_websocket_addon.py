@@ -67,7 +67,7 @@ class Wire:
 def addons():
     shared.reset()
     r = repair_mod.Repair()
-    ws = mod.WebSocketRepair(r)
+    ws = mod.WebSocketRepair(r, repair_mod.receipt)
     with taddons.context(r, ws) as tctx:
         yield r, ws, tctx
 
@@ -139,9 +139,12 @@ def test_turns_share_nothing(addons, caplog) -> None:
     assert t3 == t1
     for got, name in ((t1, "responses-devin-truncated"), (t2, "responses-devin-toolcall")):
         assert got == expected(load(name), got, (0, 2**40))
-    assert f.comment.count("WebSocket turn") == 3
-    assert "[responses, WebSocket turn 1]" in f.comment and "WebSocket turn 3]" in f.comment
-    assert "max_output_tokens" in f.comment.splitlines()[0]
+    heads = [line for line in f.comment.splitlines() if line.startswith("WebSocket turn")]
+    assert [h.split(":")[0] for h in heads] == ["WebSocket turn 1", "WebSocket turn 2", "WebSocket turn 3"]
+    assert heads[0].startswith("WebSocket turn 1: verdict max_tokens; fixed ")
+    assert "verdict" not in heads[1]
+    assert heads[2].startswith("WebSocket turn 3: verdict max_tokens; fixed ")
+    assert f.comment.count("why: ") == 2
     assert not shared.correlator().pending, "each turn forgets its correlation key at its terminal"
 
 
@@ -291,3 +294,41 @@ def test_socket_end_reports_an_unfinished_turn(addons, caplog) -> None:
     assert f.id not in ws.sockets
     assert any("stream ended without a terminal event" in r.getMessage() for r in caplog.records)
     assert not shared.correlator().pending
+
+
+def test_each_turn_goes_to_the_turn_log(addons) -> None:
+    _, ws, _ = addons
+    records: list[dict] = []
+    shared.add_turn_sink(records.append)
+    try:
+        f = ws_flow()
+        ws.websocket_start(f)
+        w = Wire(ws, f)
+        turn(w, "responses-devin-truncated")
+        turn(w, "responses-devin-toolcall", model="model-b")
+        w.client(create("responses-devin-two-calls"))
+        for m in ws_messages(load("responses-devin-two-calls").body)[:3]:
+            w.server(m)
+        w.flush()
+        ws.websocket_end(f)
+    finally:
+        shared.remove_turn_sink(records.append)
+    assert [r["transport"] for r in records] == ["websocket"] * 3
+    assert [r["ended"] for r in records] == ["truncated", "complete", "upstream_error"]
+    assert records[1]["model"] == "model-b"
+    assert all(r["flow"] == f.id and r["api"] == "responses" for r in records)
+
+
+def test_check_mode_reports_and_changes_nothing(addons) -> None:
+    r, ws, tctx = addons
+    tctx.configure(r, streamfix_mode="check")
+    f = ws_flow()
+    ws.websocket_start(f)
+    w = Wire(ws, f)
+    name = "responses-devin-two-calls"
+    assert turn(w, name) == ws_messages(load(name).body)
+    assert turn(w, "responses-openai-clean") == ws_messages(load("responses-openai-clean").body)
+    assert not w.injected
+    receipts = [line for line in f.comment.splitlines() if "check:" in line]
+    assert len(receipts) == 2
+    assert "violation" in receipts[0] and "no violation" in receipts[1]
