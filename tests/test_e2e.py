@@ -30,10 +30,10 @@ from support import (
     assert_same,
     fetch,
     live_expected,
+    no_crash_during,
+    replay_and_proxy,
     run_mitmdump,
-    show_logs_on_failure,
     start_mitmdump,
-    start_replay,
 )
 
 from streamfix import bench
@@ -152,17 +152,13 @@ def stack(tmp_path_factory: pytest.TempPathFactory):
     root = tmp / "recordings"
     shutil.copytree(RECORDINGS, root)  # a snapshot: recordings may land while we run
     _synthetic(root)
-    replay, upstream = start_replay(root)
-    try:
-        mitm, port = start_mitmdump(upstream, tmp / "confdir", addons=(REPAIR_ADDON, INJECT_ADDON))
-    except BaseException:
-        replay.stop()
-        raise
-    try:
-        yield Stack(root, replay, upstream, mitm, f"http://127.0.0.1:{port}")
-    finally:
-        mitm.stop()
-        replay.stop()
+    with replay_and_proxy(root, tmp / "confdir", addons=(REPAIR_ADDON, INJECT_ADDON)) as (
+        replay,
+        upstream,
+        mitm,
+        proxy,
+    ):
+        yield Stack(root, replay, upstream, mitm, proxy)
 
 
 @pytest.fixture(autouse=True)
@@ -173,11 +169,7 @@ def no_crash(request: pytest.FixtureRequest):
         yield
         return
     st: Stack = request.getfixturevalue("stack")
-    show_logs_on_failure(request, {"mitmdump": st.mitm, "replay upstream": st.replay})
-    start = len(st.mitm.lines)
-    yield
-    new = "\n".join(st.mitm.lines[start:])
-    assert "has crashed" not in new and "Traceback" not in new, new
+    yield from no_crash_during(request, st.mitm, st.replay)
 
 
 # --- the replay upstream does what the tests below rely on --------------------------
