@@ -10,6 +10,7 @@ own id and is safe to call twice.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import os
 import re
@@ -211,6 +212,22 @@ def start_mitmdump(
         proc.stop()
         raise
     return proc, int(m.group(1))
+
+
+@dataclasses.dataclass
+class ProxyStack:
+    """A copy of the recordings, the replay upstream serving it, mitmdump in front."""
+
+    root: Path
+    replay: Proc
+    upstream: str
+    mitm: Proc
+    proxy: str
+
+    def rec(self, name: str) -> Recording:
+        from streamfix.recordings import load
+
+        return load(name, self.root)
 
 
 @contextlib.contextmanager

@@ -16,7 +16,6 @@ import gzip
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
@@ -25,7 +24,7 @@ from mitmproxy import io
 from support import (
     REPAIR_ADDON,
     ROOT,
-    Proc,
+    ProxyStack,
     Received,
     assert_same,
     fetch,
@@ -38,7 +37,7 @@ from support import (
 
 from streamfix import bench
 from streamfix.recordings import ROOT as RECORDINGS
-from streamfix.recordings import Recording, all_recordings, load, to_flow
+from streamfix.recordings import Recording, all_recordings, to_flow
 from streamfix.replay import sse_pieces
 
 pytestmark = pytest.mark.e2e
@@ -104,17 +103,7 @@ def _synthetic(root: Path) -> None:
     )
 
 
-@dataclass
-class Stack:
-    root: Path
-    replay: Proc
-    upstream: str
-    mitm: Proc
-    proxy: str
-
-    def rec(self, name: str) -> Recording:
-        return load(name, self.root)
-
+class Stack(ProxyStack):
     def send(
         self,
         rec: Recording,

@@ -15,13 +15,12 @@ import itertools
 import re
 import shutil
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
 import orjson
 import pytest
-from support import Proc, no_crash_during, replay_and_proxy, show_logs_on_failure, start_mitmdump
+from support import ProxyStack, no_crash_during, replay_and_proxy, show_logs_on_failure, start_mitmdump
 
 from streamfix.recordings import ROOT as RECORDINGS
 from streamfix.recordings import Recording, all_recordings, load
@@ -35,16 +34,7 @@ TERMINALS = {"response.completed", "response.incomplete", "response.failed", "er
 TIMEOUT = 60.0
 
 
-@dataclass
-class Stack:
-    root: Path
-    replay: Proc
-    upstream: str
-    mitm: Proc
-    proxy: str
-
-    def rec(self, name: str) -> Recording:
-        return load(name, self.root)
+Stack = ProxyStack
 
 
 @pytest.fixture(scope="module")
