@@ -140,7 +140,7 @@ class WebSocketRepair:
             "streamfix_websocket",
             str,
             "repair",
-            """Responses over WebSocket (Codex with supports_websockets or OPENAI_BASE_URL):
+            """Responses over WebSocket (Codex with supports_websockets = true):
             'repair' repairs each server message with the SSE rules, one turn per
             response.create; 'refuse' answers the upgrade on a Responses path with HTTP 426,
             so that Codex falls back to HTTPS streaming at once (repaired as SSE); 'pass'
