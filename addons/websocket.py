@@ -325,12 +325,12 @@ class WebSocketRepair:
         else:
             msg.drop()
             rest = outputs
-        for o in rest:
+        for o in rest:  # a binary message (passed as it came) is injected as binary
             s.outbox.append(o)
-            self._inject(flow, o)
+            self._inject(flow, o, msg.is_text)
 
-    def _inject(self, flow: http.HTTPFlow, data: bytes) -> None:
-        ctx.master.commands.call("inject.websocket", flow, True, data, True)
+    def _inject(self, flow: http.HTTPFlow, data: bytes, is_text: bool = True) -> None:
+        ctx.master.commands.call("inject.websocket", flow, True, data, is_text)
 
     def _report(self, flow: http.HTTPFlow, s: Socket, t: Turn, closed: bool = False) -> None:
         """The turn's receipt (log lines and flow comment lines, as for an SSE flow) and

@@ -36,7 +36,7 @@ class Wire:
         self.ws, self.flow, self.late = ws, flow, late
         self.sent: list[bytes] = []
         self.injected: list[bytes] = []
-        ws._inject = lambda f, data: self.injected.append(data)
+        ws._inject = lambda f, data, is_text=True: self.injected.append((data, is_text))
 
     def _hook(self, m: WebSocketMessage) -> None:
         self.flow.websocket.messages.append(m)
@@ -56,8 +56,8 @@ class Wire:
     def flush(self) -> None:
         """The injected messages come back, last injected first."""
         pending, self.injected = self.injected, []
-        for data in reversed(pending):
-            m = WebSocketMessage(Opcode.TEXT, False, data, injected=True)
+        for data, is_text in reversed(pending):
+            m = WebSocketMessage(Opcode.TEXT if is_text else Opcode.BINARY, False, data, injected=True)
             self._hook(m)
             if not m.dropped:
                 self.sent.append(m.content)
@@ -332,3 +332,24 @@ def test_check_mode_reports_and_changes_nothing(addons) -> None:
     receipts = [line for line in f.comment.splitlines() if "check:" in line]
     assert len(receipts) == 2
     assert "violation" in receipts[0] and "no violation" in receipts[1]
+
+
+def test_binary_message_keeps_its_place_and_type_in_the_outbox(addons) -> None:
+    """A binary message that arrives while injected events are pending waits its turn
+    and is injected as binary."""
+    _, ws, _ = addons
+    name = "responses-devin-two-calls"
+    f = ws_flow()
+    ws.websocket_start(f)
+    w = Wire(ws, f, late=True)
+    w.client(create(name))
+    raw = ws_messages(load(name).body)
+    k = next(i for i in range(len(raw)) if (w.server(raw[i]) or w.injected))
+    w.server(b"\x00binary", Opcode.BINARY)
+    assert w.injected[-1] == (b"\x00binary", False)
+    for m in raw[k + 1 :]:
+        w.server(m)
+    w.flush()
+    want = expected(load(name), w.sent, (0, 2**40))
+    assert b"\x00binary" in w.sent
+    assert [m for m in w.sent if m != b"\x00binary"] == want
