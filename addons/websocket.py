@@ -39,7 +39,8 @@ from collections import deque
 from typing import Any
 
 import orjson
-from mitmproxy import ctx, exceptions, http
+from mitmproxy import contentviews, ctx, exceptions, http
+from mitmproxy.contentviews import Contentview, Metadata
 
 from addons import check as checkmode
 from addons import shared, turnlog
@@ -55,6 +56,8 @@ logger = logging.getLogger("streamfix")
 
 WEBSOCKET_CHOICES = ("repair", "refuse", "pass")
 TURN_STARTS = frozenset({"response.create", "response.append"})
+WS_NOTES = "streamfix.ws"
+"""flow.metadata key: message index (str) -> what streamfix did to it (keep_bodies only)."""
 TERMINALS = frozenset({"response.completed", "response.incomplete", "response.failed", "error"})
 
 
@@ -114,7 +117,7 @@ class Socket:
         self.pending: deque[dict[str, Any]] = deque()
         self.turn: Turn | None = None
         self.turns = 0
-        self.outbox: deque[bytes] = deque()
+        self.outbox: deque[tuple[bytes, Any]] = deque()
         """Outputs waiting for their injected message, in order (ordered mode when non-empty)."""
         self.last_request: dict[str, Any] | None = None
         self.failed = False
@@ -194,7 +197,8 @@ class WebSocketRepair:
         if msg.injected:
             # one of ours: it takes the outbox's head (see the module docstring)
             if s.outbox:
-                msg.content = s.outbox.popleft()
+                msg.content, note = s.outbox.popleft()
+                self._note(flow, note)
             return
         if not msg.is_text:
             outputs = [msg.content]  # binary: untouched, but in order
@@ -315,19 +319,34 @@ class WebSocketRepair:
 
     def _route(self, flow: http.HTTPFlow, s: Socket, msg, outputs: list[bytes]) -> None:
         """Send ``outputs`` in place of ``msg``, in order (see the module docstring)."""
+        original = msg.content
+        # what mitmweb's "streamfix message" view says of each message (keep_bodies only)
+        notes = [_output_note(o, original) for o in outputs] if self._keep(flow) else [None] * len(outputs)
         if not s.outbox:
             if not outputs:
                 msg.drop()
+                self._note(flow, "dropped")
                 return
-            if outputs[0] != msg.content:
+            if outputs[0] != original:
                 msg.content = outputs[0]
-            rest = outputs[1:]
+            self._note(flow, notes[0])
+            rest = list(zip(outputs[1:], notes[1:]))
         else:
             msg.drop()
-            rest = outputs
-        for o in rest:  # a binary message (passed as it came) is injected as binary
-            s.outbox.append(o)
+            self._note(flow, "held" if outputs else "dropped")
+            rest = list(zip(outputs, notes))
+        for o, note in rest:  # a binary message (passed as it came) is injected as binary
+            s.outbox.append((o, note))
             self._inject(flow, o, msg.is_text)
+
+    def _keep(self, flow: http.HTTPFlow) -> bool:
+        return bool(getattr(ctx.options, "streamfix_keep_bodies", False))
+
+    def _note(self, flow: http.HTTPFlow, note: Any) -> None:
+        """Remember what streamfix did to the message just handled (for the view)."""
+        if note is None or flow.websocket is None or not self._keep(flow):
+            return
+        flow.metadata.setdefault(WS_NOTES, {})[str(len(flow.websocket.messages) - 1)] = note
 
     def _inject(self, flow: http.HTTPFlow, data: bytes, is_text: bool = True) -> None:
         ctx.master.commands.call("inject.websocket", flow, True, data, is_text)
@@ -416,6 +435,70 @@ class WebSocketRepair:
             )
         except Exception:
             logger.exception(f"streamfix: GET {_path(flow)}: building the WebSocket turn record failed")
+
+
+def _output_note(out: bytes, original: bytes) -> Any:
+    """An output's note: unchanged (None), inserted, or changed (with the original)."""
+    if out == original:
+        return None
+    return {"changed": original} if _same_event(out, original) else "inserted"
+
+
+def _same_event(a: bytes, b: bytes) -> bool:
+    """Is ``a`` a rewrite of ``b`` (same event type) rather than an inserted event?"""
+    try:
+        ta, tb = orjson.loads(a).get("type"), orjson.loads(b).get("type")
+    except (orjson.JSONDecodeError, AttributeError):
+        return False
+    return ta == tb or {ta, tb} == {"response.completed", "response.incomplete"}
+
+
+class StreamfixMessage(Contentview):
+    """mitmweb: a WebSocket message with what streamfix did to it (``streamfix_keep_bodies``):
+    changed (each changed JSON field, then the message), inserted, dropped, or held (dropped
+    here and sent, in order, as the injected messages that follow)."""
+
+    name = "streamfix message"
+    syntax_highlight = "yaml"
+
+    def prettify(self, data: bytes, metadata: Metadata) -> str:
+        note = _message_note(metadata)
+        if note is None:
+            return data.decode("utf-8", "replace") + "\n"
+        if isinstance(note, dict):
+            from addons.sseview import field_changes
+
+            old = note.get("changed", b"")
+            try:
+                lines = list(field_changes(orjson.loads(old), orjson.loads(data)))
+            except orjson.JSONDecodeError:
+                lines = [f"- {old!r}"]
+            head = "# changed by streamfix:\n" + "".join(f"#   {line}\n" for line in lines)
+        else:
+            head = {
+                "inserted": "# inserted by streamfix\n",
+                "dropped": "# dropped by streamfix: not sent to the client\n",
+                "held": "# held by streamfix: sent, in order, as injected messages after this one\n",
+            }.get(note, f"# {note}\n")
+        return head + data.decode("utf-8", "replace") + "\n"
+
+    def render_priority(self, data: bytes, metadata: Metadata) -> float:
+        return 3 if _message_note(metadata) is not None else -1
+
+
+def _message_note(metadata: Metadata) -> Any:
+    msg, flow = metadata.websocket_message, metadata.flow
+    ws = getattr(flow, "websocket", None)
+    notes = flow.metadata.get(WS_NOTES) if flow is not None else None
+    if msg is None or ws is None or not notes:
+        return None
+    for i, m in enumerate(ws.messages):
+        if m is msg:
+            return notes.get(str(i))
+    return None
+
+
+contentviews.add(StreamfixMessage)
 
 
 def _path(flow: http.HTTPFlow) -> str:

@@ -353,3 +353,41 @@ def test_binary_message_keeps_its_place_and_type_in_the_outbox(addons) -> None:
     want = expected(load(name), w.sent, (0, 2**40))
     assert b"\x00binary" in w.sent
     assert [m for m in w.sent if m != b"\x00binary"] == want
+
+
+def test_mitmweb_view_shows_what_was_done_to_each_message(addons) -> None:
+    """With streamfix_keep_bodies, each message the repair touched is annotated, and the
+    "streamfix message" view (picked automatically) shows it: changed fields, inserted,
+    dropped, held."""
+    from mitmproxy import contentviews
+
+    r, ws, tctx = addons
+    tctx.configure(r, streamfix_keep_bodies=True)
+    name = "responses-devin-two-calls"
+    f = ws_flow()
+    ws.websocket_start(f)
+    w = Wire(ws, f, late=False)
+    turn(w, name)
+    notes = f.metadata[mod.WS_NOTES]
+    msgs = f.websocket.messages
+    texts = {}
+    for i, note in notes.items():
+        res = contentviews.prettify_message(msgs[int(i)], f)
+        assert res.view_name == "streamfix message"
+        kind = "changed" if isinstance(note, dict) else note
+        texts.setdefault(kind, res.text)
+    assert set(texts) >= {"changed", "inserted", "dropped"}
+    assert texts["inserted"].startswith("# inserted by streamfix\n{")
+    assert texts["dropped"].startswith("# dropped by streamfix")
+    assert texts["changed"].startswith("# changed by streamfix:\n#   ")
+    assert "status" in texts["changed"] or "sequence_number" in texts["changed"]
+    untouched = next(m for i, m in enumerate(msgs) if str(i) not in notes and not m.from_client)
+    assert contentviews.prettify_message(untouched, f).view_name != "streamfix message"
+
+
+def test_no_notes_without_keep_bodies(addons) -> None:
+    _, ws, _ = addons
+    f = ws_flow()
+    ws.websocket_start(f)
+    turn(Wire(ws, f), "responses-devin-two-calls")
+    assert mod.WS_NOTES not in f.metadata
