@@ -717,4 +717,4 @@ def _jump(flows: Sequence[mflow.Flow], key: str) -> str:
 
 
 _repair = Repair()
-addons = [_repair, WebSocketRepair(_repair), redact_addon.Redact(), turnlog.TurnLog()]
+addons = [_repair, WebSocketRepair(_repair, receipt), redact_addon.Redact(), turnlog.TurnLog()]
