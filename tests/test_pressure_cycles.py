@@ -113,7 +113,6 @@ ENDINGS: dict[str, Callable[[mod.Repair, http.HTTPFlow], None]] = {
 def test_ended_flow_is_freed_without_the_cycle_collector(addon: mod.Repair, ending: str, mode: str) -> None:
     ctx.options.update(streamfix_mode=mode)
     f = _flow()
-    addon.requestheaders(f)
     addon.request(f)
     assert f.id in addon.flows and f.id in shared.correlator().pending, "the flow has state to forget"
     gc.collect()  # mitmproxy's own constructor cycles (module docstring), not the addon's
@@ -137,7 +136,6 @@ def test_many_aborted_flows_leave_nothing(addon: mod.Repair) -> None:
     cuts = list(ENDINGS.values())
     for i in range(500):
         f = _flow()
-        addon.requestheaders(f)
         addon.request(f)
         cuts[i % len(cuts)](addon, f)
     assert addon.flows == {}
@@ -148,7 +146,6 @@ def test_stream_finishes_once_even_if_called_again(addon: mod.Repair) -> None:
     """The end-of-stream callback runs once: a second ``b""`` (never sent by mitmproxy,
     but harmless) does not log the flow twice."""
     f = _flow()
-    addon.requestheaders(f)
     addon.request(f)
     addon.responseheaders(f)
     calls = []
