@@ -434,6 +434,30 @@ def _tool(name: str) -> str:
     return str(here) if here.exists() else name
 
 
+def start_proxy(upstream: str, addon: Path, tmpd: Path, label: str, procs: list[_Proc]) -> tuple[_Proc, int]:
+    """mitmdump in reverse mode in front of ``upstream`` with one addon script, logging to
+    ``tmpd/mitm-<label>.log`` (added to ``procs`` for the caller to stop): (process, port)."""
+    p = _Proc(
+        [
+            _tool("mitmdump"),
+            "--mode",
+            f"reverse:{upstream}@127.0.0.1:0",
+            "--set",
+            f"confdir={tmpd / 'conf'}",
+            "--set",
+            "flow_detail=0",
+            "-s",
+            str(addon),
+        ],
+        tmpd / f"mitm-{label}.log",
+    )
+    procs.append(p)
+    port = int(p.wait_for(r"listening at 127\.0\.0\.1:(\d+)").group(1))
+    if "error in script" in p.log.read_text():
+        raise RuntimeError(f"{addon} failed to load:\n{p.log.read_text()}")
+    return p, port
+
+
 def _write_recordings(root: Path) -> dict[str, tuple[str, bytes, int]]:
     """Bench recordings for the replay upstream: name -> (path, body, events)."""
     out = {}
@@ -510,24 +534,7 @@ def bench_mitmdump(repeats: int, paced: bool = True) -> list[dict[str, Any]]:
                 ("repair", ROOT / "addons" / "repair.py"),
                 ("passthrough", ROOT / "streamfix" / "bench_addon.py"),
             ):
-                p = _Proc(
-                    [
-                        _tool("mitmdump"),
-                        "--mode",
-                        f"reverse:{upstream}@127.0.0.1:0",
-                        "--set",
-                        f"confdir={tmpd / 'conf'}",
-                        "--set",
-                        "flow_detail=0",
-                        "-s",
-                        str(addon),
-                    ],
-                    tmpd / f"mitm-{label}.log",
-                )
-                procs.append(p)
-                port = int(p.wait_for(r"listening at 127\.0\.0\.1:(\d+)").group(1))
-                if "error in script" in p.log.read_text():
-                    raise RuntimeError(f"{addon} failed to load:\n{p.log.read_text()}")
+                p, port = start_proxy(upstream, addon, tmpd, label, procs)
                 proxies[label] = (p, f"http://127.0.0.1:{port}")
             with httpx.Client(timeout=120) as client:
                 for name, (api, path, request, _build) in STREAMS.items():

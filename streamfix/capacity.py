@@ -200,22 +200,7 @@ def run(quick: bool = False, pace_ms: float = 20.0, aborts: int = 2000) -> dict[
                 ("passthrough", ROOT / "streamfix" / "bench_addon.py"),
                 ("addon", ROOT / "addons" / "repair.py"),
             ):
-                p = bench._Proc(
-                    [
-                        bench._tool("mitmdump"),
-                        "--mode",
-                        f"reverse:{upstream}@127.0.0.1:0",
-                        "--set",
-                        f"confdir={tmpd / 'conf'}",
-                        "--set",
-                        "flow_detail=0",
-                        "-s",
-                        str(addon),
-                    ],
-                    tmpd / f"mitm-{label}.log",
-                )
-                procs.append(p)
-                ports[label] = int(p.wait_for(r"listening at 127\.0\.0\.1:(\d+)").group(1))
+                p, ports[label] = bench.start_proxy(upstream, addon, tmpd, label, procs)
                 pids[label] = p.p.pid
             for port in ports.values():  # warm-up
                 asyncio.run(_load(port, 2, pace_ms))

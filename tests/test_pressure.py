@@ -37,19 +37,11 @@ import httpx
 import orjson
 import pytest
 from pressure_probe import PATH as PROBE_PATH
-from support import (
-    REPAIR_ADDON,
-    Proc,
-    Received,
-    live_expected,
-    show_logs_on_failure,
-    start_mitmdump,
-    start_replay,
-)
+from support import REPAIR_ADDON, ProxyStack, Received, live_expected, no_crash_during, replay_and_proxy
 
 from streamfix import bench
 from streamfix.recordings import ROOT as RECORDINGS
-from streamfix.recordings import Recording, all_recordings, load
+from streamfix.recordings import Recording, all_recordings
 from wire.apis import stream_repairer
 from wire.rules import FlowContext, Rules
 from wire.sse import SseParser
@@ -143,17 +135,10 @@ def _synthetic(root: Path) -> None:
 
 
 # --- the stack --------------------------------------------------------------------
-@dataclass
-class Stack:
-    root: Path
-    replay: Proc
-    upstream: str
-    mitm: Proc
-    proxy: str
-    port: int
-
-    def rec(self, name: str) -> Recording:
-        return load(name, self.root)
+class Stack(ProxyStack):
+    @property
+    def port(self) -> int:
+        return int(self.proxy.rsplit(":", 1)[1])
 
     def state(self, collect: bool = False) -> dict:
         r = httpx.get(self.proxy + PROBE_PATH + ("?collect=1" if collect else ""), timeout=30, trust_env=False)
@@ -167,29 +152,15 @@ def stack(tmp_path_factory: pytest.TempPathFactory):
     root = tmp / "recordings"
     shutil.copytree(RECORDINGS, root)
     _synthetic(root)
-    replay, upstream = start_replay(root)
-    try:
-        mitm, port = start_mitmdump(upstream, tmp / "confdir", addons=(REPAIR_ADDON, PROBE_ADDON))
-    except BaseException:
-        replay.stop()
-        raise
-    try:
-        yield Stack(root, replay, upstream, mitm, f"http://127.0.0.1:{port}", port)
-    finally:
-        mitm.stop()
-        replay.stop()
+    with replay_and_proxy(root, tmp / "confdir", addons=(REPAIR_ADDON, PROBE_ADDON)) as (replay, up, mitm, proxy):
+        yield Stack(root, replay, up, mitm, proxy)
 
 
 @pytest.fixture(autouse=True)
 def no_traceback(request: pytest.FixtureRequest):
-    """No traceback, no "has crashed" in mitmdump's log while a test runs; a failing
-    test's report shows what mitmdump and the replay upstream printed meanwhile."""
+    """No traceback, no "has crashed" in mitmdump's log while a test runs."""
     st: Stack = request.getfixturevalue("stack")
-    show_logs_on_failure(request, {"mitmdump": st.mitm, "replay upstream": st.replay})
-    start = len(st.mitm.lines)
-    yield
-    new = "\n".join(st.mitm.lines[start:])
-    assert "has crashed" not in new and "Traceback" not in new, new
+    yield from no_crash_during(request, st.mitm, st.replay)
 
 
 def _headers(rec: Recording, **extra: str) -> dict[str, str]:
