@@ -234,7 +234,7 @@ def run(quick: bool = False, pace_ms: float = 20.0, aborts: int = 2000) -> dict[
                     break
             for label in ("passthrough", "addon"):
                 before = _rss_kb(pids[label])
-                asyncio.run(_aborts(ports[label], aborts // 10))  # warm the pools up
+                asyncio.run(_aborts(ports[label], max(200, aborts // 10)))  # warm the pools up
                 mid = _rss_kb(pids[label])
                 asyncio.run(_aborts(ports[label], aborts))
                 time.sleep(1)
