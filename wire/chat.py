@@ -61,8 +61,9 @@ is released first, and no finish chunk is ever synthesized. A stream that ends w
 ``finish_reason`` passes as it ended (noted). ``[DONE]``, comments and data that is not a
 JSON object pass through raw; events needing no repair go out as their original bytes.
 
-Cost: one orjson parse per event; per call one list of argument fragments (joined once,
-at the finish); the hold queue is bounded by :data:`HOLD_LIMIT`.
+Cost: one orjson parse per event; per call its arguments in one growing buffer
+(:class:`~wire.stream.Streamed`, decoded once, at the finish); the hold queue is bounded by
+:data:`HOLD_LIMIT`.
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ from typing import Any
 
 from .rules import FlowContext, Rules
 from .sse import Event
-from .stream import ApiRepairer
+from .stream import ApiRepairer, Streamed
 from .toolcalls import unique_ids
 from .verdict import Verdict
 
@@ -100,7 +101,7 @@ class _Call:
         self.raw = raw
         self.id = id_
         self.name = name
-        self.args: list[str] = []
+        self.args = Streamed()
         self.named = not _blank(name)
         """A header with a non-blank name has gone (or will go) out for this call."""
 
@@ -306,7 +307,7 @@ class ChatRepairer(ApiRepairer):
 
     def _report_args(self) -> None:
         for call in self._order:
-            self.verdict.tool_args("".join(call.args))
+            self.verdict.tool_args(call.args.text())
 
     # --- the out queue -----------------------------------------------------------
     def _give_up_names(self, why: str) -> None:

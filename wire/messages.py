@@ -56,8 +56,8 @@ Evidence for the verdict: ``text_delta`` -> ``observe_text``, ``input_json_delta
 ``observe_args``, each tool_use block's whole ``partial_json`` -> ``tool_args`` (block
 order) at ``message_delta``, whose ``usage.output_tokens`` -> ``usage``.
 Errors (``event: error``) pass through; held events are released first; nothing is ever
-synthesized. Cost: one orjson parse per event, argument fragments kept per tool_use block
-and joined once, hold queue bounded by :data:`HOLD_LIMIT`.
+synthesized. Cost: one orjson parse per event, each tool_use block's arguments in one
+growing buffer (:class:`~wire.stream.Streamed`), hold queue bounded by :data:`HOLD_LIMIT`.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ import orjson
 
 from .rules import FlowContext, Rules
 from .sse import Event
-from .stream import ApiRepairer
+from .stream import ApiRepairer, Streamed
 from .toolcalls import unique_ids
 from .verdict import Verdict
 
@@ -88,9 +88,9 @@ def _blank(v: Any) -> bool:
     return not isinstance(v, str) or not v.strip()
 
 
-def _parses(parts: list[str]) -> bool:
+def _parses(text: str) -> bool:
     try:
-        orjson.loads("".join(parts))
+        orjson.loads(text)
     except orjson.JSONDecodeError:
         return False
     return True
@@ -104,7 +104,7 @@ class _Block:
         self.type = type_
         self.id = id_
         self.name = name
-        self.args: list[str] = []
+        self.args = Streamed()
         self.start: _Rec | None = None  # its start event, while held for a name
 
 
@@ -206,7 +206,7 @@ class MessagesRepairer(ApiRepairer):
                    and not _blank(id_))
         if not (id_ == prev.id or late_id) or not (_blank(prev.name) or name == prev.name):
             return False
-        if _parses(prev.args):
+        if _parses(prev.args.text()):
             return False  # the previous call is whole: this is a second call
         srec.drop = rec.drop = True
         self._blocks[raw] = prev
@@ -274,7 +274,7 @@ class MessagesRepairer(ApiRepairer):
     def _report_args(self) -> None:
         for b in self._order:
             if b.type == "tool_use":
-                self.verdict.tool_args("".join(b.args))
+                self.verdict.tool_args(b.args.text())
 
     # --- the out queue -----------------------------------------------------------
     def _give_up_name(self, why: str) -> None:

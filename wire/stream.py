@@ -20,6 +20,42 @@ if TYPE_CHECKING:
     from .verdict import Decision, Verdict
 
 
+class Streamed:
+    """Text streamed in deltas (a message's text, a call's arguments), kept for the close
+    that needs it whole: one UTF-8 buffer grown in place (amortized O(1) per delta, about
+    one byte per character, nothing per delta), not a list of delta strings (a pointer
+    and a string object, ~60 bytes, per delta). :meth:`text` decodes it once; a whole
+    value from the gateway (``set``) is kept as the string it came as.
+    """
+
+    __slots__ = ("_buf", "_str")
+
+    def __init__(self, text: str = "") -> None:
+        self._buf: bytearray | None = None
+        self._str = text
+
+    def append(self, delta: str) -> None:
+        buf = self._buf
+        if buf is None:
+            buf = self._buf = bytearray(self._str.encode("utf-8", "surrogatepass"))
+            self._str = ""
+        buf += delta.encode("utf-8", "surrogatepass")
+
+    def set(self, text: str) -> None:
+        self._buf = None
+        self._str = text
+
+    def text(self) -> str:
+        buf = self._buf
+        if buf is not None:  # decoded once; a later append re-encodes (rare: closes come last)
+            self._str = buf.decode("utf-8", "surrogatepass")
+            self._buf = None
+        return self._str
+
+    def __bool__(self) -> bool:
+        return bool(self._buf) or bool(self._str)
+
+
 class EventRepairer:
     """Base for the per-API repairers: fed parsed SSE events, returns bytes to send.
 
@@ -95,7 +131,7 @@ class ApiRepairer(EventRepairer):
 class StreamRepair:
     """Bytes in, repaired bytes out; any repairer exception switches to passthrough."""
 
-    __slots__ = ("repairer", "parser", "error", "bytes_in", "bytes_out")
+    __slots__ = ("bytes_in", "bytes_out", "error", "parser", "repairer")
 
     def __init__(self, repairer: EventRepairer) -> None:
         self.repairer = repairer
