@@ -48,7 +48,8 @@ Rules (each switchable in :class:`~wire.rules.Rules`):
     ``"content_filter"``. Policy ``off`` leaves it (the decision is still made, for the
     receipt). CPA puts usage on the finish chunk; OpenAI (``stream_options.
     include_usage``) sends it in a later usage-only chunk (``choices: []``), so a finish
-    chunk without usage is held until the next data event (bounded by
+    chunk without usage is held until the next data event, but only when that usage can
+    still change the verdict (a request cap and usage evidence; no native finish reason) (bounded by
     :data:`HOLD_LIMIT` comment events), whose usage is then counted before deciding.
     Evidence reported: ``delta.content`` -> ``observe_text``, argument deltas ->
     ``observe_args``, every call's full arguments -> ``tool_args`` (in call order, so
@@ -282,10 +283,22 @@ class ChatRepairer(ApiRepairer):
                 self.note("a second finishing chunk, passed through")
             return
         self._finish = (rec, finishing)
-        if has_usage or self.rules.truncation == "off":
+        if has_usage or self.rules.truncation == "off" or not self._usage_can_matter(finishing):
             self._settle()
         else:
             rec.wait = "finish"  # usage may follow in a usage-only chunk
+
+    def _usage_can_matter(self, finishing: list[dict[str, Any]]) -> bool:
+        """Can a usage chunk still to come change the verdict? Only with a request cap and
+        usage evidence on (the verdict compares usage with the cap, nothing else), and
+        not after a gateway's own ``length``/``content_filter`` (native evidence wins).
+        Otherwise the finish chunk goes out at once: a held event is lost if the upstream
+        is cut (mitmproxy 12.3.1 ends the flow without a last call of the stream
+        callable), so nothing is held that cannot change."""
+        v = self.verdict
+        if v.cap is None or "usage" not in v.enabled:
+            return False
+        return not any(ch.get("finish_reason") in _NATIVE for ch in finishing)
 
     def _settle(self) -> None:
         assert self._finish is not None

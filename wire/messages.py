@@ -35,8 +35,9 @@ Broken, repaired here
     and part of the input, the second with the rest (Anthropic rejects duplicate
     tool_use ids on the next turn; AI SDK reports two calls, both invalid). Repair: a
     tool_use start with a blank name is held (with everything after it, bounded by
-    :data:`HOLD_LIMIT`) until its re-sent start brings the name; each tool_use
-    ``content_block_stop`` is held until the next data event. A tool_use start that
+    :data:`HOLD_LIMIT`) until its re-sent start brings the name; the stop of
+    each tool_use block whose input is not yet complete JSON is held until the next data
+    event (a whole call cannot be re-sent, see below, so its stop goes out at once). A tool_use start that
     immediately follows the stop of a tool_use block with the same id (or with any id,
     if that block had no name and CPA's fallback id ``toolu_interactions``/``toolu_<n>``),
     whose name was blank or is the same, and whose input so far is not complete JSON, is
@@ -245,7 +246,10 @@ class MessagesRepairer(ApiRepairer):
 
     def _block_stop(self, rec: _Rec, obj: dict[str, Any]) -> None:
         block = self._index(rec, obj)
-        if block is not None and block.type == "tool_use" and self.rules.tool_header:
+        # held until the next data event, which may re-send this block's start; only a
+        # block whose input is not yet whole JSON can be re-sent (see _resend), so a
+        # finished call's stop is not held (a held event is lost if the upstream is cut)
+        if block is not None and block.type == "tool_use" and self.rules.tool_header and not _parses(block.args.text()):
             rec.wait = "stop"
             self._stopped = (rec, block)
 
