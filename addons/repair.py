@@ -267,8 +267,10 @@ class Repair:
         self._repair_buffered(flow, st)
 
     def error(self, flow: http.HTTPFlow) -> None:
-        if self.flows.pop(flow.id, None) is not None:
+        if (st := self.flows.pop(flow.id, None)) is not None:
             shared.correlator().forget_client(flow.id)
+            if st.stream is not None:
+                _log_undelivered(flow, st.stream)
 
     def done(self) -> None:
         if self.repaired or self.failed:
@@ -347,6 +349,22 @@ class Repair:
     def _keep_bodies(self, flow: http.HTTPFlow, s: FlowStream) -> None:
         flow.metadata["streamfix.original"] = b"".join(s.original)
         flow.response.content = b"".join(s.repaired)
+
+
+def _log_undelivered(flow: http.HTTPFlow, s: FlowStream) -> None:
+    """A streamed flow that failed (upstream reset or closed mid-body): mitmproxy 12.3.1
+    sends the client the error without a last call of the stream callable
+    (``proxy/layers/http/__init__.py`` ``HttpStream.handle_protocol_error``: the error hook,
+    then ``SendHttp(ResponseProtocolError)``, which closes an HTTP/1 client connection), so
+    what the repairer still holds cannot be delivered. Say how much, so it is not silent."""
+    events, held, partial = s.repair.undelivered()
+    if held or partial:
+        err = flow.error.msg if flow.error is not None else "flow failed"
+        logger.warning(
+            f"streamfix: {_where(flow)}: {err}; not delivered: {events} held event(s) ({held} bytes) "
+            f"and {partial} bytes of an unfinished event (mitmproxy ends a failed stream without "
+            "a last call to the stream callable)"
+        )
 
 
 def _json_object(content: bytes | None) -> dict | None:

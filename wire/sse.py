@@ -311,6 +311,11 @@ class SseParser:
             return
         self._fields.append(_field(line))
 
+    @property
+    def buffered(self) -> int:
+        """Bytes fed but not yet handed out in an event (the unfinished event)."""
+        return sum(map(len, self._pend)) + len(self._buf) - self._start
+
     def close(self) -> list[Event]:
         """End of stream: events completed by a held-back CR, then the unterminated rest
         (``complete=False``), if any."""

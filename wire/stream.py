@@ -149,6 +149,13 @@ class StreamRepair:
         self.bytes_out += len(out)
         return out
 
+    def undelivered(self) -> tuple[int, int, int]:
+        """(held events, their bytes, bytes of the unfinished event): what was received
+        and not yet sent, i.e. what is lost if the stream ends without :meth:`close`
+        (mitmproxy's path for an upstream that fails mid-body)."""
+        held = self.repairer.held
+        return len(held), sum(len(e.raw) for e in held), self.parser.buffered if self.parser is not None else 0
+
     def close(self) -> bytes:
         if self.parser is None:
             return b""
