@@ -145,6 +145,8 @@ class ChatRepairer(ApiRepairer):
                 self._chunk(rec, obj)
         elif ev.data is not None and self._finish is not None and not self._settled:
             self._settle()  # [DONE] (or any other data) after the finish: no usage is coming
+        if not self._recs and rec.wait is None:  # nothing held, nothing to wait for: no queue
+            return [self._bytes(rec)]
         if len(self._recs) >= HOLD_LIMIT:
             self._release_all(f"more than {HOLD_LIMIT} events held")
         # nothing below raises: an event in self.held is never also re-sent by the driver
@@ -342,16 +344,16 @@ class ChatRepairer(ApiRepairer):
         recs = self._recs
         n = 0
         while n < len(recs) and recs[n].wait is None:
-            r = recs[n]
-            if r.dirty and r.obj is not None:
-                out.append(self.dump(r.ev, r.obj))
-            else:
-                out.append(r.ev.raw)
+            out.append(self._bytes(recs[n]))
             n += 1
         if n:
             del recs[:n]
             del self.held[:n]
         return out
+
+    def _bytes(self, r: _Rec) -> bytes:
+        """An event's bytes as it goes out: re-serialized if changed, else as it came."""
+        return self.dump(r.ev, r.obj) if r.dirty and r.obj is not None else r.ev.raw
 
 
 def repair_chat_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdict: Verdict) -> bool:

@@ -154,6 +154,9 @@ class MessagesRepairer(ApiRepairer):
         elif kind == "error":
             self._errored = True
             self._release("an error event")
+        if not self._recs and rec.wait is None:  # nothing held, nothing to wait for: no queue
+            b = self._bytes(rec)
+            return [] if b is None else [b]
         if len(self._recs) >= HOLD_LIMIT:
             self._release(f"more than {HOLD_LIMIT} events held")
         # nothing below raises: an event in self.held is never also re-sent by the driver
@@ -302,18 +305,21 @@ class MessagesRepairer(ApiRepairer):
         recs = self._recs
         n = 0
         while n < len(recs) and recs[n].wait is None:
-            r = recs[n]
-            if r.drop:
-                self.changed += 1
-            elif r.dirty and r.obj is not None:
-                out.append(self.dump(r.ev, r.obj))
-            else:
-                out.append(r.ev.raw)
+            b = self._bytes(recs[n])
+            if b is not None:
+                out.append(b)
             n += 1
         if n:
             del recs[:n]
             del self.held[:n]
         return out
+
+    def _bytes(self, r: _Rec) -> bytes | None:
+        """An event's bytes as it goes out (None: dropped), re-serialized if changed."""
+        if r.drop:
+            self.changed += 1
+            return None
+        return self.dump(r.ev, r.obj) if r.dirty and r.obj is not None else r.ev.raw
 
 
 def repair_messages_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdict: Verdict) -> bool:
