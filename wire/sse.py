@@ -219,34 +219,39 @@ class SseParser:
             end = find(b"\n\n", pos)
             if end < 0:
                 break
-            body = data[pos:end]
-            raw = data[pos : end + 2]
-            pos = end + 2
+            # values are sliced straight out of ``data`` (one copy each, no copy of the
+            # event's lines first), and ``raw`` is ``data`` itself when the read held
+            # exactly this event: a large event is not copied over and over
+            raw = data if pos == 0 and end + 2 == n else data[pos : end + 2]
             ev = Event.__new__(Event)
             ev.raw = raw
             ev.eol = b"\n"
             ev.complete = True
             d = name = None
-            if b"\n" not in body:  # one line: the common "data: {...}"
-                if body[:6] == b"data: ":
-                    d = body[6:]
-                    fields = [(b"data", d)]
+            fields = []
+            ls = pos
+            pos = end + 2
+            while True:  # the event's lines: [ls, le) up to ``end``
+                le = find(b"\n", ls, end)
+                if le < 0:
+                    le = end
+                colon = find(b":", ls, le)
+                if colon < 0:
+                    k, v = data[ls:le], b""
+                elif colon == ls:
+                    k, v = b"", data[ls + 1 : le]  # a comment keeps its text as it is
                 else:
-                    k, v = _field(body)
-                    fields = [(k, v)]
-                    if k == b"data":
-                        d = v
-                    elif k == b"event":
-                        name = v
-            else:
-                fields = []
-                for line in body.split(b"\n"):
-                    k, v = _field(line)
-                    fields.append((k, v))
-                    if k == b"data":
-                        d = v if d is None else d + b"\n" + v
-                    elif k == b"event":
-                        name = v
+                    k = data[ls:colon]
+                    vs = colon + 2 if data[colon + 1 : colon + 2] == b" " else colon + 1
+                    v = data[vs:le]
+                fields.append((k, v))
+                if k == b"data":
+                    d = v if d is None else d + b"\n" + v
+                elif k == b"event":
+                    name = v
+                if le == end:
+                    break
+                ls = le + 1
             ev.fields = fields
             ev.data = d
             ev.event = None if name is None else name.decode("utf-8", "replace")
