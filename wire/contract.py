@@ -1,0 +1,618 @@
+"""The stream contract: what a correct stream of each API is, as named rules, checked live.
+
+Written from the specs and the real clients' schemas (``../shared/reference/clients.md``
+§1.2, §2.1, §3, §5; OpenAI's Responses and chat streaming references; Anthropic's
+Messages streaming; Gemini's ``streamGenerateContent``), not from any gateway's habits.
+One definition serves the tests (an oracle for the repairers), check mode in the addon
+(``streamfix_mode=check``) and the offline checker (``python -m streamfix.check``).
+
+:class:`StreamChecker` is sans-IO and incremental: ``feed(bytes)`` per chunk (any chunk
+boundaries), ``close()`` at the end; it never changes or keeps the bytes. Memory per
+stream: the SSE parser's current event, the ids of the announced items, and the text
+streamed into the one open content part (for :data:`text.replay`). Each violation is a
+:class:`Violation` ``(rule, event, reason)``: the rule's name (a key of :data:`RULES`),
+the SSE event's number (0 = the first event with a field other than a comment; ``None``
+for the end of the stream) and a short reason that names fields, types, ids and indexes,
+never content (no text, no arguments). At most :data:`MAX_VIOLATIONS` are kept per
+stream; :attr:`StreamChecker.dropped` counts the rest.
+
+:func:`check` runs it over a whole body.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import orjson
+
+from .foreign import foreign
+from .sse import Event, SseParser
+
+__all__ = ["MAX_VIOLATIONS", "RULES", "StreamChecker", "Violation", "check", "guess_api"]
+
+MAX_VIOLATIONS = 200
+
+RULES: dict[str, str] = {
+    # SSE framing, every API
+    "sse.empty_data": "an event whose data is empty (openai-python's json.loads fails on it)",
+    "sse.not_json": "event data that is not a JSON object (only [DONE] is allowed besides JSON)",
+    "sse.nonstandard": "an event type the API does not define (ping, keepalive, ...): strict clients reject it",
+    "sse.unterminated": "the stream ends inside an event (no blank line after it)",
+    # /v1/responses
+    "response.sequence": "sequence_number strictly increasing over the stream",
+    "response.id": "response.id the same on every lifecycle and terminal event",
+    "response.fields": "response.created/in_progress carry response.id, created_at (number) and model",
+    "item.announced": "every item event follows its item's output_item.added",
+    "item.id": "an item's events carry the item_id it was announced with",
+    "item.order": "one item open at a time; its events come while it is open; done closes it",
+    "item.output_index": "output_index dense: the item's position in the output (0, 1, 2 ...)",
+    "item.fields": "an added/done item carries what clients require (id; a call's call_id, name, arguments)",
+    "part.announced": "text events for a content part follow its content_part.added",
+    "text.replay": "no delta repeats the whole text already streamed into its part",
+    "function_call.status": "function_call items: status in_progress on added, completed/incomplete on done and in output",
+    "reasoning.summary": "a reasoning item is announced with a summary list",
+    "reasoning.fields": "reasoning summary events carry item_id and summary_index",
+    "terminal.present": "the stream ends with a terminal event (a success, or a failure)",
+    "terminal.last": "nothing but comments or [DONE] after the terminal event",
+    "terminal.items_closed": "every item is closed before a success terminal",
+    "terminal.output": "a success terminal's output lists the announced items, in order",
+    "terminal.usage": "a success terminal's usage has integer input/output/total tokens",
+    "terminal.incomplete_reason": "response.incomplete names incomplete_details.reason",
+    "failure.sequence": "response.failed/error carry a sequence_number when the stream numbers its events",
+    # /v1/chat/completions
+    "chat.tool_index": "tool_calls[].index is 0..n-1 per choice, in order of first appearance",
+    "chat.tool_name": "a tool call's first delta carries function.name",
+    "chat.tool_header": "a tool call's name is announced once (a re-sent header doubles it in clients)",
+    "chat.finish_once": "each choice gets one finish_reason",
+    # /v1/messages
+    "messages.start": "message_start comes first",
+    "messages.block_index": "content blocks are numbered 0, 1, 2 ... in order",
+    "messages.block_order": "one content block open at a time; deltas and stop for the open one",
+    "messages.stop_reason": "message_delta carries stop_reason after every block closed",
+    "messages.stop": "message_stop follows message_delta",
+    # Gemini
+    "gemini.finish": "the stream's last candidate chunk carries finishReason",
+}
+
+
+class Violation(NamedTuple):
+    rule: str
+    event: int | None
+    reason: str
+
+    def __str__(self) -> str:
+        where = "end of stream" if self.event is None else f"event {self.event}"
+        return f"{where}: {self.rule}: {self.reason}"
+
+
+def _is_int(v: Any) -> bool:
+    return type(v) is int
+
+
+def _is_num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+class _Api:
+    """One API's contract: fed JSON objects in order, reports through ``bad``."""
+
+    api = ""
+
+    def __init__(self, bad) -> None:
+        self.bad = bad  # (rule, event number | None, reason) -> None
+
+    def standard_name(self, name: str, obj: dict[str, Any] | None) -> bool:
+        """Whether an ``event:`` name is one this API sends."""
+        return obj is not None and name == obj.get("type")
+
+    def event(self, n: int, obj: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def done_sentinel(self, n: int) -> None:
+        """``data: [DONE]``."""
+
+    def end(self) -> None:
+        raise NotImplementedError
+
+
+# --- /v1/responses ----------------------------------------------------------------------
+
+_TERMINALS = frozenset({"response.completed", "response.incomplete"})
+_FAILURES = frozenset({"response.failed", "error"})
+_LIFECYCLE = frozenset({"response.created", "response.in_progress", "response.queued"})
+_TEXT = frozenset({"response.output_text.delta", "response.output_text.done"})
+_SUMMARY = frozenset(
+    {
+        "response.reasoning_summary_part.added",
+        "response.reasoning_summary_part.done",
+        "response.reasoning_summary_text.delta",
+        "response.reasoning_summary_text.done",
+    }
+)
+
+
+class _Open:
+    __slots__ = ("chunks", "ci", "id", "parts", "pos", "text", "type")
+
+    def __init__(self, pos: int, iid: Any, typ: Any) -> None:
+        self.pos = pos
+        self.id = iid
+        self.type = typ
+        self.parts: set[Any] = set()
+        self.text = ""  # text streamed into the current part (text.replay)
+        self.chunks = 0
+        self.ci: Any = None
+
+
+class _Responses(_Api):
+    api = "responses"
+
+    def __init__(self, bad) -> None:
+        super().__init__(bad)
+        self.last_seq: int | None = None
+        self.numbered = False
+        self.resp_id: str | None = None
+        self.ids: list[Any] = []  # announced item ids, in order
+        self.pos_by_id: dict[Any, int] = {}
+        self.pos_by_raw: dict[Any, int] = {}
+        self.open: _Open | None = None
+        self.terminal: int | None = None
+        self.unknown: set[Any] = set()
+
+    def standard_name(self, name: str, obj: dict[str, Any] | None) -> bool:
+        return obj is not None and name == obj.get("type")
+
+    def event(self, n: int, obj: dict[str, Any]) -> None:
+        bad = self.bad
+        t = obj.get("type")
+        if not isinstance(t, str) or not (t.startswith("response.") or t == "error"):
+            bad("sse.nonstandard", n, f"type {t!r} is not a Responses stream event")
+            return
+        if self.terminal is not None:
+            bad("terminal.last", n, f"{t} after the terminal event {self.terminal}")
+        seq = obj.get("sequence_number")
+        if _is_int(seq):
+            self.numbered = True
+            if self.last_seq is not None and seq <= self.last_seq:
+                bad("response.sequence", n, f"sequence_number {seq} not above {self.last_seq}")
+            self.last_seq = seq if self.last_seq is None else max(seq, self.last_seq)
+        resp = obj.get("response")
+        if isinstance(resp, dict):
+            rid = resp.get("id")
+            if self.resp_id is None and isinstance(rid, str):
+                self.resp_id = rid
+            elif self.resp_id is not None and rid != self.resp_id:
+                bad("response.id", n, f"{t}: response.id {rid!r}, the stream's is {self.resp_id!r}")
+        if t in _LIFECYCLE and t != "response.queued":
+            r = resp if isinstance(resp, dict) else {}
+            missing = [k for k in ("id", "model") if not isinstance(r.get(k), str)]
+            if not _is_num(r.get("created_at")):
+                missing.insert(1, "created_at")
+            if missing:
+                bad("response.fields", n, f"{t} without response.{', response.'.join(missing)}")
+        elif t == "response.output_item.added":
+            self._added(n, obj)
+        elif t == "response.output_item.done":
+            self._done(n, obj)
+        elif t in _TERMINALS:
+            self._terminal(n, t, resp)
+        elif t in _FAILURES:
+            self.terminal = n
+            if self.numbered and not _is_int(seq):
+                bad("failure.sequence", n, f"{t} without sequence_number")
+        elif "item_id" in obj or "output_index" in obj:
+            self._item_event(n, t, obj)
+
+    def _added(self, n: int, obj: dict[str, Any]) -> None:
+        bad = self.bad
+        item = obj.get("item") if isinstance(obj.get("item"), dict) else {}
+        idx, iid, typ = obj.get("output_index"), item.get("id"), item.get("type")
+        if self.open is not None:
+            bad("item.order", n, f"item {self.open.pos} still open when item {len(self.ids)} is added")
+        if idx != len(self.ids):
+            bad("item.output_index", n, f"output_index {idx!r}, expected {len(self.ids)}")
+        self._fields(n, "output_item.added", item)
+        if typ == "function_call" and item.get("status") != "in_progress":
+            bad("function_call.status", n, f"function_call added with status {item.get('status')!r}")
+        if typ == "reasoning" and not isinstance(item.get("summary"), list):
+            bad("reasoning.summary", n, "reasoning item added without a summary list")
+        pos = len(self.ids)
+        self.ids.append(iid)
+        if iid is not None:
+            self.pos_by_id[iid] = pos
+        self.pos_by_raw[idx] = pos
+        self.open = _Open(pos, iid, typ)
+
+    def _fields(self, n: int, what: str, item: dict[str, Any]) -> None:
+        need = ["id"]
+        if item.get("type") == "function_call":
+            need += ["call_id", "name", "arguments"]
+        missing = [k for k in need if not isinstance(item.get(k), str)]
+        if missing:
+            self.bad("item.fields", n, f"{what} {item.get('type')} without {', '.join(missing)}")
+
+    def _find(self, obj: dict[str, Any], iid: Any) -> int | None:
+        pos = self.pos_by_id.get(iid) if iid is not None else None
+        if pos is None:
+            pos = self.pos_by_raw.get(obj.get("output_index"))
+        return pos
+
+    def _done(self, n: int, obj: dict[str, Any]) -> None:
+        bad = self.bad
+        item = obj.get("item") if isinstance(obj.get("item"), dict) else {}
+        iid = item.get("id")
+        pos = self._find(obj, iid)
+        if pos is None:
+            bad("item.announced", n, f"output_item.done for item {iid!r}, never added")
+            return
+        if iid != self.ids[pos]:
+            bad("item.id", n, f"output_item.done item.id {iid!r}, announced as {self.ids[pos]!r}")
+        if self.open is None or self.open.pos != pos:
+            where = "is closed" if self.open is None else f"is not the open item {self.open.pos}"
+            bad("item.order", n, f"output_item.done for item {pos}, which {where}")
+        if obj.get("output_index") != pos:
+            bad(
+                "item.output_index",
+                n,
+                f"output_item.done output_index {obj.get('output_index')!r}, the item's is {pos}",
+            )
+        self._fields(n, "output_item.done", item)
+        if item.get("type") == "function_call" and item.get("status") not in ("completed", "incomplete"):
+            bad("function_call.status", n, f"function_call done with status {item.get('status')!r}")
+        if self.open is not None and self.open.pos == pos:
+            self.open = None
+
+    def _item_event(self, n: int, t: str, obj: dict[str, Any]) -> None:
+        bad = self.bad
+        iid = obj.get("item_id")
+        pos = self._find(obj, iid)
+        if pos is None:
+            key = iid if iid is not None else ("index", obj.get("output_index"))
+            if key not in self.unknown:
+                self.unknown.add(key)
+                bad("item.announced", n, f"{t} for item {iid!r} (output_index {obj.get('output_index')!r}) never added")
+            return
+        if iid is not None and iid != self.ids[pos]:
+            bad("item.id", n, f"{t} item_id {iid!r}, announced as {self.ids[pos]!r}")
+        op = self.open
+        if op is None or op.pos != pos:
+            state = "closed" if op is None else f"open is item {op.pos}"
+            bad("item.order", n, f"{t} for item {pos} ({state})")
+            return
+        if "output_index" in obj and obj["output_index"] != pos:
+            bad("item.output_index", n, f"{t} output_index {obj['output_index']!r}, the item's is {pos}")
+        if t in _SUMMARY:
+            missing = [k for k in ("item_id", "summary_index") if k not in obj]
+            if missing:
+                bad("reasoning.fields", n, f"{t} without {', '.join(missing)}")
+        ci = obj.get("content_index")
+        if t == "response.content_part.added":
+            op.parts.add(ci)
+            op.ci, op.text, op.chunks = ci, "", 0
+        elif t in _TEXT or t == "response.content_part.done":
+            if ci not in op.parts:
+                op.parts.add(ci)  # reported once per part
+                bad("part.announced", n, f"{t} for content part {ci!r} never added")
+            if t == "response.output_text.delta":
+                self._replay(n, op, ci, obj.get("delta"))
+
+    def _replay(self, n: int, op: _Open, ci: Any, delta: Any) -> None:
+        if not isinstance(delta, str):
+            return
+        if op.ci != ci:
+            op.ci, op.text, op.chunks = ci, "", 0
+        if delta and op.chunks >= 2 and delta == op.text:
+            self.bad(
+                "text.replay",
+                n,
+                f"output_text.delta repeats the whole text of item {op.pos} part {ci!r} ({len(delta)} chars)",
+            )
+        op.text += delta
+        op.chunks += 1
+
+    def _terminal(self, n: int, t: str, resp: Any) -> None:
+        bad = self.bad
+        self.terminal = n
+        if self.open is not None:
+            bad("terminal.items_closed", n, f"item {self.open.pos} still open at {t}")
+            self.open = None
+        r = resp if isinstance(resp, dict) else {}
+        output = r.get("output") if isinstance(r.get("output"), list) else []
+        out_ids = [o.get("id") if isinstance(o, dict) else None for o in output]
+        if out_ids != self.ids:
+            bad("terminal.output", n, f"{t} output ids {out_ids}, announced {self.ids}")
+        for o in output:
+            if (
+                isinstance(o, dict)
+                and o.get("type") == "function_call"
+                and o.get("status") not in ("completed", "incomplete")
+            ):
+                bad(
+                    "function_call.status",
+                    n,
+                    f"function_call {o.get('id')!r} in output with status {o.get('status')!r}",
+                )
+        u = r.get("usage")
+        if not isinstance(u, dict) or not all(
+            _is_int(u.get(k)) for k in ("input_tokens", "output_tokens", "total_tokens")
+        ):
+            shape = "missing" if u is None else "without integer input/output/total tokens"
+            bad("terminal.usage", n, f"{t} usage {shape}")
+        if t == "response.incomplete" and not (r.get("incomplete_details") or {}).get("reason"):
+            bad("terminal.incomplete_reason", n, "response.incomplete without incomplete_details.reason")
+
+    def end(self) -> None:
+        if self.terminal is None:
+            self.bad("terminal.present", None, "no response.completed/incomplete/failed or error before the end")
+
+
+# --- /v1/chat/completions ---------------------------------------------------------------
+
+
+class _Chat(_Api):
+    api = "chat"
+
+    def __init__(self, bad) -> None:
+        super().__init__(bad)
+        self.order: dict[Any, list[Any]] = {}  # choice -> tool call indexes by first appearance
+        self.named: set[tuple[Any, Any]] = set()
+        self.finished: set[Any] = set()
+        self.ended = False
+        self.text: dict[Any, tuple[str, int]] = {}  # choice -> (content so far, deltas)
+
+    def standard_name(self, name: str, obj: dict[str, Any] | None) -> bool:
+        return False  # OpenAI's chat stream has no event: lines
+
+    def done_sentinel(self, n: int) -> None:
+        self.ended = True
+
+    def event(self, n: int, obj: dict[str, Any]) -> None:
+        bad = self.bad
+        if "error" in obj:
+            self.ended = True
+            return
+        choices = obj.get("choices")
+        if not isinstance(choices, list):
+            bad("sse.nonstandard", n, f"chunk without choices (type {obj.get('type')!r})")
+            return
+        for ch in choices:
+            if not isinstance(ch, dict):
+                continue
+            ci = ch.get("index", 0)
+            delta = ch.get("delta") if isinstance(ch.get("delta"), dict) else {}
+            if ci in self.finished and (delta.get("content") or delta.get("tool_calls")):
+                bad("chat.finish_once", n, f"choice {ci} gets content after its finish_reason")
+            content = delta.get("content")
+            if isinstance(content, str) and content:
+                text, k = self.text.get(ci, ("", 0))
+                if k >= 2 and content == text:
+                    bad("text.replay", n, f"choice {ci} delta repeats the whole content so far ({len(content)} chars)")
+                self.text[ci] = (text + content, k + 1)
+            for tc in delta.get("tool_calls") or []:
+                if not isinstance(tc, dict):
+                    continue
+                i = tc.get("index")
+                order = self.order.setdefault(ci, [])
+                fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
+                name = fn.get("name")
+                if i not in order:
+                    if i != len(order):
+                        bad("chat.tool_index", n, f"choice {ci}: tool_calls index {i!r}, expected {len(order)}")
+                    order.append(i)
+                    if not name:
+                        bad("chat.tool_name", n, f"choice {ci}: first delta of tool call {i!r} has no function.name")
+                if name:
+                    if (ci, i) in self.named:
+                        bad("chat.tool_header", n, f"choice {ci}: tool call {i!r} announces its name again")
+                    self.named.add((ci, i))
+            if ch.get("finish_reason") is not None:
+                if ci in self.finished:
+                    bad("chat.finish_once", n, f"choice {ci}: second finish_reason")
+                self.finished.add(ci)
+                self.text.pop(ci, None)
+
+    def end(self) -> None:
+        if not self.finished and not self.ended:
+            self.bad("terminal.present", None, "no finish_reason, error or [DONE] before the end")
+
+
+# --- /v1/messages -----------------------------------------------------------------------
+
+_MESSAGES_TYPES = frozenset(
+    {
+        "message_start",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+        "ping",
+        "error",
+    }
+)
+
+
+class _Messages(_Api):
+    api = "messages"
+
+    def __init__(self, bad) -> None:
+        super().__init__(bad)
+        self.open: Any = None
+        self.next = 0
+        self.state = "start"
+
+    def event(self, n: int, obj: dict[str, Any]) -> None:
+        bad = self.bad
+        t = obj.get("type")
+        if t not in _MESSAGES_TYPES:
+            bad("sse.nonstandard", n, f"type {t!r} is not a Messages stream event")
+            return
+        if t == "error":
+            self.state = "done"
+            return
+        if t == "ping":
+            return
+        if self.state == "done":
+            bad("terminal.last", n, f"{t} after message_stop")
+        if self.state == "start" and t != "message_start":
+            bad("messages.start", n, f"{t} before message_start")
+        if t == "message_start":
+            self.state = "blocks"
+        elif t == "content_block_start":
+            if self.open is not None:
+                bad("messages.block_order", n, f"block {self.open} still open when block {obj.get('index')!r} starts")
+            if obj.get("index") != self.next:
+                bad("messages.block_index", n, f"content_block_start index {obj.get('index')!r}, expected {self.next}")
+            self.open, self.next = obj.get("index"), self.next + 1
+        elif t in ("content_block_delta", "content_block_stop"):
+            if obj.get("index") != self.open or self.open is None:
+                bad("messages.block_order", n, f"{t} for block {obj.get('index')!r} while {self.open!r} is open")
+            if t == "content_block_stop":
+                self.open = None
+        elif t == "message_delta":
+            if self.open is not None:
+                bad("messages.stop_reason", n, f"message_delta while block {self.open} is open")
+            if not isinstance(obj.get("delta"), dict) or obj["delta"].get("stop_reason") is None:
+                bad("messages.stop_reason", n, "message_delta without stop_reason")
+            self.state = "delta"
+        elif t == "message_stop":
+            if self.state != "delta":
+                bad("messages.stop", n, "message_stop without message_delta")
+            self.state = "done"
+
+    def end(self) -> None:
+        if self.state != "done":
+            self.bad("terminal.present", None, "no message_stop or error before the end")
+
+
+# --- Gemini -----------------------------------------------------------------------------
+
+
+class _Gemini(_Api):
+    api = "gemini"
+
+    def __init__(self, bad) -> None:
+        super().__init__(bad)
+        self.finished = False
+        self.last_unfinished: int | None = None
+        self.error = False
+
+    def standard_name(self, name: str, obj: dict[str, Any] | None) -> bool:
+        return False
+
+    def event(self, n: int, obj: dict[str, Any]) -> None:
+        if "error" in obj:
+            self.error = True
+            return
+        cands = obj.get("candidates")
+        if cands is None and "usageMetadata" not in obj and "promptFeedback" not in obj:
+            self.bad("sse.nonstandard", n, "chunk without candidates, usageMetadata or promptFeedback")
+            return
+        for c in cands or []:
+            if isinstance(c, dict) and c.get("finishReason"):
+                self.finished = True
+                self.last_unfinished = None
+            elif isinstance(c, dict):
+                self.last_unfinished = n
+
+    def end(self) -> None:
+        if self.error:
+            return
+        if not self.finished:
+            self.bad("terminal.present", None, "no candidate with finishReason before the end")
+        elif self.last_unfinished is not None:
+            self.bad("gemini.finish", self.last_unfinished, "candidate chunk after the one with finishReason")
+
+
+_APIS = {"responses": _Responses, "chat": _Chat, "messages": _Messages, "gemini": _Gemini}
+
+
+class StreamChecker:
+    """Feed a stream's bytes; read :attr:`violations`. Never changes or keeps the bytes."""
+
+    __slots__ = ("_closed", "_contract", "_parser", "api", "dropped", "events", "violations")
+
+    def __init__(self, api: str) -> None:
+        if api not in _APIS:
+            raise ValueError(f"unknown API {api!r}; known: {', '.join(_APIS)}")
+        self.api = api
+        self.violations: list[Violation] = []
+        self.dropped = 0
+        self.events = 0
+        self._parser = SseParser()
+        self._contract: _Api = _APIS[api](self._bad)
+        self._closed = False
+
+    def _bad(self, rule: str, n: int | None, reason: str) -> None:
+        if len(self.violations) < MAX_VIOLATIONS:
+            self.violations.append(Violation(rule, n, reason))
+        else:
+            self.dropped += 1
+
+    def feed(self, chunk: bytes) -> list[Violation]:
+        """Check the events this chunk completes; returns the new violations."""
+        before = len(self.violations)
+        for ev in self._parser.feed(chunk):
+            self._event(ev)
+        return self.violations[before:]
+
+    def close(self) -> list[Violation]:
+        """End of stream; returns all violations."""
+        if not self._closed:
+            self._closed = True
+            for ev in self._parser.close():
+                self._event(ev)
+            self._contract.end()
+        return self.violations
+
+    def _event(self, ev: Event) -> None:
+        if ev.is_comment_only:
+            return
+        n = self.events
+        self.events += 1
+        if not ev.complete:
+            self._bad("sse.unterminated", n, "the stream ends inside this event")
+        why = foreign(self.api, ev)
+        if why is not None:
+            self._bad(why[0], n, why[1])
+            return
+        data = ev.data
+        name = ev.event
+        if data is None:
+            return  # id:/retry: only
+        if data.strip() == b"[DONE]":
+            self._contract.done_sentinel(n)
+            return
+        try:
+            obj = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            obj = None
+        if not isinstance(obj, dict):
+            self._bad("sse.not_json", n, f"data is not a JSON object ({len(data)} bytes)")
+            return
+        if name is not None and not self._contract.standard_name(name, obj):
+            self._bad("sse.nonstandard", n, f"event name {name!r} for data of type {obj.get('type')!r}")
+            return
+        self._contract.event(n, obj)
+
+
+def check(api: str, body: bytes) -> list[Violation]:
+    """All violations of a whole SSE body."""
+    c = StreamChecker(api)
+    c.feed(body)
+    return c.close()
+
+
+def guess_api(body: bytes) -> str | None:
+    """Which API an SSE body speaks, from its first events (for bodies saved without
+    their request)."""
+    head = body[:65536]
+    if b'"response.' in head:
+        return "responses"
+    if b"chat.completion.chunk" in head or b'"choices"' in head:
+        return "chat"
+    if b'"message_start"' in head or b'"content_block_' in head:
+        return "messages"
+    if b'"candidates"' in head:
+        return "gemini"
+    return None
