@@ -392,13 +392,18 @@ class ChatRepairer(ApiRepairer):
             rec.wait = "finish"  # usage may follow in a usage-only chunk
 
     def _usage_can_matter(self, finishing: list[dict[str, Any]]) -> bool:
-        """Can a usage chunk still to come change the verdict? Only with a request cap and
-        usage evidence on (the verdict compares usage with the cap, nothing else), and
-        not after a gateway's own ``length``/``content_filter`` (native evidence wins).
+        """Can a usage chunk still to come change the verdict, or need the upstream's
+        counts (rule usage: they go into that chunk, not onto the finish)? The verdict: only
+        with a request cap and usage evidence on (it compares usage with the cap, nothing
+        else), and not after a gateway's own ``length``/``content_filter`` (native wins).
         Otherwise the finish chunk goes out at once: a held event is lost if the upstream
         is cut (mitmproxy 12.3.1 ends the flow without a last call of the stream
         callable), so nothing is held that cannot change."""
         v = self.verdict
+        if self.rules.usage:
+            v.decide()  # runs the resolver (once): the upstream leg's counts are known now
+            if v.upstream_counts is not None:
+                return True  # rule usage fills them into a usage-only chunk if one follows
         if v.cap is None or "usage" not in v.enabled:
             return False
         return not any(ch.get("finish_reason") in _NATIVE for ch in finishing)

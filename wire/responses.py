@@ -747,7 +747,7 @@ class ResponsesRepairer(ApiRepairer):
             if not p.replayed or not (0 <= ci < len(content)) or not isinstance(content[ci], dict):
                 continue
             self._replayed.add(it.index)
-            text = "".join(p.chunks)
+            text = p.chunks.text()
             if content[ci].get("text") == text * 2:
                 content[ci]["text"] = text
                 dirty = True
@@ -911,7 +911,7 @@ class ResponsesRepairer(ApiRepairer):
                 delta = obj.get("delta")
                 if isinstance(delta, str):
                     p = it.part(ci)
-                    replay = p.size == len(delta) and len(p.chunks) >= 2 and delta == "".join(p.chunks)
+                    replay = p.size == len(delta) and p.chunks.pieces >= 2 and delta == p.chunks.text()
                     if self.rules.replay and delta and replay:
                         p.replayed = True
                         self.changed += 1
@@ -932,8 +932,8 @@ class ResponsesRepairer(ApiRepairer):
                         dirty = True
                         self.fire("item_order")
                 elif isinstance(obj.get("text"), str):
-                    if p.replayed and obj["text"] == "".join(p.chunks) * 2:
-                        obj["text"] = "".join(p.chunks)  # the replay doubled the done text too
+                    if p.replayed and obj["text"] == p.chunks.text() * 2:
+                        obj["text"] = p.chunks.text()  # the replay doubled the done text too
                         dirty = True
                     p.text = obj["text"]
             else:  # content_part.done
@@ -941,8 +941,8 @@ class ResponsesRepairer(ApiRepairer):
                 p.part_done = True
                 part = obj.get("part")
                 if isinstance(part, dict):
-                    if p.replayed and part.get("text") == "".join(p.chunks) * 2:
-                        part["text"] = "".join(p.chunks)
+                    if p.replayed and part.get("text") == p.chunks.text() * 2:
+                        part["text"] = p.chunks.text()
                         dirty = True
                     if it.root is not None:
                         text = p.text if p.text is not None else p.chunks.text()

@@ -28,14 +28,16 @@ class Streamed:
     that needs it whole: one UTF-8 buffer grown in place (amortized O(1) per delta, about
     one byte per character, nothing per delta), not a list of delta strings (a pointer
     and a string object, ~60 bytes, per delta). :meth:`text` decodes it once; a whole
-    value from the gateway (``set``) is kept as the string it came as.
+    value from the gateway (``set``) is kept as the string it came as. :attr:`pieces`
+    counts the deltas (and whole values) it holds.
     """
 
-    __slots__ = ("_buf", "_str")
+    __slots__ = ("_buf", "_str", "pieces")
 
     def __init__(self, text: str = "") -> None:
         self._buf: bytearray | None = None
         self._str = text
+        self.pieces = 1 if text else 0
 
     def append(self, delta: str) -> None:
         buf = self._buf
@@ -43,10 +45,12 @@ class Streamed:
             buf = self._buf = bytearray(self._str.encode("utf-8", "surrogatepass"))
             self._str = ""
         buf += delta.encode("utf-8", "surrogatepass")
+        self.pieces += 1
 
     def set(self, text: str) -> None:
         self._buf = None
         self._str = text
+        self.pieces = 1
 
     def text(self) -> str:
         buf = self._buf
