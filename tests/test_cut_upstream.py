@@ -62,6 +62,20 @@ def _resp(obj):
     return _sse(obj, obj["type"])
 
 
+CREATED = _resp(
+    {
+        "type": "response.created",
+        "sequence_number": 0,
+        "response": {
+            "id": "r1",
+            "object": "response",
+            "created_at": 1,
+            "model": "m",
+            "status": "in_progress",
+            "output": [],
+        },
+    }
+)
 NO_CAP = {"model": "m", "stream": True, "messages": []}
 CAP = {"model": "m", "stream": True, "max_tokens": 100, "messages": []}
 
@@ -134,20 +148,7 @@ CASES: dict[str, tuple[str, dict, list[bytes], int | None]] = {
         "/v1/responses",
         {"model": "m", "stream": True, "input": "x"},
         [
-            _resp(
-                {
-                    "type": "response.created",
-                    "sequence_number": 0,
-                    "response": {
-                        "id": "r1",
-                        "object": "response",
-                        "created_at": 1,
-                        "model": "m",
-                        "status": "in_progress",
-                        "output": [],
-                    },
-                }
-            ),
+            CREATED,
             _resp(
                 {
                     "type": "response.output_item.added",
@@ -203,20 +204,7 @@ CASES: dict[str, tuple[str, dict, list[bytes], int | None]] = {
         "/v1/responses",
         {"model": "m", "stream": True, "input": "x"},
         [
-            _resp(
-                {
-                    "type": "response.created",
-                    "sequence_number": 0,
-                    "response": {
-                        "id": "r1",
-                        "object": "response",
-                        "created_at": 1,
-                        "model": "m",
-                        "status": "in_progress",
-                        "output": [],
-                    },
-                }
-            ),
+            CREATED,
             b'event: response.output_item.added\ndata: {"type":"response.output_item.added","seq',
         ],
         1,
