@@ -16,8 +16,8 @@ do not depend on how fast or how loaded the machine is), repeated and reported a
     upstream, one event per upstream write (back to back and 1 ms apart) and batched
     (16 KiB writes).
 (c) The same at a model's pace, 20 ms apart: every stream at once through each proxy.
-(d) Memory: each mitmdump's RSS around one 100,000-event Responses stream (before, at 90 %
-    of the bytes, peak, after).
+(d) Memory: each mitmdump's RSS around one 100,000-event Responses stream (before, after
+    the deltas at 75 % of the bytes, peak, after).
 
 The streams are long synthetic turns as unfixed CPA emits them (cpa-wire.md sections
 2, 3 and 6; Devin on Responses, chat and messages, and the Claude path on Responses): reasoning and text deltas, several write_file calls with thousands of argument
@@ -317,11 +317,20 @@ def claude_responses_stream(text: int = 600, calls: Sequence[int] = CALLS, seed:
         obj = {"type": type_, "sequence_number": seq, **fields}
         out.append(b"event: " + type_.encode() + b"\ndata: " + _go(orjson.dumps(obj)) + b"\n\n")
 
-    resp = {"id": rid, "object": "response", "created_at": 1789012400, "status": "in_progress", "model": "claude-sonnet-4-5"}
+    resp = {
+        "id": rid,
+        "object": "response",
+        "created_at": 1789012400,
+        "status": "in_progress",
+        "model": "claude-sonnet-4-5",
+    }
     emit("response.created", response={**resp, "output": []})
     emit("response.in_progress", response=resp)
-    emit("response.output_item.added", output_index=0,
-         item={"id": mid, "type": "message", "status": "in_progress", "content": [], "role": "assistant"})
+    emit(
+        "response.output_item.added",
+        output_index=0,
+        item={"id": mid, "type": "message", "status": "in_progress", "content": [], "role": "assistant"},
+    )
     part = {"type": "output_text", "annotations": [], "logprobs": [], "text": ""}
     emit("response.content_part.added", item_id=mid, output_index=0, content_index=0, part=part)
     tdeltas = _deltas(rng, text)
@@ -331,7 +340,14 @@ def claude_responses_stream(text: int = 600, calls: Sequence[int] = CALLS, seed:
     items = []
     for k, (cid, args, pieces) in enumerate(_calls(rng, calls)):
         fid = f"fc_{cid}"
-        item = {"id": fid, "type": "function_call", "status": "in_progress", "arguments": "", "call_id": cid, "name": "write_file"}
+        item = {
+            "id": fid,
+            "type": "function_call",
+            "status": "in_progress",
+            "arguments": "",
+            "call_id": cid,
+            "name": "write_file",
+        }
         emit("response.output_item.added", output_index=1 + k, item=item)
         for piece in pieces:
             emit("response.function_call_arguments.delta", item_id=fid, output_index=1 + k, delta=piece)
@@ -341,11 +357,24 @@ def claude_responses_stream(text: int = 600, calls: Sequence[int] = CALLS, seed:
         items.append(done)
     emit("response.output_text.done", item_id=mid, output_index=0, content_index=0, text=full, logprobs=[])
     emit("response.content_part.done", item_id=mid, output_index=0, content_index=0, part={**part, "text": full})
-    message = {"id": mid, "type": "message", "status": "completed", "content": [{**part, "text": full}], "role": "assistant"}
+    message = {
+        "id": mid,
+        "type": "message",
+        "status": "completed",
+        "content": [{**part, "text": full}],
+        "role": "assistant",
+    }
     emit("response.output_item.done", output_index=0, item=message)
     n_out = (len(full) + sum(len(i["arguments"]) for i in items)) // 4
-    emit("response.completed", response={**resp, "status": "completed", "output": [message, *items],
-                                         "usage": {"input_tokens": 9120, "output_tokens": n_out, "total_tokens": 9120 + n_out}})
+    emit(
+        "response.completed",
+        response={
+            **resp,
+            "status": "completed",
+            "output": [message, *items],
+            "usage": {"input_tokens": 9120, "output_tokens": n_out, "total_tokens": 9120 + n_out},
+        },
+    )
     return b"".join(out)
 
 
@@ -359,8 +388,21 @@ def devin_messages_stream(calls: Sequence[int] = CALLS, reasoning: int = 300, te
     def emit(obj: dict[str, Any]) -> None:
         out.append(b"event: " + obj["type"].encode() + b"\ndata: " + _go(orjson.dumps(obj)) + b"\n\n\n")
 
-    emit({"type": "message_start", "message": {"id": INTERACTION_ID, "type": "message", "role": "assistant", "content": [],
-          "model": MODEL, "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 12850, "output_tokens": 0}}})
+    emit(
+        {
+            "type": "message_start",
+            "message": {
+                "id": INTERACTION_ID,
+                "type": "message",
+                "role": "assistant",
+                "content": [],
+                "model": MODEL,
+                "stop_reason": None,
+                "stop_sequence": None,
+                "usage": {"input_tokens": 12850, "output_tokens": 0},
+            },
+        }
+    )
     emit({"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": ""}})
     for d in _deltas(rng, reasoning):
         emit({"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": d}})
@@ -372,15 +414,31 @@ def devin_messages_stream(calls: Sequence[int] = CALLS, reasoning: int = 300, te
     emit({"type": "content_block_stop", "index": 1})
     n_args = 0
     for k, (cid, args, pieces) in enumerate(_calls(rng, calls)):
-        emit({"type": "content_block_start", "index": 2 + k,
-              "content_block": {"type": "tool_use", "id": cid, "name": "write_file", "input": {}}})
+        emit(
+            {
+                "type": "content_block_start",
+                "index": 2 + k,
+                "content_block": {"type": "tool_use", "id": cid, "name": "write_file", "input": {}},
+            }
+        )
         for piece in pieces:
-            emit({"type": "content_block_delta", "index": 2 + k, "delta": {"type": "input_json_delta", "partial_json": piece}})
+            emit(
+                {
+                    "type": "content_block_delta",
+                    "index": 2 + k,
+                    "delta": {"type": "input_json_delta", "partial_json": piece},
+                }
+            )
         emit({"type": "content_block_stop", "index": 2 + k})
         n_args += len(args)
     n_out = (len("".join(tdeltas)) + n_args) // 4
-    emit({"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": None},
-          "usage": {"input_tokens": 12850, "output_tokens": n_out}})
+    emit(
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+            "usage": {"input_tokens": 12850, "output_tokens": n_out},
+        }
+    )
     emit({"type": "message_stop"})
     return b"".join(out)
 
@@ -581,8 +639,12 @@ def _write_recordings(root: Path) -> dict[str, tuple[str, bytes, int]]:
                 "api": "responses",
                 "kind": "buggy",
                 "source": "streamfix.bench (synthetic)",
-                "request": {"method": "POST", "path": "/v1/responses", "headers": {"content-type": "application/json"},
-                            "body": RESPONSES_REQUEST},
+                "request": {
+                    "method": "POST",
+                    "path": "/v1/responses",
+                    "headers": {"content-type": "application/json"},
+                    "body": RESPONSES_REQUEST,
+                },
                 "response": {"status": 200, "headers": {"content-type": "text/event-stream"}},
                 "pacing": {"delay_ms": 0, "chunk": "bytes:4096"},
             }
@@ -644,8 +706,12 @@ def _slow_paced(proxies: dict[str, Any], recs: dict[str, Any]) -> dict[str, Any]
 
     def one(job: tuple[str, str, bytes, str]) -> tuple[str, int]:
         label, url, body, rec = job
-        headers = {"content-type": "application/json", "accept-encoding": "identity",
-                   "x-streamfix-recording": rec, "x-streamfix-delay-ms": str(SLOW_PACE_MS)}
+        headers = {
+            "content-type": "application/json",
+            "accept-encoding": "identity",
+            "x-streamfix-recording": rec,
+            "x-streamfix-delay-ms": str(SLOW_PACE_MS),
+        }
         with httpx.Client(timeout=600) as client:
             got, _ = _fetch(client, url, body, headers)
         return label, len(got)
@@ -673,10 +739,11 @@ def _memory(proxies: dict[str, Any], recs: dict[str, Any]) -> list[dict[str, Any
     rows = []
     with httpx.Client(timeout=600) as client:
         for label, (proc, base) in proxies.items():
-            headers = {"content-type": "application/json", "accept-encoding": "identity",
-                       "x-streamfix-delay-ms": "0"}
+            headers = {"content-type": "application/json", "accept-encoding": "identity", "x-streamfix-delay-ms": "0"}
             # warm-up: the small stream once, so imports and caches are in the baseline
-            _fetch(client, base + "/v1/responses", reqbody, {**headers, "x-streamfix-recording": "bench-responses-batched"})
+            _fetch(
+                client, base + "/v1/responses", reqbody, {**headers, "x-streamfix-recording": "bench-responses-batched"}
+            )
             before = _rss_kb(proc.p.pid)
             # VmHWM is the peak since start: reset it (Linux >= 4.0), else it may be the warm-up's
             try:
@@ -691,7 +758,7 @@ def _memory(proxies: dict[str, Any], recs: dict[str, Any]) -> list[dict[str, Any
                 for part in r.iter_raw():
                     parts.append(part)
                     got_n += len(part)
-                    if not at90 and got_n >= 0.9 * len(body):  # before the closing events
+                    if not at90 and got_n >= 0.75 * len(body):  # the deltas, before the closing events
                         at90 = _rss_kb(proc.p.pid)
             got = b"".join(parts)
             rows.append(
@@ -709,7 +776,7 @@ def _memory(proxies: dict[str, Any], recs: dict[str, Any]) -> list[dict[str, Any
     return rows
 
 
-def bench_mitmdump(repeats: int, paced: bool = True) -> list[dict[str, Any]]:
+def bench_mitmdump(repeats: int, paced: bool = True, memory_only: bool = False) -> list[dict[str, Any]]:
     import httpx
 
     rows = []
@@ -750,7 +817,7 @@ def bench_mitmdump(repeats: int, paced: bool = True) -> list[dict[str, Any]]:
                     raise RuntimeError(f"{addon} failed to load:\n{p.log.read_text()}")
                 proxies[label] = (p, f"http://127.0.0.1:{port}")
             with httpx.Client(timeout=120) as client:
-                for name, (api, path, request, _build) in STREAMS.items():
+                for name, (api, path, request, _build) in () if memory_only else STREAMS.items():
                     reqbody = json.dumps(request).encode()
                     expect = _masked(repair_in_process(api, request, events_of(recs[f"bench-{name}-event"][1]))[0])
                     for mode, suffix, pause_ms in MODES:
@@ -800,7 +867,7 @@ def bench_mitmdump(repeats: int, paced: bool = True) -> list[dict[str, Any]]:
                             }
                         )
             EXTRA["memory"] = _memory(proxies, recs)
-            if paced:
+            if paced and not memory_only:
                 EXTRA["slow"] = _slow_paced(proxies, recs)
         finally:
             for p in reversed(procs):
@@ -875,7 +942,7 @@ def report(inproc: list[dict[str, Any]], mitm: list[dict[str, Any]], r_in: int, 
         lines += [
             "",
             f"(d) mitmdump RSS around one {mem[0]['events']:,}-event Responses stream ({mem[0]['mb']:.0f} MB, 4 KiB writes)",
-            "| proxy | RSS before MB | at 90 % of the bytes | peak MB | after MB | peak - before MB | bytes |",
+            "| proxy | RSS before MB | after the deltas (75 % of the bytes) | peak MB | after MB | peak - before MB | bytes |",
             "|---|---:|---:|---:|---:|---:|---|",
         ]
         for r in mem:
@@ -891,7 +958,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=None, help="runs per figure (default 9 in process, 5 in mitmdump)")
     ap.add_argument("--quick", action="store_true", help="3 runs each, for a smoke run")
     ap.add_argument("--in-process-only", action="store_true", help="skip the mitmdump measurement")
-    ap.add_argument("--no-paced", action="store_true", help="skip the paced mitmdump run (the slowest part)")
+    ap.add_argument("--no-paced", action="store_true", help="skip the paced mitmdump runs (the slowest part)")
+    ap.add_argument("--memory-only", action="store_true", help="only the RSS figure (d)")
     ap.add_argument(
         "--capacity",
         action="store_true",
@@ -907,8 +975,8 @@ def main(argv: list[str] | None = None) -> int:
     rin = a.repeats or (3 if a.quick else 9)
     rmitm = a.repeats or (3 if a.quick else 5)
     t0 = time.monotonic()
-    inproc = bench_in_process(rin)
-    mitm = [] if a.in_process_only else bench_mitmdump(rmitm, paced=not a.no_paced)
+    inproc = [] if a.memory_only else bench_in_process(rin)
+    mitm = [] if a.in_process_only else bench_mitmdump(rmitm, paced=not a.no_paced, memory_only=a.memory_only)
     print(report(inproc, mitm, rin, rmitm))
     print(f"\n(bench took {time.monotonic() - t0:.0f} s)")
     return 0

@@ -3,7 +3,7 @@
 import orjson
 import pytest
 
-from wire.sse import Event
+from wire.sse import Event, SseParser
 from wire.stream import EventRepairer, Streamed, StreamRepair, repair_body
 
 BODY = b"".join(b'data: {"n":%d}\n\n' % i for i in range(6)) + b"data: [DONE]\n\n"
@@ -165,3 +165,33 @@ def test_open_item_memory_is_its_text_not_a_string_per_delta():
         )
     )
     assert b"".join(f"{i:09d} ".encode() for i in range(50_000)) in out
+
+
+@pytest.mark.parametrize("api", ["responses", "chat"])
+def test_at_most_one_json_parse_per_event(monkeypatch, api):
+    """The repairer and the checks before it (non-standard events) share one
+    ``orjson.loads`` per event (``Event.json``); the verdict's one parse of the last
+    call's arguments at the end is the only other."""
+    from streamfix import bench
+    from wire.apis import stream_repairer
+    from wire.rules import FlowContext, Rules
+    from wire.verdict import Verdict
+
+    _, _, request, build = bench.STREAMS[api]
+    chunks = bench.events_of(build())
+    calls = []
+    real = orjson.loads
+
+    def counting(data):
+        calls.append(len(data))
+        return real(data)
+
+    monkeypatch.setattr(orjson, "loads", counting)
+    s = StreamRepair(stream_repairer(api, Rules(), FlowContext(model="m", request=request), Verdict()))
+    for c in chunks:
+        s.feed(c)
+    s.close()
+    p = SseParser()
+    with_data = sum(1 for c in chunks for e in p.feed(c) if e.data is not None)
+    assert s.error is None
+    assert with_data > 2000 and len(calls) <= with_data + 1

@@ -401,7 +401,8 @@ class ChatRepairer(ApiRepairer):
         callable), so nothing is held that cannot change."""
         v = self.verdict
         if self.rules.usage:
-            v.decide()  # runs the resolver (once): the upstream leg's counts are known now
+            if v.resolver is not None:
+                v.decide()  # runs the resolver (once): the upstream leg's counts are known now
             if v.upstream_counts is not None:
                 return True  # rule usage fills them into a usage-only chunk if one follows
         if v.cap is None or "usage" not in v.enabled:

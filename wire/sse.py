@@ -25,11 +25,15 @@ stopped.
 from __future__ import annotations
 
 import re
+from typing import Any
+
+import orjson
 
 __all__ = ["Event", "SseParser", "format_event"]
 
 _EOL = re.compile(rb"\r\n|\r|\n")
 _BOM = b"\xef\xbb\xbf"
+_UNPARSED: Any = object()
 
 
 class Event:
@@ -39,7 +43,7 @@ class Event:
     them several times per event.
     """
 
-    __slots__ = ("complete", "data", "eol", "event", "fields", "raw")
+    __slots__ = ("_json", "complete", "data", "eol", "event", "fields", "raw")
 
     raw: bytes
     """The exact bytes of the event, including its terminating blank line."""
@@ -73,6 +77,7 @@ class Event:
                 name = v
         self.data = data
         self.event = None if name is None else name.decode("utf-8", "replace")
+        self._json: Any = _UNPARSED
 
     def __repr__(self) -> str:
         return f"Event(raw={self.raw!r}, complete={self.complete})"
@@ -86,7 +91,28 @@ class Event:
 
     @property
     def is_comment_only(self) -> bool:
+        if self.data is not None or self.event is not None:  # O(1) for every real event
+            return False
         return all(k == b"" for k, _ in self.fields)
+
+    def json(self) -> Any:
+        """``data`` decoded as JSON, once per event (``orjson.JSONDecodeError`` if it is
+        not JSON; ``None`` without data): the repairer and the checks before it (e.g.
+        :func:`wire.foreign.foreign`) share one ``orjson.loads``. Callers that change
+        the object own it: later calls return the changed object."""
+        cached = self._json
+        if cached is _UNPARSED:
+            if self.data is None:
+                cached = None
+            else:
+                try:
+                    cached = orjson.loads(self.data)
+                except orjson.JSONDecodeError as e:
+                    cached = e
+            self._json = cached
+        if isinstance(cached, orjson.JSONDecodeError):
+            raise cached
+        return cached
 
     def with_data(self, data: bytes, event: str | None = None) -> bytes:
         """This event re-serialized with new data (and, if given, a new ``event:`` name).
@@ -255,6 +281,7 @@ class SseParser:
             ev.fields = fields
             ev.data = d
             ev.event = None if name is None else name.decode("utf-8", "replace")
+            ev._json = _UNPARSED
             append(ev)
         if pos < n:
             rest = data[pos:] if pos else data

@@ -111,7 +111,7 @@ class EventRepairer:
         if data is None or data == b"[DONE]":
             return None
         try:
-            obj = orjson.loads(data)
+            obj = ev.json()  # one loads per event, shared with the checks before (foreign)
         except orjson.JSONDecodeError:
             self.note(f"event data is not JSON ({len(data)} bytes), passed through")
             return None
