@@ -307,6 +307,16 @@ def test_finish_is_not_held_when_usage_cannot_change_the_verdict(req, reason, ev
     assert s.feed(fin) == fin
 
 
+def test_finish_reason_of_any_json_type_is_no_crash():
+    """Found by the fuzz target: a list as finish_reason (unhashable) went into a dict lookup."""
+    from wire.stream import StreamRepair
+
+    s = StreamRepair(ChatRepairer(Rules(), FlowContext(request=REQ), Verdict()))
+    body = sse(chunk({"content": "a"}), chunk(finish=[1, "a"]), DONE)
+    out = s.feed(body) + s.close()
+    assert s.error is None and out == body
+
+
 def test_finish_without_usage_at_the_end_of_stream_is_decided():
     evs, rep, _ = fix(args(0, CUT), chunk(finish="tool_calls"), rules=Rules(tool_index=False))
     assert finish_reasons(evs) == ["length"] and rep.decision is not None

@@ -431,7 +431,7 @@ class ChatRepairer(ApiRepairer):
                 return True  # rule usage fills them into a usage-only chunk if one follows
         if v.cap is None or "usage" not in v.enabled:
             return False
-        return not any(ch.get("finish_reason") in _NATIVE for ch in finishing)
+        return not any(isinstance(fr := ch.get("finish_reason"), str) and fr in _NATIVE for ch in finishing)
 
     def _settle(self) -> None:
         assert self._finish is not None
