@@ -120,6 +120,7 @@ CALL = Call("get_weather", '{"city":"Paris"}')
 TOOLS = Expected("responses", (CALL,), "response.completed", None, "")
 CUT = Expected("responses", (Call("get_weather", '{"ci'),), "response.incomplete", "max_output_tokens", "")
 CHAT_CUT = Expected("chat", (Call("get_weather", '{"ci'),), "length", None, "")
+FAILED = Expected("responses", (), "response.failed", None, "Partial")
 
 
 @pytest.mark.parametrize(
@@ -209,6 +210,25 @@ CHAT_CUT = Expected("chat", (Call("get_weather", '{"ci'),), "length", None, "")
         ("codex", TOOLS, {"rc": "timeout", "failures": []}, False),
         ("codex", CUT, {"rc": 1, "failures": ["Incomplete response returned, reason: max_output_tokens"]}, True),
         ("codex", CUT, {"rc": 0, "last": "ALL DONE", "failures": []}, False),
+        # a failure terminal must reach every client as a failure, never as a success
+        ("aisdk7/responses", FAILED, {"finishReason": "error", "errors": ["cut"], "toolCalls": []}, True),
+        ("aisdk7/responses", FAILED, {"finishReason": "stop", "errors": [], "toolCalls": []}, False),
+        ("aisdk5/responses", FAILED, {"finishReason": "unknown", "errors": [], "toolCalls": []}, True),
+        ("openai-py/responses", FAILED, {"terminal": "response.failed", "calls": []}, True),
+        ("openai-py/responses", FAILED, {"calls": []}, False),
+        (
+            "openai-py/responses.stream",
+            FAILED,
+            {
+                "exception": "RuntimeError",
+                "types": ["response.failed"],
+                "message": "Didn't receive a `response.completed` event.",
+            },
+            True,
+        ),
+        ("openai-py/responses.stream", FAILED, {"status": "completed", "calls": []}, False),
+        ("codex", FAILED, {"rc": 1, "failures": ["stream disconnected before completion: cut"]}, True),
+        ("codex", FAILED, {"rc": 0, "last": "Partial", "failures": []}, False),
     ],
 )
 def test_judge(client, exp, result, ok):
