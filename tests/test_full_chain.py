@@ -481,3 +481,62 @@ async def test_twenty_conversations_each_get_their_own_devin_usage(chain):
     want = [devin_usage(chain, conv) for _, conv, *_ in jobs]
     assert len(set(want)) == 20
     assert got == want
+
+
+@needs_wiring
+@pytest.mark.clients
+async def test_real_clients_report_devins_usage(chain):
+    """AI SDK 7 (chat, Responses, Anthropic; streamText and generateText) and
+    openai-python's helpers (``chat.completions.stream``, ``responses.stream``) through the
+    whole chain with the usage dropped by CPA: each reports its own Devin numbers."""
+    sys.path.insert(0, str(Path(__file__).with_name("clients")))
+    from runners import CLIENTS, run_aisdk_batch
+
+    install = CLIENTS / "aisdk7"
+    assert (install / ".streamfix-installed").exists(), "run scripts/install-clients"
+
+    def prompt(conv: str, i: int, scenario: str = "stop") -> str:
+        marks = f"[scenario:{scenario}] [conv:{conv}] [usage:field7] [prompt_tokens:{3000 + 61 * i}] [cpa_usage:omit]"
+        return f"Count it. {marks}"
+
+    cases = []
+    for i, (api, stream) in enumerate((a, s) for a in ("chat", "responses", "anthropic") for s in (True, False)):
+        conv = f"client-{api}-{'sse' if stream else 'json'}-{uuid.uuid4().hex[:6]}"
+        # a non-streamed Anthropic message with a thinking block fails the AI SDK's schema
+        # (CPA's non-stream translator writes no signature): a turn without thinking
+        scenario = "content_filter" if (api, stream) == ("anthropic", False) else "stop"
+        cases.append({"id": conv, "api": api, "baseURL": chain.base + "/v1", "stream": stream, "tools": [],
+                      "prompt": prompt(conv, i, scenario)})  # fmt: skip
+    results = await asyncio.to_thread(run_aisdk_batch, install, cases)
+    for c in cases:
+        r = results[c["id"]]
+        u = r.get("usage") or {}
+        inp, out, cached, total = devin_usage(chain, c["id"])
+        got_cached = (u.get("inputTokenDetails") or {}).get("cacheReadTokens", u.get("cachedInputTokens"))
+        assert (u.get("inputTokens"), u.get("outputTokens"), u.get("totalTokens"), got_cached) == (
+            inp, out, total, cached), json.dumps(r)[:2000]  # fmt: skip
+
+    import openai
+
+    oa = openai.OpenAI(base_url=chain.base + "/v1", api_key="test-key", max_retries=0, timeout=TIMEOUT)
+    chat_conv, resp_conv = (f"client-py-{k}-{uuid.uuid4().hex[:6]}" for k in ("chat", "responses"))
+
+    def chat_final():
+        with oa.chat.completions.stream(model="devin/swe-2", stream_options={"include_usage": True},
+                                        messages=[{"role": "user", "content": prompt(chat_conv, 7)}]) as s:  # fmt: skip
+            return s.get_final_completion()
+
+    def responses_final():
+        with oa.responses.stream(model="devin/swe-2", input=prompt(resp_conv, 8)) as s:
+            return s.get_final_response()
+
+    chat = await asyncio.to_thread(chat_final)
+    inp, out, cached, total = devin_usage(chain, chat_conv)
+    u = chat.usage
+    assert (u.prompt_tokens, u.completion_tokens, u.total_tokens, u.prompt_tokens_details.cached_tokens) == (
+        inp, out, total, cached)  # fmt: skip
+    resp = await asyncio.to_thread(responses_final)
+    inp, out, cached, total = devin_usage(chain, resp_conv)
+    u = resp.usage
+    assert (u.input_tokens, u.output_tokens, u.total_tokens, u.input_tokens_details.cached_tokens) == (
+        inp, out, total, cached)  # fmt: skip
