@@ -461,7 +461,7 @@ async def test_usage_cpa_already_sent_passes_unchanged(chain, api):
             body = await ask_usage(c, chain, api, conv, devin, None, 1234)
         got = client_usage(api, body)
         if api == "messages":  # CPA writes its total input into input_tokens, no cache read
-            inp, out, cached, total = devin_usage(chain, conv)
+            inp, out, _, total = devin_usage(chain, conv)
             assert got == (inp, out, 0, total)
         else:
             assert got == devin_usage(chain, conv)

@@ -10,8 +10,8 @@ from typing import Any
 
 import orjson
 import pytest
-
 from repairkit import events, run, sse
+
 from wire.chat import ChatRepairer, repair_chat_json
 from wire.gemini import GeminiRepairer, repair_gemini_json
 from wire.messages import MessagesRepairer, repair_messages_json
