@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import fields, replace
 
 import pytest
-
 from repairkit import run
+
 from streamfix.recordings import all_recordings, load
 from wire.apis import stream_repairer
 from wire.rules import FlowContext, Rules
@@ -85,7 +85,11 @@ def test_chat_resent_header_fires_tool_header():
     def chunk(tc):
         import orjson
 
-        obj = {"id": "c", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"tool_calls": [tc]}, "finish_reason": None}]}
+        obj = {
+            "id": "c",
+            "object": "chat.completion.chunk",
+            "choices": [{"index": 0, "delta": {"tool_calls": [tc]}, "finish_reason": None}],
+        }
         return b"data: " + orjson.dumps(obj) + b"\n\n"
 
     head = {"index": 0, "id": "call_a", "type": "function", "function": {"name": "f", "arguments": ""}}

@@ -99,6 +99,9 @@ class Chain:
         self.dir = d
         self.procs: dict[str, Proc] = {}
         """Name -> process, in start order."""
+        self.extra: list[str] = []
+        """More mitmdump arguments (other test modules: a turn log, -w)."""
+        self.flow_detail = 0
 
     def start(self, name: str, cmd: list[str], pattern: str) -> tuple[Proc, str]:
         p = Proc(cmd, env=child_env())
@@ -115,14 +118,14 @@ class Chain:
         # picked here; a lost race (port taken meanwhile) is retried with another one
         for attempt in range(3):
             reg = free_port()
-            cmd = [tool("mitmdump"), "--set", f"confdir={confdir}", "--set", "flow_detail=0",
+            cmd = [tool("mitmdump"), "--set", f"confdir={confdir}", "--set", f"flow_detail={self.flow_detail}",
                    "--mode", "reverse:http://standin.test:9@127.0.0.1:0",
                    "--mode", f"regular@127.0.0.1:{reg}",
                    "-s", str(REPAIR), "-s", str(ROOT / "addons" / "upstream.py"),
                    "-s", str(ROOT / "addons" / "views.py"), "-s", str(HOSTMAP),
                    "--set", f"e2e_hostmap_file={self.hostmap}",
                    "--set", "streamfix_upstream_hosts=*.devin.test",
-                   "--set", f"ssl_verify_upstream_trusted_ca={self.ca}"]  # fmt: skip
+                   "--set", f"ssl_verify_upstream_trusted_ca={self.ca}", *self.extra]  # fmt: skip
             self.mitm = Proc(cmd, env=child_env())
             try:
                 m = self.mitm.wait_for(r"reverse proxy to \S+ listening at 127\.0\.0\.1:(\d+)", TIMEOUT)

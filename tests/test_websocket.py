@@ -15,13 +15,12 @@ import itertools
 import re
 import shutil
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
 import orjson
 import pytest
-from support import Proc, show_logs_on_failure, start_mitmdump, start_replay
+from support import ProxyStack, no_crash_during, replay_and_proxy, show_logs_on_failure, start_mitmdump
 
 from streamfix.recordings import ROOT as RECORDINGS
 from streamfix.recordings import Recording, all_recordings, load
@@ -35,34 +34,16 @@ TERMINALS = {"response.completed", "response.incomplete", "response.failed", "er
 TIMEOUT = 60.0
 
 
-@dataclass
-class Stack:
-    root: Path
-    replay: Proc
-    upstream: str
-    mitm: Proc
-    proxy: str
-
-    def rec(self, name: str) -> Recording:
-        return load(name, self.root)
+Stack = ProxyStack
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory):
     tmp = tmp_path_factory.mktemp("ws")
     root = tmp / "recordings"
-    shutil.copytree(RECORDINGS, root)
-    replay, upstream = start_replay(root)
-    try:
-        mitm, port = start_mitmdump(upstream, tmp / "confdir")
-    except BaseException:
-        replay.stop()
-        raise
-    try:
-        yield Stack(root, replay, upstream, mitm, f"http://127.0.0.1:{port}")
-    finally:
-        mitm.stop()
-        replay.stop()
+    shutil.copytree(RECORDINGS, root)  # a snapshot: recordings may land while we run
+    with replay_and_proxy(root, tmp / "confdir") as (replay, upstream, mitm, proxy):
+        yield Stack(root, replay, upstream, mitm, proxy)
 
 
 @pytest.fixture(autouse=True)
@@ -71,11 +52,7 @@ def no_crash(request: pytest.FixtureRequest):
         yield
         return
     st: Stack = request.getfixturevalue("stack")
-    show_logs_on_failure(request, {"mitmdump": st.mitm, "replay upstream": st.replay})
-    start = len(st.mitm.lines)
-    yield
-    new = "\n".join(st.mitm.lines[start:])
-    assert "has crashed" not in new and "Traceback" not in new, new
+    yield from no_crash_during(request, st.mitm, st.replay)
 
 
 # --- helpers ------------------------------------------------------------------------

@@ -69,8 +69,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
+from .foreign import commented, foreign
 from .rules import FlowContext, Rules
-from .sse import Event
+from .sse import Event, format_event
 from .stream import ApiRepairer
 from .toolcalls import unique_ids
 from .verdict import Verdict
@@ -162,9 +165,17 @@ class ChatRepairer(ApiRepairer):
         self._choices: set[int] = set()
         self._finished = False
         self._errored = False
+        self._done = False  # data: [DONE] came
+        self._eol: bytes | None = None  # the stream's line end (a synthesized error chunk)
+        self._said: dict[int, tuple[str, int]] = {}  # rule replay: choice -> (content, deltas)
+        self._noted_foreign = False
 
     # --- EventRepairer -----------------------------------------------------------
     def event(self, ev: Event) -> list[bytes]:
+        ev = self._foreign(ev)
+        if ev.data is not None:
+            self._eol = self._eol or ev.eol
+            self._done = self._done or ev.data.strip() == b"[DONE]"
         obj = self.parse(ev)
         rec = _Rec(ev, obj)
         if obj is not None:
@@ -189,7 +200,56 @@ class ChatRepairer(ApiRepairer):
         if self.decision is None:
             self._report_args()
             self.decision = self.verdict.decide()
-        return self._flush()
+        out = self._flush()
+        if self._cut_short():
+            # rule eof_terminal: an error chunk as OpenAI sends one mid-stream (openai-python
+            # raises APIError on it, the AI SDK ends with finish reason "error"); never a finish
+            err = {
+                "error": {
+                    "message": "The upstream stream ended without a finish_reason.",
+                    "type": "server_error",
+                    "param": None,
+                    "code": None,
+                }
+            }
+            out.append(format_event(orjson.dumps(err), eol=self._eol or b"\n"))
+            self.changed += 1
+            self.note("stream ended without a finish_reason: ended it with an error chunk")
+        return out
+
+    def _cut_short(self) -> bool:
+        """Rule eof_terminal applies: chunks came, then the end without a finish_reason,
+        an error or [DONE]."""
+        return self.rules.eof_terminal and self._eol is not None and not (self._finished or self._errored or self._done)
+
+    def _foreign(self, ev: Event) -> Event:
+        """Rule nonstandard (an event chat does not define becomes a comment) and, when
+        rule eof_terminal will end the stream, the half event it stops in (kept as a
+        comment, terminated, so it cannot glue onto the error chunk)."""
+        if self.rules.nonstandard and ev.complete:
+            why = foreign("chat", ev)
+            if why is not None:
+                self.changed += 1
+                if not self._noted_foreign:
+                    self._noted_foreign = True
+                    self.note(f"turned a non-standard event into an SSE comment ({why[1]})")
+                return commented(ev)
+        if not ev.complete and self._cut_short():
+            c = commented(ev)
+            raw = c.raw + (b"" if c.raw.endswith((b"\n", b"\r")) else ev.eol) + ev.eol
+            self.changed += 1
+            return Event(raw, c.fields, ev.eol)
+        return ev
+
+    def _replay(self, ci: int, delta: dict[str, Any], content: str) -> bool:
+        """Rule replay (LiteLLM #41109): a content delta equal to the whole content already
+        streamed for the choice (after two deltas or more) is a replay; True to drop it."""
+        said, k = self._said.get(ci, ("", 0))
+        if k >= 2 and len(content) == len(said) and content == said:
+            self.note(f"dropped a content delta replaying the whole text (choice {ci})")
+            return True
+        self._said[ci] = (said + content, k + 1)
+        return False
 
     # --- the rules -------------------------------------------------------------
     def _chunk(self, rec: _Rec, obj: dict[str, Any]) -> None:
@@ -205,6 +265,10 @@ class ChatRepairer(ApiRepairer):
                 delta = ch.get("delta")
                 if isinstance(delta, dict):
                     content = _text(delta.get("content"))
+                    if content and self.rules.replay and self._replay(ci, delta, content):
+                        delta["content"] = ""
+                        rec.dirty = True
+                        content = None
                     if content:
                         self.verdict.observe_text(content)
                     tcs = delta.get("tool_calls")
@@ -310,7 +374,7 @@ class ChatRepairer(ApiRepairer):
                 rec.mark("finish_reason")
                 self.note(f"finish_reason {orig!r} (not in the spec) written as {ch['finish_reason']!r}")
             fr = ch.get("finish_reason")
-            if fr in _NATIVE:
+            if isinstance(fr, str) and fr in _NATIVE:  # a list or object here is not hashable
                 self.verdict.native(_NATIVE[fr], f"finish_reason {orig or fr!r}")
         self._give_up_names("the finish chunk")
         if self._finish is not None:
@@ -440,7 +504,7 @@ def repair_chat_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdic
         orig = spec_finish(ch, rules)
         changed |= orig is not None
         fr = ch.get("finish_reason")
-        if fr in _NATIVE:
+        if isinstance(fr, str) and fr in _NATIVE:  # a list or object here is not hashable
             verdict.native(_NATIVE[fr], f"finish_reason {orig or fr!r}")
         msg = ch.get("message")
         if not isinstance(msg, dict):

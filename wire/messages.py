@@ -260,7 +260,7 @@ class MessagesRepairer(ApiRepairer):
         delta = obj.get("delta")
         delta = delta if isinstance(delta, dict) else {}
         sr = delta.get("stop_reason")
-        if sr in _NATIVE:
+        if isinstance(sr, str) and sr in _NATIVE:  # a list or object here is not hashable
             self.verdict.native(_NATIVE[sr], f"stop_reason {sr!r}")
         usage = obj.get("usage")
         if isinstance(usage, dict):
@@ -367,7 +367,7 @@ def repair_messages_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, ve
     if rules.tool_index:
         changed |= unique_ids([b for b in blocks if b.get("type") == "tool_use"], "toolu_")
     sr = obj.get("stop_reason")
-    if sr in _NATIVE:
+    if isinstance(sr, str) and sr in _NATIVE:  # a list or object here is not hashable
         verdict.native(_NATIVE[sr], f"stop_reason {sr!r}")
     usage = obj.get("usage")
     if isinstance(usage, dict):
