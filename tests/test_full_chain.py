@@ -189,7 +189,9 @@ def chain(chain_procs: Chain, request: pytest.FixtureRequest) -> Chain:
 
 
 # --- requests and terminals -----------------------------------------------------------
-PATHS = {"chat": "/v1/chat/completions", "responses": "/v1/responses", "messages": "/v1/messages"}
+PATHS = {"chat": "/v1/chat/completions", "responses": "/v1/responses", "messages": "/v1/messages",
+         "gemini": "/v1beta/models/devin-swe-2:streamGenerateContent?alt=sse"}  # fmt: skip
+GEMINI_JSON = "/v1beta/models/devin-swe-2:generateContent"
 
 
 def request_body(api: str, prompt: str, cap: int | None = None, stream: bool = True) -> dict:
@@ -201,6 +203,10 @@ def request_body(api: str, prompt: str, cap: int | None = None, stream: bool = T
         body = {"model": "devin/swe-2", "stream": stream, "messages": [{"role": "user", "content": prompt}]}
         if cap:
             body["max_tokens"] = cap
+    elif api == "gemini":
+        body = {"contents": [{"role": "user", "parts": [{"text": prompt}]}]}
+        if cap:
+            body["generationConfig"] = {"maxOutputTokens": cap}
     else:
         body = {"model": "devin/swe-2", "stream": stream, "max_tokens": cap or 32000,
                 "messages": [{"role": "user", "content": [{"type": "text", "text": prompt}]}]}  # fmt: skip
@@ -400,6 +406,8 @@ def client_usage(api: str, body: bytes, stream: bool = True) -> tuple[int, int, 
             u = o.get("response", o).get("usage") if o.get("type", "response").startswith("response") else None
         elif api == "messages":
             u = o.get("usage") if o.get("type") in ("message_delta", "message") else None
+        elif api == "gemini":
+            u = o.get("usageMetadata")
         else:
             u = o.get("usage")
         if isinstance(u, dict):
@@ -413,6 +421,10 @@ def client_usage(api: str, body: bytes, stream: bool = True) -> tuple[int, int, 
     if api == "chat":
         cached = n((usage.get("prompt_tokens_details") or {}).get("cached_tokens"))
         return n(usage.get("prompt_tokens")), n(usage.get("completion_tokens")), cached, n(usage.get("total_tokens"))
+    if api == "gemini":
+        u = usage
+        return (n(u.get("promptTokenCount")), n(u.get("candidatesTokenCount")), n(u.get("cachedContentTokenCount")),
+                n(u.get("totalTokenCount")))  # fmt: skip
     cached = n(usage.get("cache_read_input_tokens"))
     inp = n(usage.get("input_tokens")) + cached
     return inp, n(usage.get("output_tokens")), cached, inp + n(usage.get("output_tokens"))
@@ -431,13 +443,14 @@ async def ask_usage(c: httpx.AsyncClient, chain: Chain, api: str, conv: str, dev
     body = request_body(api, f"Count it. {marks}", stream=stream)
     if api == "chat" and stream:
         body["stream_options"] = {"include_usage": True}
-    r = await c.post(chain.base + PATHS[api], json=body)
+    path = GEMINI_JSON if (api, stream) == ("gemini", False) else PATHS[api]
+    r = await c.post(chain.base + path, json=body)
     assert r.status_code == 200, r.text
     return r.content
 
 
 @needs_wiring
-@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+@pytest.mark.parametrize("api", ["chat", "responses", "messages", "gemini"])
 @pytest.mark.parametrize(("devin", "cpa"), [("field7", "zero"), ("field7", "omit"), ("field28", "zero"),
                                             ("field28", "omit"), ("zero7", "zero")])  # fmt: skip
 @pytest.mark.parametrize("stream", [True, False], ids=["sse", "json"])
@@ -454,7 +467,7 @@ async def test_dropped_usage_is_filled_with_devins_numbers(chain, api, devin, cp
 
 
 @needs_wiring
-@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+@pytest.mark.parametrize("api", ["chat", "responses", "messages", "gemini"])
 async def test_usage_cpa_already_sent_passes_unchanged(chain, api):
     """With the usage on the client leg (CPA copied field 7, or fell back to field 28), the
     client gets exactly CPA's numbers, which are Devin's: nothing is overwritten."""
@@ -474,9 +487,9 @@ async def test_usage_cpa_already_sent_passes_unchanged(chain, api):
 async def test_twenty_conversations_each_get_their_own_devin_usage(chain):
     """20 turns at once on every API, usage dropped by CPA, each with its own Devin
     numbers (distinct prompt sizes; field 7 or field 28): each client gets exactly its own."""
-    apis = ("chat", "responses", "messages")
-    jobs = [(apis[i % 3], f"usage20-{i}-{uuid.uuid4().hex[:6]}", ("field7", "field28")[i % 2],
-             ("zero", "omit")[(i // 2) % 2], 2000 + 97 * i) for i in range(20)]  # fmt: skip
+    apis = ("chat", "responses", "messages", "gemini")
+    jobs = [(apis[i % 4], f"usage20-{i}-{uuid.uuid4().hex[:6]}", ("field7", "field28")[(i // 4) % 2],
+             ("zero", "omit")[(i // 8) % 2], 2000 + 97 * i) for i in range(20)]  # fmt: skip
     async with client() as c:
         bodies = await asyncio.gather(*(ask_usage(c, chain, api, conv, devin, cpa, pt, delay=10)
                                         for api, conv, devin, cpa, pt in jobs))  # fmt: skip
