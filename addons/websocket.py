@@ -36,6 +36,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -266,7 +267,14 @@ class WebSocketRepair:
             t = Turn(s.turns, key, verdict, None, fctx.model, orphan=body is None)
             t.checker = StreamChecker("responses")
             return t
-        rep = ResponsesRepairer(self.repair.rules, fctx, verdict)
+        # Two SSE rules have no WebSocket form: ``nonstandard`` keeps a foreign event as an SSE
+        # comment, and a message cannot be a comment (dropping it would lose Codex's own
+        # ``codex.rate_limits``; Codex skips what it does not know); ``eof_terminal`` ends a
+        # stream cut without a terminal with response.failed, but a turn ends that way only
+        # when the socket closes, which Codex reports itself ("closed by server before
+        # response.completed"), and nothing can be sent after the close.
+        rules = replace(self.repair.rules, nonstandard=False, eof_terminal=False)
+        rep = ResponsesRepairer(rules, fctx, verdict)
         return Turn(s.turns, key, verdict, StreamRepair(rep), fctx.model, orphan=body is None)
 
     def _repair_message(self, flow: http.HTTPFlow, s: Socket, content: bytes) -> list[bytes]:

@@ -25,12 +25,30 @@ from support import ProxyStack, no_crash_during, replay_and_proxy, show_logs_on_
 from streamfix.recordings import ROOT as RECORDINGS
 from streamfix.recordings import Recording, all_recordings, load
 from streamfix.replay import ws_messages
+from wire.foreign import foreign
+from wire.sse import SseParser
 
 pytestmark = pytest.mark.e2e
 
-RESPONSES = [r.name for r in all_recordings() if r.api == "responses" and r.streaming]
-BUGGY = [r.name for r in all_recordings() if r.api == "responses" and r.streaming and r.kind == "buggy"]
 TERMINALS = {"response.completed", "response.incomplete", "response.failed", "error"}
+
+
+def _ws_form(rec: Recording) -> bool:
+    """Does the recording's repair have the same WebSocket form? Not when it leans on the two
+    SSE-only rules the WebSocket turn runs without (addons/websocket.py): ``nonstandard`` (an
+    SSE comment has no WebSocket form; foreign messages pass, Codex ignores or uses them) and
+    ``eof_terminal`` (a turn without a terminal ends with the socket closing: nothing can
+    follow). tests/test_websocket_addon.py checks those two cases on their own."""
+    p = SseParser()
+    evs = p.feed(rec.body) + p.close()
+    if any(foreign("responses", ev) for ev in evs):
+        return False
+    return any(TERMINALS & {orjson.loads(m).get("type")} for m in ws_messages(rec.body))
+
+
+_STREAMS = [r for r in all_recordings() if r.api == "responses" and r.streaming]
+RESPONSES = [r.name for r in _STREAMS if _ws_form(r)]
+BUGGY = [r.name for r in _STREAMS if r.kind == "buggy" and _ws_form(r)]
 TIMEOUT = 60.0
 
 

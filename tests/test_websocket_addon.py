@@ -391,3 +391,18 @@ def test_no_notes_without_keep_bodies(addons) -> None:
     ws.websocket_start(f)
     turn(Wire(ws, f), "responses-devin-two-calls")
     assert mod.WS_NOTES not in f.metadata
+
+
+@pytest.mark.parametrize("name", ["responses-eof-no-terminal", "responses-keepalive-ping"])
+def test_sse_only_rules_stay_off(addons, name: str) -> None:
+    """A foreign message (``{"type":"keepalive"}``) has no comment form on a WebSocket: it
+    passes as it came (SSE turns it into a comment); a turn without a terminal gets no
+    synthesized response.failed (the socket's close ends it). The other rules still apply."""
+    _, ws, _ = addons
+    f = ws_flow()
+    ws.websocket_start(f)
+    w = Wire(ws, f, late=False)
+    raw = ws_messages(load(name).body)
+    assert any(orjson.loads(m).get("type") == "keepalive" for m in raw) or name.endswith("no-terminal")
+    # both streams are otherwise spec-correct: every message passes byte for byte
+    assert turn(w, name) == raw

@@ -67,6 +67,7 @@ at the finish); the hold queue is bounded by :data:`HOLD_LIMIT`.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import orjson
@@ -133,6 +134,27 @@ class _Call:
         """A header with a non-blank name has gone (or will go) out for this call."""
 
 
+class _Said:
+    """Rule replay: the content a choice streamed, as a length and a running hash (O(1)
+    memory and O(delta) work per delta; keeping the text itself would copy it per delta)."""
+
+    __slots__ = ("length", "deltas", "_hash")
+
+    def __init__(self) -> None:
+        self.length = 0
+        self.deltas = 0
+        self._hash = hashlib.blake2b()
+
+    def add(self, content: str) -> None:
+        self.length += len(content)
+        self.deltas += 1
+        self._hash.update(content.encode("utf-8", "surrogatepass"))
+
+    def same(self, content: str) -> bool:
+        """Is ``content`` (of the same length) everything streamed so far?"""
+        return hashlib.blake2b(content.encode("utf-8", "surrogatepass")).digest() == self._hash.digest()
+
+
 class _Rec:
     """An event in the out queue: its parsed data, whether it changed, what it waits for."""
 
@@ -167,7 +189,7 @@ class ChatRepairer(ApiRepairer):
         self._errored = False
         self._done = False  # data: [DONE] came
         self._eol: bytes | None = None  # the stream's line end (a synthesized error chunk)
-        self._said: dict[int, tuple[str, int]] = {}  # rule replay: choice -> (content, deltas)
+        self._said: dict[int, _Said] = {}  # rule replay: choice -> what it streamed
         self._noted_foreign = False
 
     # --- EventRepairer -----------------------------------------------------------
@@ -213,7 +235,7 @@ class ChatRepairer(ApiRepairer):
                 }
             }
             out.append(format_event(orjson.dumps(err), eol=self._eol or b"\n"))
-            self.changed += 1
+            self.count("eof_terminal")
             self.note("stream ended without a finish_reason: ended it with an error chunk")
         return out
 
@@ -229,7 +251,7 @@ class ChatRepairer(ApiRepairer):
         if self.rules.nonstandard and ev.complete:
             why = foreign("chat", ev)
             if why is not None:
-                self.changed += 1
+                self.count("nonstandard")
                 if not self._noted_foreign:
                     self._noted_foreign = True
                     self.note(f"turned a non-standard event into an SSE comment ({why[1]})")
@@ -237,18 +259,20 @@ class ChatRepairer(ApiRepairer):
         if not ev.complete and self._cut_short():
             c = commented(ev)
             raw = c.raw + (b"" if c.raw.endswith((b"\n", b"\r")) else ev.eol) + ev.eol
-            self.changed += 1
+            self.count("eof_terminal")
             return Event(raw, c.fields, ev.eol)
         return ev
 
     def _replay(self, ci: int, delta: dict[str, Any], content: str) -> bool:
         """Rule replay (LiteLLM #41109): a content delta equal to the whole content already
         streamed for the choice (after two deltas or more) is a replay; True to drop it."""
-        said, k = self._said.get(ci, ("", 0))
-        if k >= 2 and len(content) == len(said) and content == said:
+        said = self._said.get(ci)
+        if said is None:
+            said = self._said[ci] = _Said()
+        if said.deltas >= 2 and len(content) == said.length and said.same(content):
             self.note(f"dropped a content delta replaying the whole text (choice {ci})")
             return True
-        self._said[ci] = (said + content, k + 1)
+        said.add(content)
         return False
 
     # --- the rules -------------------------------------------------------------
@@ -267,7 +291,7 @@ class ChatRepairer(ApiRepairer):
                     content = _text(delta.get("content"))
                     if content and self.rules.replay and self._replay(ci, delta, content):
                         delta["content"] = ""
-                        rec.dirty = True
+                        rec.mark("replay")
                         content = None
                     if content:
                         self.verdict.observe_text(content)

@@ -359,7 +359,7 @@ class ResponsesRepairer(ApiRepairer):
         if self.rules.nonstandard and ev.complete:
             why = foreign("responses", ev)
             if why is not None:
-                self.changed += 1
+                self.count("nonstandard")
                 if ("nonstandard", 0) not in self._noted:
                     self._noted.add(("nonstandard", 0))
                     self.note(f"turned a non-standard event into an SSE comment ({why[1]})")
@@ -368,7 +368,7 @@ class ResponsesRepairer(ApiRepairer):
             # the stream stops inside an event and a failure terminal follows (end): kept
             # as a comment, so that its half cannot glue onto the failure or reach a parser
             raw = commented(ev).raw
-            self.changed += 1
+            self.count("eof_terminal")
             return [raw + (b"" if raw.endswith((b"\n", b"\r")) else ev.eol) + ev.eol]
         if self._finished or not ev.complete or ev.data is None:
             return [ev.raw]
@@ -709,6 +709,7 @@ class ResponsesRepairer(ApiRepairer):
                 self._rotated.add(it.index)
                 item["id"] = it.id
                 dirty = True
+                self.fire("item_id")
                 self._note_once("pinned a changed item id to the announced one", it)
         dirty |= self._remap_index(obj, it)
         if self.rules.schema_fill:
@@ -729,8 +730,9 @@ class ResponsesRepairer(ApiRepairer):
                 args = it.arguments()
             if isinstance(args, str):
                 self.verdict.tool_args(args)
-        if it is not None and self.rules.replay and it.type == "message":
-            dirty |= self._unreplay(it, item)
+        if it is not None and self.rules.replay and it.type == "message" and self._unreplay(it, item):
+            dirty = True
+            self.fire("replay")
         if it is None:
             self.note("output_item.done for an item never added, passed through")
         else:
@@ -874,6 +876,7 @@ class ResponsesRepairer(ApiRepairer):
                 obj["item_id"] = it.id
                 self._rotated.add(it.index)
                 dirty = True
+                self.fire("item_id")
                 self._note_once("pinned a changed item id to the announced one", it)
         dirty |= self._remap_index(obj, it)
         fill = self.rules.schema_fill
@@ -915,7 +918,7 @@ class ResponsesRepairer(ApiRepairer):
                     replay = p.size == len(delta) and len(p.chunks) >= 2 and delta == "".join(p.chunks)
                     if self.rules.replay and delta and replay:
                         p.replayed = True
-                        self.changed += 1
+                        self.count("replay")
                         self._note_once("dropped a delta replaying the whole text", it)
                         return out
                     p.chunks.append(delta)
@@ -936,6 +939,7 @@ class ResponsesRepairer(ApiRepairer):
                     if p.replayed and obj["text"] == "".join(p.chunks) * 2:
                         obj["text"] = "".join(p.chunks)  # the replay doubled the done text too
                         dirty = True
+                        self.fire("replay")
                     p.text = obj["text"]
             else:  # content_part.done
                 p = it.part(ci)
@@ -1116,6 +1120,7 @@ class ResponsesRepairer(ApiRepairer):
                 if pos is not None and isinstance(given[pos], dict) and given[pos].get("id") != it.id:
                     given[pos] = {**given[pos], "id": it.id}
                     dirty = True
+                    self.fire("item_id")
             if it.continuations or it.index in self._replayed:
                 # the gateway lists a continued message with the text of all its
                 # continuations: each part stands for itself, as it was closed
