@@ -180,13 +180,14 @@ def _exc(r: dict[str, Any]) -> str:
 
 def _codex(exp: Expected, r: dict[str, Any], websocket: bool = False) -> Outcome:
     out = _codex_run(exp, r)
-    if websocket and out.ok and (not r.get("ws_turns") or r.get("http_requests")):
-        # the WebSocket row must really use it (Codex falls back to HTTPS after failures)
-        return _fail(
-            "WebSocket turn failed, fell back to HTTP"
-            if r.get("http_requests")
-            else "no WebSocket turn logged upstream"
-        )
+    if not websocket or not out.ok:
+        return out
+    # the WebSocket row must really use it; Codex falls back to HTTPS after a failed turn,
+    # which is right when the turn is meant to fail (a failed or truncated stream)
+    if not r.get("ws_turns"):
+        return _fail("no WebSocket turn logged upstream")
+    if r.get("http_requests") and not (exp.failed or exp.truncated):
+        return _fail("WebSocket turn failed, fell back to HTTP")
     return out
 
 
