@@ -29,7 +29,7 @@ class CheckStream:
     """The ``flow.response.stream`` callable in check mode: the chunk goes out as it
     came; a decoded copy feeds the checker. A checker error only ends the checking."""
 
-    __slots__ = ("checker", "decoder", "on_eof", "failed")
+    __slots__ = ("checker", "decoder", "failed", "on_eof")
 
     def __init__(self, checker: StreamChecker, decoder: Decoder | None, on_eof) -> None:
         self.checker = checker
@@ -47,7 +47,7 @@ class CheckStream:
                     self.checker.feed(data)
                 if chunk == b"":
                     self.checker.close()
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001  (a checker bug must never touch the stream)
                 self.failed = e
         if chunk == b"":
             on_eof, self.on_eof = self.on_eof, None

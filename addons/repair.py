@@ -52,6 +52,12 @@ RULE_OPTIONS: dict[str, str] = {
     "streamfix_schema_fill": "schema_fill",
     "streamfix_terminal_output": "terminal_output",
     "streamfix_response_id": "response_id",
+    "streamfix_announce": "announce",
+    "streamfix_item_id": "item_id",
+    "streamfix_reasoning_summary": "reasoning_summary",
+    "streamfix_replay": "replay",
+    "streamfix_nonstandard": "nonstandard",
+    "streamfix_eof_terminal": "eof_terminal",
     "streamfix_tool_index": "tool_index",
     "streamfix_tool_header": "tool_header",
     "streamfix_finish_reason": "finish_reason",
@@ -66,6 +72,12 @@ RULE_HELP: dict[str, str] = {
     "schema_fill": "Responses: fill required fields the gateway leaves out (created_at, model, item_id, summary_index).",
     "terminal_output": "Responses: list the announced items, in order, in the terminal event's output.",
     "response_id": "Responses: keep response.id the same across lifecycle events.",
+    "announce": "Responses: synthesize the output_item.added / content_part.added a gateway left out before an item's first delta.",
+    "item_id": "Responses: pin every event of an item (and its done and terminal entries) to the id it was announced with.",
+    "reasoning_summary": "Responses: give a reasoning output_item.added without summary an empty summary list.",
+    "replay": "Responses, chat: drop a text delta that repeats the whole text already streamed (a full-text replay).",
+    "nonstandard": "Responses, chat: turn events the API does not define (ping, keepalive) and empty data events into SSE comments.",
+    "eof_terminal": "Responses, chat: end a stream that stops without a terminal with a failure (response.failed, continuing sequence_number; chat: an error chunk), never a success.",
     "tool_index": "Chat: renumber tool_calls[].index 0..n-1 per choice by first appearance.",
     "tool_header": "Chat: do not announce a tool call's name twice when the gateway re-sends its header.",
     "finish_reason": "Chat: map a non-standard finish_reason (CPA's Gemini/Antigravity 'max_tokens', Gemini's "
@@ -705,4 +717,4 @@ def _jump(flows: Sequence[mflow.Flow], key: str) -> str:
 
 
 _repair = Repair()
-addons = [_repair, WebSocketRepair(_repair), redact_addon.Redact(), turnlog.TurnLog()]
+addons = [_repair, WebSocketRepair(_repair, receipt), redact_addon.Redact(), turnlog.TurnLog()]

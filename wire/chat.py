@@ -67,10 +67,14 @@ at the finish); the hold queue is bounded by :data:`HOLD_LIMIT`.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
+import orjson
+
+from .foreign import commented, foreign
 from .rules import FlowContext, Rules
-from .sse import Event
+from .sse import Event, format_event
 from .stream import ApiRepairer
 from .toolcalls import unique_ids
 from .verdict import Verdict
@@ -130,6 +134,27 @@ class _Call:
         """A header with a non-blank name has gone (or will go) out for this call."""
 
 
+class _Said:
+    """Rule replay: the content a choice streamed, as a length and a running hash (O(1)
+    memory and O(delta) work per delta; keeping the text itself would copy it per delta)."""
+
+    __slots__ = ("length", "deltas", "_hash")
+
+    def __init__(self) -> None:
+        self.length = 0
+        self.deltas = 0
+        self._hash = hashlib.blake2b()
+
+    def add(self, content: str) -> None:
+        self.length += len(content)
+        self.deltas += 1
+        self._hash.update(content.encode("utf-8", "surrogatepass"))
+
+    def same(self, content: str) -> bool:
+        """Is ``content`` (of the same length) everything streamed so far?"""
+        return hashlib.blake2b(content.encode("utf-8", "surrogatepass")).digest() == self._hash.digest()
+
+
 class _Rec:
     """An event in the out queue: its parsed data, whether it changed, what it waits for."""
 
@@ -162,12 +187,23 @@ class ChatRepairer(ApiRepairer):
         self._choices: set[int] = set()
         self._finished = False
         self._errored = False
+        self._done = False  # data: [DONE] came
+        self._eol: bytes | None = None  # the stream's line end (a synthesized error chunk)
+        self._said: dict[int, _Said] = {}  # rule replay: choice -> what it streamed
+        self._noted_foreign = False
 
     # --- EventRepairer -----------------------------------------------------------
     def event(self, ev: Event) -> list[bytes]:
+        ev = self._foreign(ev)
+        if ev.data is not None:
+            self._done = self._done or ev.data.strip() == b"[DONE]"
         obj = self.parse(ev)
         rec = _Rec(ev, obj)
         if obj is not None:
+            if self._eol is None and isinstance(obj.get("choices"), list):
+                # a chat stream (rule eof_terminal ends only those: a body that never was
+                # one, e.g. garbage or another API's events, passes as it came)
+                self._eol = ev.eol
             if "error" in obj and "choices" not in obj:
                 self._errored = True
                 self._release_all("an error event")
@@ -189,7 +225,58 @@ class ChatRepairer(ApiRepairer):
         if self.decision is None:
             self._report_args()
             self.decision = self.verdict.decide()
-        return self._flush()
+        out = self._flush()
+        if self._cut_short():
+            # rule eof_terminal: an error chunk as OpenAI sends one mid-stream (openai-python
+            # raises APIError on it, the AI SDK ends with finish reason "error"); never a finish
+            err = {
+                "error": {
+                    "message": "The upstream stream ended without a finish_reason.",
+                    "type": "server_error",
+                    "param": None,
+                    "code": None,
+                }
+            }
+            out.append(format_event(orjson.dumps(err), eol=self._eol or b"\n"))
+            self.count("eof_terminal")
+            self.note("stream ended without a finish_reason: ended it with an error chunk")
+        return out
+
+    def _cut_short(self) -> bool:
+        """Rule eof_terminal applies: chunks came, then the end without a finish_reason,
+        an error or [DONE]."""
+        return self.rules.eof_terminal and self._eol is not None and not (self._finished or self._errored or self._done)
+
+    def _foreign(self, ev: Event) -> Event:
+        """Rule nonstandard (an event chat does not define becomes a comment) and, when
+        rule eof_terminal will end the stream, the half event it stops in (kept as a
+        comment, terminated, so it cannot glue onto the error chunk)."""
+        if self.rules.nonstandard and ev.complete:
+            why = foreign("chat", ev)
+            if why is not None:
+                self.count("nonstandard")
+                if not self._noted_foreign:
+                    self._noted_foreign = True
+                    self.note(f"turned a non-standard event into an SSE comment ({why[1]})")
+                return commented(ev)
+        if not ev.complete and self._cut_short():
+            c = commented(ev)
+            raw = c.raw + (b"" if c.raw.endswith((b"\n", b"\r")) else ev.eol) + ev.eol
+            self.count("eof_terminal")
+            return Event(raw, c.fields, ev.eol)
+        return ev
+
+    def _replay(self, ci: int, delta: dict[str, Any], content: str) -> bool:
+        """Rule replay (LiteLLM #41109): a content delta equal to the whole content already
+        streamed for the choice (after two deltas or more) is a replay; True to drop it."""
+        said = self._said.get(ci)
+        if said is None:
+            said = self._said[ci] = _Said()
+        if said.deltas >= 2 and len(content) == said.length and said.same(content):
+            self.note(f"dropped a content delta replaying the whole text (choice {ci})")
+            return True
+        said.add(content)
+        return False
 
     # --- the rules -------------------------------------------------------------
     def _chunk(self, rec: _Rec, obj: dict[str, Any]) -> None:
@@ -205,6 +292,10 @@ class ChatRepairer(ApiRepairer):
                 delta = ch.get("delta")
                 if isinstance(delta, dict):
                     content = _text(delta.get("content"))
+                    if content and self.rules.replay and self._replay(ci, delta, content):
+                        delta["content"] = ""
+                        rec.mark("replay")
+                        content = None
                     if content:
                         self.verdict.observe_text(content)
                     tcs = delta.get("tool_calls")
