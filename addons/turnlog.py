@@ -236,7 +236,7 @@ class TurnLogHandler(logging.handlers.WatchedFileHandler):
             while line:  # a regular file takes it in one write; the loop is for safety
                 n = os.write(fd, line)
                 line = line[n:]
-        except Exception:
+        except Exception:  # noqa: BLE001 - logging's own contract: handleError, never raise
             self.handleError(record)
 
 
