@@ -381,6 +381,7 @@ class Repair:
         s = st.stream
         if not isinstance(s, FlowStream) or flow.response is None:
             return  # not streamed, or check mode (addons/check.py reports its own flows)
+        _log_undelivered(flow, s)
         rep = s.repair.repairer
         n = None
         if s.keep:
@@ -547,6 +548,22 @@ class Repair:
     def _keep_bodies(self, flow: http.HTTPFlow, s: FlowStream) -> None:
         flow.metadata[ORIGINAL] = b"".join(s.original)
         flow.response.content = b"".join(s.repaired)
+
+
+def _log_undelivered(flow: http.HTTPFlow, s: FlowStream) -> None:
+    """A streamed flow that failed (upstream reset or closed mid-body): mitmproxy 12.3.1
+    sends the client the error without a last call of the stream callable
+    (``proxy/layers/http/__init__.py`` ``HttpStream.handle_protocol_error``: the error hook,
+    then ``SendHttp(ResponseProtocolError)``, which closes an HTTP/1 client connection), so
+    what the repairer still holds cannot be delivered. Say how much, so it is not silent."""
+    events, held, partial = s.repair.undelivered()
+    if held or partial:
+        err = flow.error.msg if flow.error is not None else "flow failed"
+        logger.warning(
+            f"streamfix: {_where(flow)}: {err}; not delivered: {events} held event(s) ({held} bytes) "
+            f"and {partial} bytes of an unfinished event (mitmproxy ends a failed stream without "
+            "a last call to the stream callable)"
+        )
 
 
 def http_turn(flow: http.HTTPFlow, st: FlowState) -> dict:
