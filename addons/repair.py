@@ -125,7 +125,7 @@ class FlowStream:
     __slots__ = (
         "repair", "decoder", "keep", "original", "repaired", "failed", "on_eof", "on_progress", "shown", "first_at",
         "told",
-    )
+    )  # fmt: skip
 
     def __init__(self, repair: StreamRepair, decoder: Decoder | None, keep: bool, on_eof, on_progress=None):
         self.repair = repair
@@ -627,12 +627,15 @@ def _told_buffered(api: str, transport: str, body: bytes) -> dict | None:
 def _stream_fault(rep: EventRepairer) -> str | None:
     """Why a repaired stream did not end well (an error event, no terminal event), or None.
     Reads the repairers' own flags (responses, chat, Gemini ``_finished``; messages
-    ``_delta_seen``; ``_errored``); a repairer without them is taken as ended well."""
+    ``_delta_seen``; ``_errored``; a Responses stream that finished without a decision
+    ended on ``response.failed``/``error``); a repairer without them is taken as ended well."""
     if getattr(rep, "_errored", False):
         return "the stream carried an error event"
     done = getattr(rep, "_finished", getattr(rep, "_delta_seen", None))
     if done is False:
         return "stream ended without a terminal event"
+    if done is True and getattr(rep, "decision", "n/a") is None:
+        return "the stream ended with a failure event"  # Responses: response.failed / error
     return None
 
 
