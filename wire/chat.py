@@ -210,8 +210,6 @@ class ChatRepairer(ApiRepairer):
                 self._errored = True
                 self._release_all("an error event")
             else:
-                if "choices" in obj:  # a chat chunk came (rule eof_terminal); garbage is not one
-                    self._eol = self._eol or ev.eol
                 self._chunk(rec, obj)
         elif ev.data is not None and self._finish is not None and not self._settled:
             self._settle()  # [DONE] (or any other data) after the finish: no usage is coming
