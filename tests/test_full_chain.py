@@ -378,3 +378,18 @@ async def test_non_streamed_bodies_get_the_upstream_verdict(chain, api):
         assert (obj["status"], obj["incomplete_details"]) == ("incomplete", {"reason": "content_filter"})
     else:
         assert obj["stop_reason"] == "refusal"
+
+
+@needs_wiring
+async def test_receipt_names_the_upstream_flow_that_decided_it(chain):
+    """The correlator's record links the client flow to the Devin flow whose StopReason
+    decided it: the receipt (log line, flow comment) names that flow's id."""
+    start = len(chain.mitm.lines)
+    async with client() as c:
+        await ask(c, chain, "responses", "content_filter", f"link-{uuid.uuid4().hex[:8]}")
+    chain.mitm.wait_for(
+        r"/v1/responses: verdict content_filter; fixed [^;]*truncation 1[^;]*; why: [^\n]*upstream: [^\n]*"
+        r"; upstream flow [0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
+        10,
+        start,
+    )
