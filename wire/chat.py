@@ -67,6 +67,7 @@ at the finish); the hold queue is bounded by :data:`HOLD_LIMIT`.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from .rules import FlowContext, Rules
@@ -345,7 +346,9 @@ class ChatRepairer(ApiRepairer):
         return out
 
 
-def repair_chat_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdict: Verdict) -> bool:
+def repair_chat_json(
+    obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdict: Verdict, fired: Counter[str] | None = None
+) -> bool:
     """Repair a non-streaming ``chat.completion`` body in place; True if it changed.
 
     - ``tool_index``: ``message.tool_calls[].id`` made unique. CPA's non-stream fallback
@@ -355,13 +358,15 @@ def repair_chat_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdic
       fallback CPA's fix uses. Unique ids are never touched.
     - ``truncation``: as for streams; the finish_reason comes from the verdict (usage,
       the last call's arguments, a native ``length``/``content_filter``).
+
+    ``fired`` (if given) counts each rule that changed the body once.
     """
     if verdict.cap is None and ctx.request:
         verdict.request(ctx.request)
     choices = obj.get("choices")
     if not isinstance(choices, list):
         return False
-    changed = False
+    changed = ids_fixed = False
     usage = obj.get("usage")
     if isinstance(usage, dict):
         verdict.usage(usage.get("completion_tokens"))
@@ -386,12 +391,16 @@ def repair_chat_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdic
             if args is not None:
                 verdict.observe_args(args)
                 verdict.tool_args(args)
-        if rules.tool_index:
-            changed |= unique_ids(calls, "call_")
+        if rules.tool_index and unique_ids(calls, "call_"):
+            changed = ids_fixed = True
+    if ids_fixed and fired is not None:
+        fired["tool_index"] += 1
     d = verdict.decide()
     if d.truncated and not d.native and rules.truncation != "off" and len(dicts) == 1:
         new = _FINISH[d.outcome]
         if dicts[0].get("finish_reason") != new:
             dicts[0]["finish_reason"] = new
             changed = True
+            if fired is not None:
+                fired["truncation"] += 1
     return changed

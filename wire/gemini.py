@@ -38,6 +38,7 @@ are released first; nothing is synthesized. Cost: one orjson parse per event.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import orjson
@@ -173,8 +174,11 @@ class GeminiRepairer(ApiRepairer):
         return ev.with_data(orjson.dumps(obj))
 
 
-def repair_gemini_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdict: Verdict) -> bool:
-    """Repair a non-streaming ``generateContent`` body in place; True if it changed."""
+def repair_gemini_json(
+    obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdict: Verdict, fired: Counter[str] | None = None
+) -> bool:
+    """Repair a non-streaming ``generateContent`` body in place; True if it changed.
+    ``fired`` (if given) counts each rule that changed the body once."""
     if verdict.cap is None and ctx.request:
         verdict.request(ctx.request)
     cands = _candidates(obj)
@@ -193,4 +197,6 @@ def repair_gemini_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verd
     if cands[0].get("finishReason") == new:
         return False
     cands[0]["finishReason"] = new
+    if fired is not None:
+        fired["truncation"] += 1
     return True

@@ -63,6 +63,7 @@ and joined once, hold queue bounded by :data:`HOLD_LIMIT`.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import Any
 
 import orjson
@@ -317,7 +318,9 @@ class MessagesRepairer(ApiRepairer):
         return out
 
 
-def repair_messages_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdict: Verdict) -> bool:
+def repair_messages_json(
+    obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdict: Verdict, fired: Counter[str] | None = None
+) -> bool:
     """Repair a non-streaming Anthropic ``message`` body in place; True if it changed.
 
     - ``truncation``: ``stop_reason`` from the verdict. Evidence is usage (and a native
@@ -327,6 +330,8 @@ def repair_messages_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, ve
     - ``tool_index``: duplicate ``tool_use`` ids (CPA's fallback ``toolu_interactions``
       for every id-less call) are made unique: later duplicates become
       ``toolu_<ordinal>`` (position among the tool_use blocks; suffixed if taken).
+
+    ``fired`` (if given) counts each rule that changed the body once.
     """
     if verdict.cap is None and ctx.request:
         verdict.request(ctx.request)
@@ -338,8 +343,10 @@ def repair_messages_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, ve
     for b in blocks:
         if b.get("type") == "text" and isinstance(b.get("text"), str):
             verdict.observe_text(b["text"])
-    if rules.tool_index:
-        changed |= unique_ids([b for b in blocks if b.get("type") == "tool_use"], "toolu_")
+    if rules.tool_index and unique_ids([b for b in blocks if b.get("type") == "tool_use"], "toolu_"):
+        changed = True
+        if fired is not None:
+            fired["tool_index"] += 1
     sr = obj.get("stop_reason")
     if sr in _NATIVE:
         verdict.native(_NATIVE[sr], f"stop_reason {sr!r}")
@@ -352,4 +359,6 @@ def repair_messages_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, ve
         if sr != new:
             obj["stop_reason"] = new
             changed = True
+            if fired is not None:
+                fired["truncation"] += 1
     return changed
