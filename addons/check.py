@@ -29,7 +29,7 @@ class CheckStream:
     """The ``flow.response.stream`` callable in check mode: the chunk goes out as it
     came; a decoded copy feeds the checker. A checker error only ends the checking."""
 
-    __slots__ = ("checker", "decoder", "on_eof", "failed")
+    __slots__ = ("checker", "decoder", "failed", "on_eof")
 
     def __init__(self, checker: StreamChecker, decoder: Decoder | None, on_eof) -> None:
         self.checker = checker
@@ -47,7 +47,7 @@ class CheckStream:
                     self.checker.feed(data)
                 if chunk == b"":
                     self.checker.close()
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001  (a checker bug must never touch the stream)
                 self.failed = e
         if chunk == b"":
             on_eof, self.on_eof = self.on_eof, None
@@ -59,8 +59,8 @@ class CheckStream:
         return [chunk] if chunk else []  # never b"": that ends an HTTP/1 chunked body
 
     def detach(self) -> None:
-        """The flow is over: drop the closure that points back to it (see
-        ``addons.repair.FlowStream.detach``)."""
+        """The flow is over: drop the closure back to the flow (a reference cycle
+        otherwise), as :meth:`addons.repair.FlowStream.detach` does."""
         self.on_eof = None
 
 

@@ -110,7 +110,11 @@ def main(argv: list[str] | None = None) -> int:
         "--rules lists the rules.",
     )
     ap.add_argument("files", nargs="*", type=Path, metavar="FILE", help="a .flow file, a .har file or a saved SSE body")
-    ap.add_argument("--api", choices=["responses", "chat", "messages", "gemini"], help="the API of the streams (default: from the request path, or guessed from a bare body)")
+    ap.add_argument(
+        "--api",
+        choices=["responses", "chat", "messages", "gemini"],
+        help="the API of the streams (default: from the request path, or guessed from a bare body)",
+    )
     ap.add_argument("--rules", action="store_true", help="list the contract's rules and exit")
     ap.add_argument("-q", "--quiet", action="store_true", help="print only streams with violations")
     a = ap.parse_args(argv)

@@ -328,11 +328,24 @@ def test_error_releases_a_held_header_first():
     assert evs[-1] == err and len(evs) == 3
 
 
-def test_stream_without_finish_is_noted_and_passes():
+def test_stream_without_finish_is_noted_and_passes_with_the_rule_off():
     body = sse(chunk({"content": "partial"}))
-    out, rep = run(ChatRepairer, body, REQ)
+    out, rep = run(ChatRepairer, body, REQ, Rules(eof_terminal=False))
     assert out == body
     assert any("without a finish_reason" in n for n in rep.notes)
+
+
+def test_stream_without_finish_ends_with_an_error_chunk():
+    """Rule eof_terminal (pi #8473, codex #41340): an error chunk as OpenAI sends one,
+    never a finish; a half event at the cut is kept as a comment."""
+    body = sse(chunk({"content": "partial"}))
+    out, rep = run(ChatRepairer, body + b'data: {"id":"c', REQ)
+    assert out == body + b':data: {"id":"c\n\n' + (
+        b'data: {"error":{"message":"The upstream stream ended without a finish_reason.",'
+        b'"type":"server_error","param":null,"code":null}}\n\n')
+    assert any("ended it with an error chunk" in n for n in rep.notes)
+    for end in (b"data: [DONE]\n\n", sse({"error": {"message": "x"}}), sse(chunk({}, "stop"))):
+        assert run(ChatRepairer, body + end, REQ)[0] == body + end
 
 
 def test_done_comments_and_bad_json_pass_raw():
@@ -431,7 +444,7 @@ def test_recording_any_chunking(rec):
     chunking_property(rec, ChatRepairer, repair_chat_json)()
 
 
-@pytest.mark.parametrize("rec", [r for r in CHAT if r.streaming], ids=lambda r: r.name)
+@pytest.mark.parametrize("rec", [r for r in CHAT if r.streaming and b'"tool_calls":[' in r.body], ids=lambda r: r.name)
 def test_recording_assembles_in_openai_python(rec):
     out = repair_recording(rec, ChatRepairer, repair_chat_json)
     calls = openai_assemble(out).choices[0].message.tool_calls

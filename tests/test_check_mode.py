@@ -24,9 +24,8 @@ def chunks(body, n=7):
 
 
 def test_bad_mode_rejected(addon):
-    with taddons.context(addon) as tctx:
-        with pytest.raises(exceptions.OptionsError):
-            tctx.configure(addon, streamfix_mode="fix-everything")
+    with taddons.context(addon) as tctx, pytest.raises(exceptions.OptionsError):
+        tctx.configure(addon, streamfix_mode="fix-everything")
 
 
 def test_streamed_buggy_flow_passes_unchanged_and_is_reported(addon, caplog):

@@ -16,17 +16,38 @@ def good_responses():
     done_fc = {**fc, "arguments": "{}", "status": "completed"}
     msg = {"id": "msg_1", "type": "message", "role": "assistant", "status": "in_progress", "content": []}
     done_msg = {**msg, "status": "completed", "content": [{"type": "output_text", "text": "hi", "annotations": []}]}
-    final = {**r, "status": "completed", "output": [done_msg, done_fc],
-             "usage": {"input_tokens": 1, "output_tokens": 2, "total_tokens": 3}}
+    final = {
+        **r,
+        "status": "completed",
+        "output": [done_msg, done_fc],
+        "usage": {"input_tokens": 1, "output_tokens": 2, "total_tokens": 3},
+    }
     part = {"type": "output_text", "text": "", "annotations": []}
     evs = [
         {"type": "response.created", "response": r},
         {"type": "response.output_item.added", "output_index": 0, "item": msg},
-        {"type": "response.content_part.added", "item_id": "msg_1", "output_index": 0, "content_index": 0, "part": part},
-        {"type": "response.output_text.delta", "item_id": "msg_1", "output_index": 0, "content_index": 0, "delta": "hi"},
+        {
+            "type": "response.content_part.added",
+            "item_id": "msg_1",
+            "output_index": 0,
+            "content_index": 0,
+            "part": part,
+        },
+        {
+            "type": "response.output_text.delta",
+            "item_id": "msg_1",
+            "output_index": 0,
+            "content_index": 0,
+            "delta": "hi",
+        },
         {"type": "response.output_text.done", "item_id": "msg_1", "output_index": 0, "content_index": 0, "text": "hi"},
-        {"type": "response.content_part.done", "item_id": "msg_1", "output_index": 0, "content_index": 0,
-         "part": {**part, "text": "hi"}},
+        {
+            "type": "response.content_part.done",
+            "item_id": "msg_1",
+            "output_index": 0,
+            "content_index": 0,
+            "part": {**part, "text": "hi"},
+        },
         {"type": "response.output_item.done", "output_index": 0, "item": done_msg},
         {"type": "response.output_item.added", "output_index": 1, "item": {**fc, "status": "in_progress"}},
         {"type": "response.function_call_arguments.delta", "output_index": 1, "item_id": "fc_1", "delta": "{}"},
@@ -70,27 +91,123 @@ def test_cpa_samples_fail_for_their_known_defects():
 
 
 def chunk(delta, finish=None):
-    return {"id": "c", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    return {
+        "id": "c",
+        "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
 
 
 def test_chat():
     head = {"index": 0, "id": "a", "type": "function", "function": {"name": "f", "arguments": ""}}
-    ok = [chunk({"tool_calls": [head]}), chunk({"tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]}),
-          chunk({"tool_calls": [{**head, "index": 1, "id": "b"}]}), chunk({}, "tool_calls")]
+    ok = [
+        chunk({"tool_calls": [head]}),
+        chunk({"tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]}),
+        chunk({"tool_calls": [{**head, "index": 1, "id": "b"}]}),
+        chunk({}, "tool_calls"),
+    ]
     body = b"".join(b"data: %s\n\n" % orjson.dumps(c) for c in ok)
     assert check("chat", body) == []
     twice = ok[:1] + ok[:1] + ok[3:]
     assert check("chat", b"".join(b"data: %s\n\n" % orjson.dumps(c) for c in twice)) == [
-        "event 1: chat.tool_header: choice 0: tool call 0 announces its name again"]
+        "event 1: chat.tool_header: choice 0: tool call 0 announces its name again"
+    ]
 
 
 def test_messages():
-    evs = [{"type": "message_start", "message": {}},
-           {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
-           {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "x"}},
-           {"type": "content_block_stop", "index": 0},
-           {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 1}},
-           {"type": "message_stop"}]
+    evs = [
+        {"type": "message_start", "message": {}},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "x"}},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 1}},
+        {"type": "message_stop"},
+    ]
     assert check("messages", sse(*evs)) == []
     evs[1]["index"] = 1
     assert "event 1: messages.block_index: content_block_start index 1, expected 0" in check("messages", sse(*evs))
+
+
+# --- every API's rules fire (wire/contract.py) --------------------------------------
+
+from wire import contract
+
+
+def names(api, body):
+    return [(v.rule, v.event) for v in contract.check(api, body)]
+
+
+def test_messages_rules():
+    start = {"type": "message_start", "message": {}}
+    block = {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}
+    delta = {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "x"}}
+    stop = {"type": "content_block_stop", "index": 0}
+    md = {"type": "message_delta", "delta": {"stop_reason": "end_turn"}}
+    ping = {"type": "ping"}
+    assert (
+        names("messages", sse(start, ping, block, delta, stop, md, {"type": "message_stop"})) == []
+    )  # ping is Anthropic's
+    assert names("messages", sse(block, start, {**delta, "index": 1})) == [
+        ("messages.start", 0),
+        ("messages.block_order", 2),
+        ("terminal.present", None),
+    ]
+    assert names("messages", sse(start, block, md, {"type": "message_stop"}, {"type": "keepalive"})) == [
+        ("messages.stop_reason", 2),
+        ("sse.nonstandard", 4),
+    ]
+    assert names("messages", sse(start, {"type": "message_stop"})) == [("messages.stop", 1)]
+
+
+def test_gemini_rules():
+    def chunk(finish=None):
+        c = {"content": {"parts": [{"text": "x"}], "role": "model"}, "index": 0}
+        return b"data: " + orjson.dumps({"candidates": [c | ({"finishReason": finish} if finish else {})]}) + b"\n\n"
+
+    assert names("gemini", chunk() + chunk("STOP")) == []
+    assert names("gemini", chunk() + chunk()) == [("terminal.present", None)]
+    assert names("gemini", chunk("STOP") + chunk()) == [("gemini.finish", 1)]
+    assert names("gemini", chunk() + b'data: {"error": {"code": 500}}\n\n') == []
+
+
+def test_chat_rules():
+    head = {"index": 0, "id": "a", "type": "function", "function": {"name": "f", "arguments": ""}}
+    body = b"".join(
+        b"data: %s\n\n" % orjson.dumps(c)
+        for c in [
+            chunk({"content": "a"}),
+            chunk({"tool_calls": [{**head, "function": {"arguments": "{}"}}]}),
+            chunk({}, "stop"),
+            chunk({"content": "late"}),
+            chunk({}, "stop"),
+        ]
+    )
+    assert names("chat", body) == [("chat.tool_name", 1), ("chat.finish_once", 3), ("chat.finish_once", 4)]
+    assert names("chat", b"data: %s\n\n" % orjson.dumps(chunk({"content": "a"}))) == [("terminal.present", None)]
+    assert names("chat", b"data: %s\n\ndata: [DONE]\n\n" % orjson.dumps(chunk({"content": "a"}))) == []
+    assert names("chat", b"event: ping\n\n: comment\n\ndata: \n\nretry: 5\n\n") == [
+        ("sse.nonstandard", 0),
+        ("sse.empty_data", 1),
+        ("terminal.present", None),
+    ]
+
+
+def test_sse_framing_and_bounds():
+    assert ("sse.unterminated", 0) in names("chat", b'data: {"choices":[]}')
+    assert ("sse.not_json", 0) in names("responses", b"data: {nope\n\n")
+    many = b'data: {"type":"keepalive"}\n\n' * (contract.MAX_VIOLATIONS + 5)
+    c = contract.StreamChecker("responses")
+    c.feed(many)
+    assert len(c.close()) == contract.MAX_VIOLATIONS and c.dropped == 6  # 205 + terminal.present
+    assert set(contract.RULES) >= {v.rule for v in c.violations}
+
+
+def test_reasons_never_carry_content():
+    secret = "SECRET-TEXT-42"
+    evs = good_responses()
+    evs[3]["delta"] = secret
+    evs[3]["item_id"] = "other"  # item.id violation on the delta that carries the text
+    evs[4]["text"] = secret
+    evs[5]["part"]["text"] = secret
+    found = contract.check("responses", sse(*evs) + b"data: " + secret.encode() + b"\n\n")
+    assert found and not any(secret in str(v) for v in found)

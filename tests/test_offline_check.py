@@ -41,12 +41,19 @@ def test_flow_file_is_checked_by_its_path(tmp_path, capsys):
 
 def test_har_export(tmp_path, capsys):
     bad, good = load("responses-claude-text-then-tool"), load("responses-codex-done")
+
     def entry(rec, b64):
         text = base64.b64encode(rec.body).decode() if b64 else rec.body.decode()
         content = {"mimeType": "text/event-stream", "text": text, **({"encoding": "base64"} if b64 else {})}
-        return {"request": {"method": "POST", "url": "http://127.0.0.1:8317/v1/responses"},
-                "response": {"status": 200, "content": content}}
-    other = {"request": {"method": "GET", "url": "http://x/v1/models"}, "response": {"content": {"mimeType": "application/json", "text": "{}"}}}
+        return {
+            "request": {"method": "POST", "url": "http://127.0.0.1:8317/v1/responses"},
+            "response": {"status": 200, "content": content},
+        }
+
+    other = {
+        "request": {"method": "GET", "url": "http://x/v1/models"},
+        "response": {"content": {"mimeType": "application/json", "text": "{}"}},
+    }
     p = tmp_path / "x.har"
     p.write_text(json.dumps({"log": {"entries": [entry(bad, False), other, entry(good, True)]}}))
     assert run(p) == 1
@@ -58,7 +65,7 @@ def test_har_export(tmp_path, capsys):
 
 def test_unknown_api_and_unreadable_exit_2(tmp_path, capsys):
     p = tmp_path / "x.txt"
-    p.write_bytes(b"data: {\"hello\": 1}\n\n")
+    p.write_bytes(b'data: {"hello": 1}\n\n')
     assert run(p) == 2
     assert "--api" in capsys.readouterr().err
     assert run(p, "--api", "chat") == 1  # no choices: not a chat chunk

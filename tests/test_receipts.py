@@ -27,7 +27,6 @@ def client_flow(rec):
 
 
 def start(addon, f):
-    addon.requestheaders(f)
     addon.request(f)
     addon.responseheaders(f)
     assert f.response.stream

@@ -56,6 +56,10 @@ def sse(*events: dict[str, Any], named: bool = True) -> bytes:
 parse = json_events
 
 
+SNIPPET = Rules(eof_terminal=False)
+"""For a stream cut short on purpose (a snippet): no failure terminal appended at its end."""
+
+
 def run(body: bytes, rules: Rules = Rules(), request: dict | None = None, verdict: Verdict | None = None,
         model: str | None = "devin/swe-2") -> tuple[bytes, ResponsesRepairer]:
     r = ResponsesRepairer(rules, FlowContext(model=model, started_at=STARTED, request=request), verdict or Verdict())
@@ -343,7 +347,7 @@ def test_item_order_closes_reasoning_with_streamed_summary():
         {"type": "response.output_item.done", "output_index": 0,
          "item": {"id": "item_0", "type": "reasoning", "encrypted_content": "", "summary": []}, "sequence_number": 6},
     )
-    out, _ = run(body)
+    out, _ = run(body, SNIPPET)
     evs = parse(out)
     assert evs[4] == {"type": "response.output_item.done", "output_index": 0,
                       "item": {"id": "item_0", "type": "reasoning", "status": "completed", "encrypted_content": "",
@@ -617,7 +621,7 @@ def test_sequence_strictly_increasing_across_inserted_and_dropped():
 def test_sequence_keeps_bytes_of_events_already_right():
     body = sse(created(created_at=STARTED), fc_added(0, "a", 2, status="in_progress"), args_delta(0, "a", "{}", 5),
                args_delta(0, "a", "", 4), args_done(0, "a", "{}", 9))
-    out, _ = run(body)
+    out, _ = run(body, SNIPPET)
     assert [e["sequence_number"] for e in parse(out)] == [1, 2, 5, 6, 9]
     src, dst = body.split(b"\n\n"), out.split(b"\n\n")
     assert [i for i, (a, b) in enumerate(zip(src, dst)) if a != b] == [3]
@@ -784,7 +788,7 @@ def test_schema_fill_off_leaves_the_defect():
 def test_schema_fill_model_from_request_and_earlier_lifecycle():
     body = sse({"type": "response.created", "sequence_number": 1, "response": {"id": "r", "created_at": 5}},
                {"type": "response.in_progress", "sequence_number": 2, "response": {"id": "r"}})
-    out, _ = run(body, model="claude-sonnet-4-6")
+    out, _ = run(body, SNIPPET, model="claude-sonnet-4-6")
     r0, r1 = (e["response"] for e in parse(out))
     assert r0 == {"id": "r", "created_at": 5, "model": "claude-sonnet-4-6"}
     assert r1 == {"id": "r", "created_at": 5, "model": "claude-sonnet-4-6"}
@@ -933,12 +937,32 @@ def test_no_success_after_error_event():
     assert out.endswith(tail) and rep.decision is None
 
 
-def test_stream_without_terminal_passes_as_it_ended():
+def test_stream_without_terminal_passes_as_it_ended_with_the_rule_off():
     body = sse(created(created_at=STARTED), fc_added(0, "a", 2, status="in_progress"), args_delta(0, "a", "{", 3))
-    out, rep = run(body + b"data: {\"type\":\"response.compl")
+    out, rep = run(body + b"data: {\"type\":\"response.compl", SNIPPET)
     assert out == body + b"data: {\"type\":\"response.compl"
     assert "stream ended without a terminal event" in rep.notes
     assert rep.decision is None
+
+
+def test_stream_without_terminal_ends_with_response_failed():
+    """Rule eof_terminal (pi #8473, codex #41340): a failure, same id, next number; the
+    open call stays open (never closed, so never run), nothing before it changes."""
+    body = sse(created(created_at=STARTED), fc_added(0, "a", 2, status="in_progress"), args_delta(0, "a", "{", 3))
+    cut = body + b"data: {\"type\":\"response.compl"
+    out, rep = run(cut)
+    assert out.startswith(body)
+    tail = out[len(body):]
+    # the half event is kept as a comment, so it cannot glue onto the failure
+    assert tail.startswith(b":data: {\"type\":\"response.compl\n\nevent: response.failed\n")
+    assert tail.endswith(b"\n\n")
+    [failed] = parse(tail)
+    assert failed == {"type": "response.failed", "sequence_number": 4, "response": {
+        "id": "interaction_1", "object": "response", "created_at": STARTED, "status": "failed",
+        "error": {"code": "server_error", "message": "The upstream stream ended without a terminal event."},
+        "incomplete_details": None, "model": "devin/swe-2", "output": [], "usage": None}}
+    assert rep.decision is None
+    assert check("responses", out) == []
 
 
 # --- passthrough and fail-open ------------------------------------------------------------
@@ -952,7 +976,7 @@ def test_passthrough_of_done_comments_unknown_and_bad_json():
               b"data: {not json\n\n"
               b"data: [1,2]\n\n")
     body = sse(created(created_at=STARTED), fc_added(0, "a", 2)) + extras + sse(args_delta(0, "a", "{}", 3))
-    out, rep = run(body)
+    out, rep = run(body, Rules(eof_terminal=False, nonstandard=False))
     assert extras in out
     assert any("not JSON" in n for n in rep.notes)
 
@@ -960,7 +984,7 @@ def test_passthrough_of_done_comments_unknown_and_bad_json():
 def test_unmodeled_response_event_renumbered_only():
     body = sse(created(created_at=STARTED), fc_added(0, "a", 2), fc_added(1, "b", 3),
                {"type": "response.refusal.delta", "item_id": "b", "output_index": 1, "delta": "no", "sequence_number": 4})
-    out, _ = run(body)
+    out, _ = run(body, SNIPPET)
     assert parse(out)[-1] == {"type": "response.refusal.delta", "item_id": "b", "output_index": 1, "delta": "no",
                               "sequence_number": 6}
 

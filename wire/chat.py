@@ -67,11 +67,15 @@ at the finish); the hold queue is bounded by :data:`HOLD_LIMIT`.
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
 from typing import Any
 
+import orjson
+
+from .foreign import commented, foreign
 from .rules import FlowContext, Rules
-from .sse import Event
+from .sse import Event, format_event
 from .stream import ApiRepairer
 from .toolcalls import unique_ids
 from .verdict import Verdict
@@ -83,6 +87,31 @@ HOLD_LIMIT = 64
 
 _NATIVE = {"length": "max_tokens", "content_filter": "content_filter"}
 _FINISH = {"max_tokens": "length", "content_filter": "content_filter"}
+FINISH_ALIASES = {
+    # CPA's Gemini and Antigravity chat translators, stream (MAX_TOKENS -> "max_tokens")
+    # and non-stream (Gemini's finishReason lower-cased), v7.2.140:
+    # internal/translator/{gemini,antigravity}/openai/chat-completions/*_openai_response.go
+    "max_tokens": "length",
+    "safety": "content_filter",
+    "recitation": "content_filter",
+    "blocklist": "content_filter",
+    "prohibited_content": "content_filter",
+    "spii": "content_filter",
+    "image_safety": "content_filter",
+}
+"""Non-standard ``finish_reason`` -> the spec's value (rule ``finish_reason``). Gemini's
+other reasons (``malformed_function_call``, ``other``, ``language``...) have no spec
+equivalent and pass as they came."""
+
+
+def spec_finish(ch: dict[str, Any], rules: Rules) -> str | None:
+    """Map a choice's non-standard ``finish_reason`` in place; returns the original
+    value when it was mapped (the gateway's own, native, signal), else None."""
+    fr = ch.get("finish_reason")
+    if not rules.finish_reason or not isinstance(fr, str) or fr not in FINISH_ALIASES:
+        return None
+    ch["finish_reason"] = FINISH_ALIASES[fr]
+    return fr
 
 
 def _text(v: Any) -> str | None:
@@ -106,10 +135,31 @@ class _Call:
         """A header with a non-blank name has gone (or will go) out for this call."""
 
 
+class _Said:
+    """Rule replay: the content a choice streamed, as a length and a running hash (O(1)
+    memory and O(delta) work per delta; keeping the text itself would copy it per delta)."""
+
+    __slots__ = ("length", "deltas", "_hash")
+
+    def __init__(self) -> None:
+        self.length = 0
+        self.deltas = 0
+        self._hash = hashlib.blake2b()
+
+    def add(self, content: str) -> None:
+        self.length += len(content)
+        self.deltas += 1
+        self._hash.update(content.encode("utf-8", "surrogatepass"))
+
+    def same(self, content: str) -> bool:
+        """Is ``content`` (of the same length) everything streamed so far?"""
+        return hashlib.blake2b(content.encode("utf-8", "surrogatepass")).digest() == self._hash.digest()
+
+
 class _Rec:
     """An event in the out queue: its parsed data, whether it changed, what it waits for."""
 
-    __slots__ = ("ev", "obj", "dirty", "wait", "rules")
+    __slots__ = ("ev", "obj", "dirty", "wait", "rules", "sent")
 
     def __init__(self, ev: Event, obj: dict[str, Any] | None) -> None:
         self.ev = ev
@@ -117,6 +167,7 @@ class _Rec:
         self.dirty = False
         self.rules: tuple[str, ...] = ()  # the rules that changed it (EventRepairer.fired)
         self.wait: str | None = None  # "name" | "finish"
+        self.sent = False  # flushed to the client
 
     def mark(self, rule: str) -> None:
         self.dirty = True
@@ -132,13 +183,22 @@ class ChatRepairer(ApiRepairer):
         self._order: list[_Call] = []  # all calls, in order of first appearance
         self._awaiting: dict[_Call, tuple[_Rec, dict[str, Any]]] = {}  # nameless headers
         self._finish: tuple[_Rec, list[dict[str, Any]]] | None = None
+        self._usage: tuple[_Rec, dict[str, Any]] | None = None  # the last usage object seen
         self._settled = False
         self._choices: set[int] = set()
         self._finished = False
         self._errored = False
+        self._done = False  # data: [DONE] came
+        self._eol: bytes | None = None  # the stream's line end (a synthesized error chunk)
+        self._said: dict[int, _Said] = {}  # rule replay: choice -> what it streamed
+        self._noted_foreign = False
 
     # --- EventRepairer -----------------------------------------------------------
     def event(self, ev: Event) -> list[bytes]:
+        ev = self._foreign(ev)
+        if ev.data is not None:
+            self._eol = self._eol or ev.eol
+            self._done = self._done or ev.data.strip() == b"[DONE]"
         obj = self.parse(ev)
         rec = _Rec(ev, obj)
         if obj is not None:
@@ -163,7 +223,58 @@ class ChatRepairer(ApiRepairer):
         if self.decision is None:
             self._report_args()
             self.decision = self.verdict.decide()
-        return self._flush()
+        out = self._flush()
+        if self._cut_short():
+            # rule eof_terminal: an error chunk as OpenAI sends one mid-stream (openai-python
+            # raises APIError on it, the AI SDK ends with finish reason "error"); never a finish
+            err = {
+                "error": {
+                    "message": "The upstream stream ended without a finish_reason.",
+                    "type": "server_error",
+                    "param": None,
+                    "code": None,
+                }
+            }
+            out.append(format_event(orjson.dumps(err), eol=self._eol or b"\n"))
+            self.count("eof_terminal")
+            self.note("stream ended without a finish_reason: ended it with an error chunk")
+        return out
+
+    def _cut_short(self) -> bool:
+        """Rule eof_terminal applies: chunks came, then the end without a finish_reason,
+        an error or [DONE]."""
+        return self.rules.eof_terminal and self._eol is not None and not (self._finished or self._errored or self._done)
+
+    def _foreign(self, ev: Event) -> Event:
+        """Rule nonstandard (an event chat does not define becomes a comment) and, when
+        rule eof_terminal will end the stream, the half event it stops in (kept as a
+        comment, terminated, so it cannot glue onto the error chunk)."""
+        if self.rules.nonstandard and ev.complete:
+            why = foreign("chat", ev)
+            if why is not None:
+                self.count("nonstandard")
+                if not self._noted_foreign:
+                    self._noted_foreign = True
+                    self.note(f"turned a non-standard event into an SSE comment ({why[1]})")
+                return commented(ev)
+        if not ev.complete and self._cut_short():
+            c = commented(ev)
+            raw = c.raw + (b"" if c.raw.endswith((b"\n", b"\r")) else ev.eol) + ev.eol
+            self.count("eof_terminal")
+            return Event(raw, c.fields, ev.eol)
+        return ev
+
+    def _replay(self, ci: int, delta: dict[str, Any], content: str) -> bool:
+        """Rule replay (LiteLLM #41109): a content delta equal to the whole content already
+        streamed for the choice (after two deltas or more) is a replay; True to drop it."""
+        said = self._said.get(ci)
+        if said is None:
+            said = self._said[ci] = _Said()
+        if said.deltas >= 2 and len(content) == said.length and said.same(content):
+            self.note(f"dropped a content delta replaying the whole text (choice {ci})")
+            return True
+        said.add(content)
+        return False
 
     # --- the rules -------------------------------------------------------------
     def _chunk(self, rec: _Rec, obj: dict[str, Any]) -> None:
@@ -179,6 +290,10 @@ class ChatRepairer(ApiRepairer):
                 delta = ch.get("delta")
                 if isinstance(delta, dict):
                     content = _text(delta.get("content"))
+                    if content and self.rules.replay and self._replay(ci, delta, content):
+                        delta["content"] = ""
+                        rec.mark("replay")
+                        content = None
                     if content:
                         self.verdict.observe_text(content)
                     tcs = delta.get("tool_calls")
@@ -192,6 +307,7 @@ class ChatRepairer(ApiRepairer):
         has_usage = isinstance(usage, dict)
         if has_usage:
             self.verdict.usage(usage.get("completion_tokens"))
+            self._usage = (rec, usage)
         if self._finish is not None and not self._settled and rec.ev.data is not None:
             self._settle()  # the event after a held finish chunk (usage counted above)
         if finishing:
@@ -278,9 +394,13 @@ class ChatRepairer(ApiRepairer):
 
     def _on_finish(self, rec: _Rec, finishing: list[dict[str, Any]], has_usage: bool) -> None:
         for ch in finishing:
+            orig = spec_finish(ch, self.rules)
+            if orig is not None:
+                rec.mark("finish_reason")
+                self.note(f"finish_reason {orig!r} (not in the spec) written as {ch['finish_reason']!r}")
             fr = ch.get("finish_reason")
-            if fr in _NATIVE:
-                self.verdict.native(_NATIVE[fr], f"finish_reason {fr!r}")
+            if isinstance(fr, str) and fr in _NATIVE:  # a list or object here is not hashable
+                self.verdict.native(_NATIVE[fr], f"finish_reason {orig or fr!r}")
         self._give_up_names("the finish chunk")
         if self._finish is not None:
             if len(self._choices) <= 1:
@@ -299,6 +419,7 @@ class ChatRepairer(ApiRepairer):
         rec.wait = None
         self._report_args()
         d = self.decision = self.verdict.decide()
+        self._fill_usage(rec)
         if not d.truncated or d.native or self.rules.truncation == "off":
             return
         if len(self._choices) > 1:
@@ -309,6 +430,27 @@ class ChatRepairer(ApiRepairer):
             if ch.get("finish_reason") != new:
                 ch["finish_reason"] = new
                 rec.mark("truncation")
+
+    def _fill_usage(self, finish: _Rec) -> None:
+        """Missing or zero usage counts from the upstream's (``usage`` rule): in the usage
+        object still held (on the finish chunk, or the usage-only chunk that settled it),
+        or, when the stream had none, a new one on the finish chunk, where CPA puts it."""
+        if self.verdict.upstream_counts is None or not self.rules.usage:
+            return
+        if self._usage is None:
+            if finish.obj is None:
+                return
+            rec, usage = finish, {}
+        else:
+            rec, usage = self._usage
+            if rec.sent:
+                return  # a usage object already sent (before the finish): not ours to change
+        filled = fill_chat_usage(usage, self.verdict)
+        if filled:
+            if usage is not rec.obj.get("usage"):
+                rec.obj["usage"] = usage
+            rec.mark("usage")
+            self.note(filled)
 
     def _report_args(self) -> None:
         for call in self._order:
@@ -335,6 +477,7 @@ class ChatRepairer(ApiRepairer):
         n = 0
         while n < len(recs) and recs[n].wait is None:
             r = recs[n]
+            r.sent = True
             if r.dirty and r.obj is not None:
                 out.append(self.dump(r.ev, r.obj, r.rules))
             else:
@@ -344,6 +487,21 @@ class ChatRepairer(ApiRepairer):
             del recs[:n]
             del self.held[:n]
         return out
+
+
+USAGE_FIELDS = {
+    "prompt_tokens": "input_tokens",
+    "completion_tokens": "output_tokens",
+    "prompt_tokens_details.cached_tokens": "cached_tokens",
+}
+"""Chat usage key -> :class:`wire.verdict.UpstreamUsage` attribute (CPA's mapping)."""
+
+
+def fill_chat_usage(usage: dict[str, Any], verdict: Verdict) -> str | None:
+    """Fill missing or zero counts of ``usage`` (in place) from the verdict's upstream
+    counts; the note for the receipt, or None when nothing was filled."""
+    filled = verdict.fill_usage(usage, USAGE_FIELDS, "total_tokens", ("prompt_tokens", "completion_tokens"))
+    return verdict.upstream_counts.note(filled) if filled else None
 
 
 def repair_chat_json(
@@ -372,9 +530,11 @@ def repair_chat_json(
         verdict.usage(usage.get("completion_tokens"))
     dicts = [ch for ch in choices if isinstance(ch, dict)]
     for ch in dicts:
+        orig = spec_finish(ch, rules)
+        changed |= orig is not None
         fr = ch.get("finish_reason")
-        if fr in _NATIVE:
-            verdict.native(_NATIVE[fr], f"finish_reason {fr!r}")
+        if isinstance(fr, str) and fr in _NATIVE:  # a list or object here is not hashable
+            verdict.native(_NATIVE[fr], f"finish_reason {orig or fr!r}")
         msg = ch.get("message")
         if not isinstance(msg, dict):
             continue
@@ -396,6 +556,13 @@ def repair_chat_json(
     if ids_fixed and fired is not None:
         fired["tool_index"] += 1
     d = verdict.decide()
+    if rules.usage and verdict.upstream_counts is not None:
+        u = usage if isinstance(usage, dict) else {}
+        if fill_chat_usage(u, verdict):
+            obj["usage"] = u
+            changed = True
+            if fired is not None:
+                fired["usage"] += 1
     if d.truncated and not d.native and rules.truncation != "off" and len(dicts) == 1:
         new = _FINISH[d.outcome]
         if dicts[0].get("finish_reason") != new:

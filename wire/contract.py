@@ -25,9 +25,10 @@ from typing import Any, NamedTuple
 
 import orjson
 
+from .foreign import foreign
 from .sse import Event, SseParser
 
-__all__ = ["RULES", "Violation", "StreamChecker", "check", "MAX_VIOLATIONS", "guess_api"]
+__all__ = ["MAX_VIOLATIONS", "RULES", "StreamChecker", "Violation", "check", "guess_api"]
 
 MAX_VIOLATIONS = 200
 
@@ -131,7 +132,7 @@ _SUMMARY = frozenset(
 
 
 class _Open:
-    __slots__ = ("pos", "id", "type", "parts", "text", "chunks", "ci")
+    __slots__ = ("chunks", "ci", "id", "parts", "pos", "text", "type")
 
     def __init__(self, pos: int, iid: Any, typ: Any) -> None:
         self.pos = pos
@@ -250,7 +251,11 @@ class _Responses(_Api):
             where = "is closed" if self.open is None else f"is not the open item {self.open.pos}"
             bad("item.order", n, f"output_item.done for item {pos}, which {where}")
         if obj.get("output_index") != pos:
-            bad("item.output_index", n, f"output_item.done output_index {obj.get('output_index')!r}, the item's is {pos}")
+            bad(
+                "item.output_index",
+                n,
+                f"output_item.done output_index {obj.get('output_index')!r}, the item's is {pos}",
+            )
         self._fields(n, "output_item.done", item)
         if item.get("type") == "function_call" and item.get("status") not in ("completed", "incomplete"):
             bad("function_call.status", n, f"function_call done with status {item.get('status')!r}")
@@ -297,7 +302,11 @@ class _Responses(_Api):
         if op.ci != ci:
             op.ci, op.text, op.chunks = ci, "", 0
         if delta and op.chunks >= 2 and delta == op.text:
-            self.bad("text.replay", n, f"output_text.delta repeats the whole text of item {op.pos} part {ci!r} ({len(delta)} chars)")
+            self.bad(
+                "text.replay",
+                n,
+                f"output_text.delta repeats the whole text of item {op.pos} part {ci!r} ({len(delta)} chars)",
+            )
         op.text += delta
         op.chunks += 1
 
@@ -313,10 +322,20 @@ class _Responses(_Api):
         if out_ids != self.ids:
             bad("terminal.output", n, f"{t} output ids {out_ids}, announced {self.ids}")
         for o in output:
-            if isinstance(o, dict) and o.get("type") == "function_call" and o.get("status") not in ("completed", "incomplete"):
-                bad("function_call.status", n, f"function_call {o.get('id')!r} in output with status {o.get('status')!r}")
+            if (
+                isinstance(o, dict)
+                and o.get("type") == "function_call"
+                and o.get("status") not in ("completed", "incomplete")
+            ):
+                bad(
+                    "function_call.status",
+                    n,
+                    f"function_call {o.get('id')!r} in output with status {o.get('status')!r}",
+                )
         u = r.get("usage")
-        if not isinstance(u, dict) or not all(_is_int(u.get(k)) for k in ("input_tokens", "output_tokens", "total_tokens")):
+        if not isinstance(u, dict) or not all(
+            _is_int(u.get(k)) for k in ("input_tokens", "output_tokens", "total_tokens")
+        ):
             shape = "missing" if u is None else "without integer input/output/total tokens"
             bad("terminal.usage", n, f"{t} usage {shape}")
         if t == "response.incomplete" and not (r.get("incomplete_details") or {}).get("reason"):
@@ -511,7 +530,7 @@ _APIS = {"responses": _Responses, "chat": _Chat, "messages": _Messages, "gemini"
 class StreamChecker:
     """Feed a stream's bytes; read :attr:`violations`. Never changes or keeps the bytes."""
 
-    __slots__ = ("api", "violations", "dropped", "events", "_parser", "_contract", "_closed")
+    __slots__ = ("_closed", "_contract", "_parser", "api", "dropped", "events", "violations")
 
     def __init__(self, api: str) -> None:
         if api not in _APIS:
@@ -553,14 +572,14 @@ class StreamChecker:
         self.events += 1
         if not ev.complete:
             self._bad("sse.unterminated", n, "the stream ends inside this event")
+        why = foreign(self.api, ev)
+        if why is not None:
+            self._bad(why[0], n, why[1])
+            return
         data = ev.data
         name = ev.event
         if data is None:
-            self._bad("sse.nonstandard", n, f"event {name!r} without data" if name else "event without data")
-            return
-        if not data.strip():
-            self._bad("sse.empty_data", n, "data field is empty")
-            return
+            return  # id:/retry: only
         if data.strip() == b"[DONE]":
             self._contract.done_sentinel(n)
             return

@@ -121,6 +121,7 @@ from typing import Any
 
 import orjson
 
+from .foreign import commented, foreign
 from .rules import FlowContext, Rules
 from .sse import Event, format_event
 from .stream import ApiRepairer
@@ -222,17 +223,41 @@ def fix_usage(usage: Any, output_tokens: int | None = None) -> tuple[dict[str, A
     return usage, changed
 
 
+USAGE_FIELDS = {
+    "input_tokens": "input_tokens",
+    "output_tokens": "output_tokens",
+    "input_tokens_details.cached_tokens": "cached_tokens",
+}
+"""Responses usage key -> :class:`wire.verdict.UpstreamUsage` attribute."""
+
+
+def fill_upstream_usage(usage: Any, verdict: Verdict) -> tuple[Any, str | None]:
+    """Fill missing or zero counts of a terminal's ``usage`` from the upstream's (the
+    verdict's ``upstream_counts``; decide first); returns (usage, note or None)."""
+    if verdict.upstream_counts is None:
+        return usage, None
+    fresh = not isinstance(usage, dict)
+    u: dict[str, Any] = {} if fresh else usage
+    filled = verdict.fill_usage(u, USAGE_FIELDS, "total_tokens", ("input_tokens", "output_tokens"))
+    if not filled:
+        return usage, None
+    return u, verdict.upstream_counts.note(filled)
+
+
 class _Part:
     """One content part of a message item."""
 
-    __slots__ = ("part", "chunks", "text", "text_done", "part_done")
+    __slots__ = ("part", "chunks", "text", "text_done", "part_done", "announced", "size", "replayed")
 
-    def __init__(self, part: dict[str, Any]) -> None:
+    def __init__(self, part: dict[str, Any], announced: bool = False) -> None:
         self.part = part
         self.chunks: list[str] = []
         self.text: str | None = None  # from output_text.done, if it came
         self.text_done = False
         self.part_done = False
+        self.announced = announced  # its content_part.added went out (rule announce)
+        self.size = 0  # characters streamed into it (rule replay compares lengths first)
+        self.replayed = False  # a full-text replay was dropped (rule replay)
 
     def full_text(self) -> str:
         return self.text if self.text is not None else "".join(self.chunks)
@@ -324,9 +349,28 @@ class ResponsesRepairer(ApiRepairer):
         self._model: str | None = None
         self._finished = False  # a terminal (success or failure) went out
         self._noted: set[tuple[str, int]] = set()
+        self._framing: Event | None = None  # the last response event (framing of a synthesized terminal)
+        self._unannounced = False  # events for an item never added passed as they came
+        self._aliases: dict[str, _Item] = {}  # rule item_id: a done item's other id -> the item
+        self._rotated: set[int] = set()  # rule item_id: items whose events carried other ids
+        self._replayed: set[int] = set()  # rule replay: items whose done text was doubled
 
     # --- driver interface ---------------------------------------------------------
     def event(self, ev: Event) -> list[bytes]:
+        if self.rules.nonstandard and ev.complete:
+            why = foreign("responses", ev)
+            if why is not None:
+                self.count("nonstandard")
+                if ("nonstandard", 0) not in self._noted:
+                    self._noted.add(("nonstandard", 0))
+                    self.note(f"turned a non-standard event into an SSE comment ({why[1]})")
+                return [commented(ev).raw]
+        if not ev.complete and self.rules.eof_terminal and not self._finished and self._framing is not None:
+            # the stream stops inside an event and a failure terminal follows (end): kept
+            # as a comment, so that its half cannot glue onto the failure or reach a parser
+            raw = commented(ev).raw
+            self.count("eof_terminal")
+            return [raw + (b"" if raw.endswith((b"\n", b"\r")) else ev.eol) + ev.eol]
         if self._finished or not ev.complete or ev.data is None:
             return [ev.raw]
         obj = self.parse(ev)
@@ -337,6 +381,7 @@ class ResponsesRepairer(ApiRepairer):
             if not isinstance(typ, str):
                 self.note("JSON event without a string type, passed through")
             return [ev.raw]
+        self._framing = ev
         if self._seq_last_key is None and "sequence_number" in obj:
             keys = list(obj)
             self._seq_last_key = keys[-1] == "sequence_number" and keys.index("sequence_number") > 1
@@ -363,7 +408,30 @@ class ResponsesRepairer(ApiRepairer):
         out = super().end()
         if not self._finished:
             self.note("stream ended without a terminal event")
+            if self.rules.eof_terminal and self._framing is not None:
+                out.append(self._eof_failure(self._framing))
         return out
+
+    def _eof_failure(self, ev: Event) -> bytes:
+        """Rule eof_terminal: the gateway's stream stopped without a terminal event; the
+        client gets ``response.failed`` (same response id, the next ``sequence_number``),
+        never a success. Open items stay open: a call the gateway never closed is not run."""
+        self._finished = True
+        if self._last_seq is None:
+            self._last_seq = -1  # clients require sequence_number on response.failed
+        resp = {
+            "id": self._response_id,
+            "object": "response",
+            "created_at": self._created_at if self._created_at is not None else self.ctx.started_at,
+            "status": "failed",
+            "error": {"code": "server_error", "message": "The upstream stream ended without a terminal event."},
+            "incomplete_details": None,
+            "model": self._model or self.ctx.model,
+            "output": [it.final for it in self.items if it.final is not None],
+            "usage": None,
+        }
+        self.note("stream ended without a terminal event: ended it with response.failed")
+        return self._synth(ev, "response.failed", {"response": resp}, "eof_terminal")
 
     # --- output and numbering -----------------------------------------------------
     def _out(self, ev: Event, obj: dict[str, Any], dirty: bool, event: str | None = None) -> bytes:
@@ -381,7 +449,7 @@ class ResponsesRepairer(ApiRepairer):
         self.count()
         return ev.with_data(orjson.dumps(obj), event=event)
 
-    def _synth(self, ev: Event, typ: str, fields: dict[str, Any]) -> bytes:
+    def _synth(self, ev: Event, typ: str, fields: dict[str, Any], rule: str = "item_order") -> bytes:
         """A new event in this stream's framing (``event:`` line, line end, key layout)."""
         obj: dict[str, Any] = {"type": typ}
         seq = None
@@ -394,7 +462,7 @@ class ResponsesRepairer(ApiRepairer):
         if seq is not None and self._seq_last_key:
             obj["sequence_number"] = seq
         self.changed += 1
-        self.fired["item_order"] += 1  # closes an open item or opens a continuation
+        self.fired[rule] += 1  # item_order: closes an open item or opens a continuation
         return format_event(orjson.dumps(obj), event=typ if ev.event is not None else None, eol=ev.eol)
 
     def _note_once(self, what: str, item: _Item) -> None:
@@ -536,7 +604,7 @@ class ResponsesRepairer(ApiRepairer):
                 part["text"] = ""
             ci = obj.get("content_index")
             cont.ci_map[ci if type(ci) is int else 0] = 0
-            cont.parts[0] = _Part(part)
+            cont.parts[0] = _Part(part, announced=True)
             out.append(
                 self._synth(
                     ev, _PART_ADDED, {"item_id": cid, "output_index": idx, "content_index": 0, "part": dict(part)}
@@ -584,7 +652,10 @@ class ResponsesRepairer(ApiRepairer):
             out += self._close_open(ev)
         dirty = False
         raw = obj.get("output_index")
-        it = _Item(len(self.items), raw, item)
+        index = len(self.items)
+        if self._unannounced and type(raw) is int and raw > index:
+            index = raw  # an unannounced item sits below: dense would move this one onto it
+        it = _Item(index, raw, item)
         if self.rules.output_index and raw != it.index:
             obj["output_index"] = it.index
             dirty = True
@@ -597,6 +668,10 @@ class ResponsesRepairer(ApiRepairer):
                 item["id"] = it.id = fill
                 dirty = True
                 self.fire("schema_fill")
+        if it.type == "reasoning" and self.rules.reasoning_summary and not isinstance(item.get("summary"), list):
+            item["summary"] = []  # codex-acp #266: Codex drops every delta after such an item
+            dirty = True
+            self.fire("reasoning_summary")
         if it.type == "function_call":
             if self.rules.schema_fill and not isinstance(item.get("arguments"), str):
                 item["arguments"] = ""
@@ -628,6 +703,15 @@ class ResponsesRepairer(ApiRepairer):
             self.count("item_order")
             return []
         dirty = self._continuation_done(obj, item, it) if it is not None and it.root is not None else False
+        if self.rules.item_id and it is not None and it.root is None and isinstance(it.id, str):
+            gid = item.get("id")
+            if isinstance(gid, str) and gid != it.id:
+                self._aliases[gid] = it
+                self._rotated.add(it.index)
+                item["id"] = it.id
+                dirty = True
+                self.fire("item_id")
+                self._note_once("pinned a changed item id to the announced one", it)
         dirty |= self._remap_index(obj, it)
         if self.rules.schema_fill:
             filled = self._fill_done_item(item, it)
@@ -647,11 +731,76 @@ class ResponsesRepairer(ApiRepairer):
                 args = it.arguments()
             if isinstance(args, str):
                 self.verdict.tool_args(args)
+        if it is not None and self.rules.replay and it.type == "message" and self._unreplay(it, item):
+            dirty = True
+            self.fire("replay")
         if it is None:
             self.note("output_item.done for an item never added, passed through")
         else:
             it.close(item)
         return [self._out(ev, obj, dirty)]
+
+    def _unreplay(self, it: _Item, item: dict[str, Any]) -> bool:
+        """Rule replay on a message's done item: a part whose full-text replay was dropped
+        lists its text once, as streamed (the gateway's lists it twice)."""
+        content = item.get("content")
+        if not isinstance(content, list):
+            return False
+        dirty = False
+        for ci, p in it.parts.items():
+            if not p.replayed or not (0 <= ci < len(content)) or not isinstance(content[ci], dict):
+                continue
+            self._replayed.add(it.index)
+            text = "".join(p.chunks)
+            if content[ci].get("text") == text * 2:
+                content[ci]["text"] = text
+                dirty = True
+        return dirty
+
+    def _announce(self, ev: Event, obj: dict[str, Any], typ: str) -> tuple[list[bytes], _Item | None]:
+        """Rule announce: a message's (or reasoning item's) first event came without its
+        ``output_item.added`` (LiteLLM #22102, cc-switch #387: Codex drops the item and
+        its tools). The item is announced before it, in progress, with the event's
+        ``item_id`` (else ``msg_<index>``/``rs_<index>``). A function call cannot be
+        announced (its name and call_id are unknown): passed through, noted."""
+        if typ in _CONTENT_EVENTS:
+            kind = "message"
+        elif typ in _SUMMARY_EVENTS:
+            kind = "reasoning"
+        else:
+            return [], None
+        out = self._close_open(ev) if self.rules.item_order else []
+        index = len(self.items)
+        raw = obj.get("output_index")
+        iid = obj.get("item_id")
+        if not isinstance(iid, str):
+            iid = f"{'msg' if kind == 'message' else 'rs'}_{index}"
+        item: dict[str, Any] = {"id": iid, "type": kind, "status": "in_progress"}
+        if kind == "message":
+            item.update(content=[], role="assistant")
+        else:
+            item["summary"] = []
+        it = _Item(index, raw, item)
+        self.items.append(it)
+        self._by_id[iid] = it
+        if type(raw) is int:
+            self._by_raw[raw] = it
+        added = {"output_index": self._index(it), "item": dict(item)}
+        out.append(self._synth(ev, "response.output_item.added", added, "announce"))
+        self._note_once("announced an item the gateway never added", it)
+        return out, it
+
+    def _alias_pos(self, it: _Item, given: list[Any], by_id: dict[str, int], used: set[int]) -> int | None:
+        """Rule item_id at the terminal: where an item whose ids rotated sits in the
+        gateway's ``output`` (under an id its done event carried, else the first unused
+        entry of its type that names no announced item)."""
+        for alias, owner in self._aliases.items():
+            if owner is it and alias in by_id and by_id[alias] not in used:
+                return by_id[alias]
+        for pos, e in enumerate(given):
+            if pos not in used and isinstance(e, dict) and e.get("type") == it.type and e.get("id") not in self._by_id:
+                return pos
+        return None
 
     def _continuation_done(self, obj: dict[str, Any], item: dict[str, Any], it: _Item) -> bool:
         """The gateway's close of a continued message, made the continuation's: its id,
@@ -708,10 +857,13 @@ class ResponsesRepairer(ApiRepairer):
 
     def _item_event(self, ev: Event, obj: dict[str, Any], typ: str) -> list[bytes]:
         it = self._lookup(obj)
-        if it is None:
-            self.note(f"{typ} for an unknown item, passed through")
-            return [self._out(ev, obj, False)]
         out: list[bytes] = []
+        if it is None and self.rules.announce:
+            out, it = self._announce(ev, obj, typ)
+        if it is None:
+            self._unannounced = True
+            self.note(f"{typ} for an unknown item, passed through")
+            return out + [self._out(ev, obj, False)]
         if not it.open and self.rules.item_order:
             if not (it.early and it.type == "message" and self._opens_content(typ, obj)):
                 self._note_once(f"dropped {typ} after the item was closed", it)
@@ -719,6 +871,14 @@ class ResponsesRepairer(ApiRepairer):
                 return []
             out, it = self._continue(ev, obj, typ, it)
         dirty = self._retarget(obj, it) if it.root is not None else False
+        if self.rules.item_id and it.root is None and isinstance(it.id, str):
+            gid = obj.get("item_id")
+            if isinstance(gid, str) and gid != it.id:
+                obj["item_id"] = it.id
+                self._rotated.add(it.index)
+                dirty = True
+                self.fire("item_id")
+                self._note_once("pinned a changed item id to the announced one", it)
         dirty |= self._remap_index(obj, it)
         fill = self.rules.schema_fill
         if fill:
@@ -738,13 +898,32 @@ class ResponsesRepairer(ApiRepairer):
                     obj["content_index"] = ci
                     dirty = True
                     self.fire("schema_fill")
+            if self.rules.announce and typ in (_TEXT_DELTA, _TEXT_DONE):
+                p = it.parts.get(ci)
+                if p is None or not p.announced:
+                    p = it.part(ci)
+                    p.announced = True
+                    shape = {"type": "output_text", "annotations": [], "text": ""}
+                    idx = self._index(it)
+                    fields = {"item_id": it.id, "output_index": idx, "content_index": ci, "part": shape}
+                    out.append(self._synth(ev, _PART_ADDED, fields, "announce"))
+                    self._note_once("announced a content part the gateway never added", it)
             if typ == _PART_ADDED:
                 part = obj.get("part")
-                it.parts[ci] = _Part(dict(part) if isinstance(part, dict) else {"type": "output_text", "text": ""})
+                shape = dict(part) if isinstance(part, dict) else {"type": "output_text", "text": ""}
+                it.parts[ci] = _Part(shape, announced=True)
             elif typ == _TEXT_DELTA:
                 delta = obj.get("delta")
                 if isinstance(delta, str):
-                    it.part(ci).chunks.append(delta)
+                    p = it.part(ci)
+                    replay = p.size == len(delta) and len(p.chunks) >= 2 and delta == "".join(p.chunks)
+                    if self.rules.replay and delta and replay:
+                        p.replayed = True
+                        self.count("replay")
+                        self._note_once("dropped a delta replaying the whole text", it)
+                        return out
+                    p.chunks.append(delta)
+                    p.size += len(delta)
                     self.verdict.observe_text(delta)
             elif typ == _TEXT_DONE:
                 p = it.part(ci)
@@ -758,12 +937,19 @@ class ResponsesRepairer(ApiRepairer):
                         dirty = True
                         self.fire("item_order")
                 elif isinstance(obj.get("text"), str):
+                    if p.replayed and obj["text"] == "".join(p.chunks) * 2:
+                        obj["text"] = "".join(p.chunks)  # the replay doubled the done text too
+                        dirty = True
+                        self.fire("replay")
                     p.text = obj["text"]
             else:  # content_part.done
                 p = it.part(ci)
                 p.part_done = True
                 part = obj.get("part")
                 if isinstance(part, dict):
+                    if p.replayed and part.get("text") == "".join(p.chunks) * 2:
+                        part["text"] = "".join(p.chunks)
+                        dirty = True
                     if it.root is not None:
                         text = p.text if p.text is not None else "".join(p.chunks)
                         if part.get("text") != text:
@@ -861,7 +1047,11 @@ class ResponsesRepairer(ApiRepairer):
         # ``incomplete_details: null`` is no evidence: CPA's templates write it unconditionally
         self.decision = d = self.verdict.decide()
         if self.rules.usage:
+            usage, filled = fill_upstream_usage(usage, self.verdict)
+            if filled:
+                self.note(filled)
             usage, changed = fix_usage(usage, self._upstream_output_tokens(usage))
+            changed |= bool(filled)
             if changed:
                 resp["usage"] = usage
                 dirty = True
@@ -921,9 +1111,18 @@ class ResponsesRepairer(ApiRepairer):
                     by_call.setdefault(e["call_id"], pos)
         used: set[int] = set()
         want: list[Any] = []
+        if self._unannounced:
+            self.note("terminal output left in the gateway's order: items were never announced")
+            return dirty
         for it in self.items:
             pos = by_id.get(it.id) if isinstance(it.id, str) else None
-            if it.continuations:
+            if pos is None and self.rules.item_id and it.index in self._rotated:
+                pos = self._alias_pos(it, given, by_id, used)
+                if pos is not None and isinstance(given[pos], dict) and given[pos].get("id") != it.id:
+                    given[pos] = {**given[pos], "id": it.id}
+                    dirty = True
+                    self.fire("item_id")
+            if it.continuations or it.index in self._replayed:
                 # the gateway lists a continued message with the text of all its
                 # continuations: each part stands for itself, as it was closed
                 if pos is not None:
@@ -1035,6 +1234,11 @@ def _repair_json(
     failed = obj.get("status") == "failed" or bool(obj.get("error"))
     d = None if failed else verdict.decide()
     if rules.usage:
+        usage, filled = fill_upstream_usage(usage, verdict)
+        if filled:
+            obj["usage"] = usage
+            changed = True
+            hit.add("usage")
         known = None
         if not (isinstance(usage, dict) and _int(usage.get("output_tokens")) is not None):
             tokens, where = verdict.output_tokens_best

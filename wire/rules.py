@@ -30,11 +30,31 @@ class Rules:
     """The terminal event's ``output`` lists the announced items, in order."""
     response_id: bool = True
     """``response.id`` stays the same across lifecycle events."""
+    announce: bool = True
+    """A delta for an item (or content part) never announced gets the ``output_item.added``
+    (``content_part.added``) synthesized before it."""
+    item_id: bool = True
+    """An item's events and its done/terminal entries carry the id it was announced with."""
+    reasoning_summary: bool = True
+    """A reasoning ``output_item.added`` without ``summary`` gets ``summary: []``."""
+    # every API
+    replay: bool = True
+    """A text delta repeating the whole text already streamed (a full-text replay) is dropped."""
+    nonstandard: bool = True
+    """Events the API does not define (``event: ping``, ``{"type":"keepalive"}``) and empty
+    ``data:`` events become SSE comments (kept, ignored by every client)."""
+    eof_terminal: bool = True
+    """A stream that ends without a terminal ends with a failure (Responses:
+    ``response.failed``, same id, next ``sequence_number``; chat: an error chunk)."""
     # /v1/chat/completions
     tool_index: bool = True
     """``tool_calls[].index`` renumbered 0..n-1 per choice by first appearance."""
     tool_header: bool = True
     """A re-sent tool-call header does not announce the call's name twice."""
+    finish_reason: bool = True
+    """A ``finish_reason`` outside the spec that a gateway translated from another API
+    (CPA's Gemini/Antigravity ``max_tokens``, Gemini's lower-cased ``safety``...) becomes
+    the spec's value (``length``, ``content_filter``)."""
     # truncation (all APIs)
     truncation: TruncationPolicy = "incomplete"
     """What a truncation verdict does to a Responses terminal: ``incomplete`` (the spec),

@@ -66,6 +66,12 @@ class Expected:
         return self.finish in ("length", "max_tokens", "MAX_TOKENS")
 
     @property
+    def failed(self) -> bool:
+        """The stream ends in a failure (``response.failed``; streamfix's own for a stream
+        cut without a terminal): the client must report an error, never a success."""
+        return self.api == "responses" and self.finish == "response.failed"
+
+    @property
     def writes_marker(self) -> bool:
         return any(MARKER_FILE in c.arguments for c in self.calls)
 
@@ -78,6 +84,8 @@ class Expected:
                 return {"max_output_tokens": "length", "content_filter": "content-filter"}.get(
                     self.reason or "", "tool-calls" if self.calls else "other"
                 )
+            if self.finish == "response.failed":
+                return "error"
             return None
         if self.api == "messages":  # @ai-sdk/anthropic mapAnthropicStopReason
             return {

@@ -17,6 +17,12 @@ Success, per family (clients.md §0, §4):
   own text when it calls no tool), the marker written when the recording's command writes
   it; for a truncated stream the documented ``turn.failed`` "Incomplete response returned,
   reason: max_output_tokens" (exit 1).
+- A stream that ends in ``response.failed`` (a gateway's failure, or the one streamfix
+  ends a cut stream with): no client may report a success. AI SDK: a finish other than
+  ``stop``/``tool-calls``/``length``/``content-filter`` (7 and 6 give ``error`` with an
+  ``error`` part, 5 ``unknown``); openai-python raw iteration sees ``response.failed``,
+  the helper raises ``RuntimeError: Didn't receive a response.completed event`` after it;
+  Codex ``turn.failed`` (exit 1).
 
 Anything else is a failure, labelled with its symptom (the matrix cell).
 """
@@ -48,7 +54,7 @@ def judge(client: Client, exp: Expected, result: dict[str, Any]) -> Outcome:
         return _aisdk(exp, result)
     if client.family == "openai-py":
         return _openai_py(client, exp, result)
-    return _codex(exp, result)
+    return _codex(exp, result, websocket=client.variant == "ws")
 
 
 def _fail(*symptoms: str) -> Outcome:
@@ -73,6 +79,10 @@ def _aisdk(exp: Expected, r: dict[str, Any]) -> Outcome:
         return _fail("throws " + _short(r["thrown"]) + never)
     if r.get("finishError") == "never settles":
         return _fail("finishReason never settles")
+    if exp.failed:
+        if r.get("finishReason") in _SUCCESS or r.get("toolCalls"):
+            return _fail(f"reported as success (finish {r.get('finishReason')})")
+        return OK
     symptoms = []
     if r.get("errors"):
         symptoms.append(_error_parts(r["errors"]))
@@ -91,6 +101,9 @@ def _aisdk(exp: Expected, r: dict[str, Any]) -> Outcome:
     if r.get("toolErrors") and all(c.valid for c in exp.calls):
         symptoms.append("tool-error")
     return _fail(*dict.fromkeys(symptoms)) if symptoms else OK
+
+
+_SUCCESS = ("stop", "tool-calls", "length", "content-filter")
 
 
 def _n_calls(n: int) -> str:
@@ -115,6 +128,11 @@ def _openai_py(client: Client, exp: Expected, r: dict[str, Any]) -> Outcome:
     want_calls = [[c.name, c.arguments] for c in exp.calls]
     # responses.parse() (the non-streamed helper) reports truncation only in status
     helper = client.variant == "helper" and (exp.stream or client.api == "chat")
+    if helper and exp.failed:
+        want_exc = exc == "RuntimeError" and "response.completed" in r.get("message", "")
+        if want_exc and "response.failed" in r.get("types", []):
+            return OK
+        return _fail(_exc(r) or "failure not reported")
     if helper and exp.truncated:
         if client.api == "responses":
             want_exc = exc == "RuntimeError" and "response.completed" in r.get("message", "")
@@ -158,11 +176,27 @@ def _exc(r: dict[str, Any]) -> str:
     return f"{r['exception']}: {_short(r.get('message', ''), 50)}"
 
 
-def _codex(exp: Expected, r: dict[str, Any]) -> Outcome:
+def _codex(exp: Expected, r: dict[str, Any], websocket: bool = False) -> Outcome:
+    out = _codex_run(exp, r)
+    if websocket and out.ok and (not r.get("ws_turns") or r.get("http_requests")):
+        # the WebSocket row must really use it (Codex falls back to HTTPS after failures)
+        return _fail(
+            "WebSocket turn failed, fell back to HTTP"
+            if r.get("http_requests")
+            else "no WebSocket turn logged upstream"
+        )
+    return out
+
+
+def _codex_run(exp: Expected, r: dict[str, Any]) -> Outcome:
     rc = r.get("rc")
     failures = [f for f in r.get("failures") or [] if f]
     if rc == "timeout":
         return _fail("hangs (timeout)")
+    if exp.failed:
+        if rc == 1 and failures:
+            return OK
+        return _fail(f"exit {rc}", "failure not reported")
     if exp.truncated:
         if rc == 1 and any("Incomplete response returned" in f for f in failures):
             return OK

@@ -19,14 +19,17 @@ off in turn, and which client run catches it.
 from __future__ import annotations
 
 import os
+import tempfile
+import uuid
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from expect import FOLLOWUP, MARKER_FILE, Call, Expected, expected_from_body, output_cap, tools_for
-from harness import ABLATIONS, problems, proves_nothing, run_matrix
+from harness import ABLATIONS, SCRATCH, problems, proves_nothing, run_matrix, stack, transport_counts
 from judge import judge
 from report import ABL_BEGIN, ABL_END, BEGIN, DOC, END, ablation_table, render_markdown, render_text
-from runners import CLIENT_LIST, CLIENTS, installed
+from runners import CLIENT_LIST, CLIENTS, installed, run_codex
 
 from streamfix.recordings import load
 from streamfix.replay import Replay
@@ -117,6 +120,7 @@ CALL = Call("get_weather", '{"city":"Paris"}')
 TOOLS = Expected("responses", (CALL,), "response.completed", None, "")
 CUT = Expected("responses", (Call("get_weather", '{"ci'),), "response.incomplete", "max_output_tokens", "")
 CHAT_CUT = Expected("chat", (Call("get_weather", '{"ci'),), "length", None, "")
+FAILED = Expected("responses", (), "response.failed", None, "Partial")
 
 
 @pytest.mark.parametrize(
@@ -206,6 +210,25 @@ CHAT_CUT = Expected("chat", (Call("get_weather", '{"ci'),), "length", None, "")
         ("codex", TOOLS, {"rc": "timeout", "failures": []}, False),
         ("codex", CUT, {"rc": 1, "failures": ["Incomplete response returned, reason: max_output_tokens"]}, True),
         ("codex", CUT, {"rc": 0, "last": "ALL DONE", "failures": []}, False),
+        # a failure terminal must reach every client as a failure, never as a success
+        ("aisdk7/responses", FAILED, {"finishReason": "error", "errors": ["cut"], "toolCalls": []}, True),
+        ("aisdk7/responses", FAILED, {"finishReason": "stop", "errors": [], "toolCalls": []}, False),
+        ("aisdk5/responses", FAILED, {"finishReason": "unknown", "errors": [], "toolCalls": []}, True),
+        ("openai-py/responses", FAILED, {"terminal": "response.failed", "calls": []}, True),
+        ("openai-py/responses", FAILED, {"calls": []}, False),
+        (
+            "openai-py/responses.stream",
+            FAILED,
+            {
+                "exception": "RuntimeError",
+                "types": ["response.failed"],
+                "message": "Didn't receive a `response.completed` event.",
+            },
+            True,
+        ),
+        ("openai-py/responses.stream", FAILED, {"status": "completed", "calls": []}, False),
+        ("codex", FAILED, {"rc": 1, "failures": ["stream disconnected before completion: cut"]}, True),
+        ("codex", FAILED, {"rc": 0, "last": "Partial", "failures": []}, False),
     ],
 )
 def test_judge(client, exp, result, ok):
@@ -256,3 +279,35 @@ def test_which_client_catches_each_rule(record_property):
         "docs/clients.md's ablation table is stale; run "
         "`.venv/bin/python tests/clients/harness.py --ablate --write-docs`\n" + table
     )
+
+
+@pytest.mark.parametrize("recording", ["responses-devin-emptyusage", "responses-devin-truncated"])
+def test_codex_websocket_refused_falls_back_to_https(recording):
+    """``streamfix_websocket=refuse``: the real Codex with a WebSocket provider gets a 426
+    for its upgrade, falls back to HTTPS streaming at once and gets the repaired SSE
+    stream (the replay upstream logs HTTP requests for the run and no WebSocket turn);
+    with the default policy the same run stays on the WebSocket and is repaired there."""
+    codex = _client("codex-ws")
+    if not installed(codex):
+        pytest.skip("run scripts/install-clients")
+    rec = load(recording)
+    exp = expected_from_body(rec.api, rec.expected, rec.streaming)
+    SCRATCH.mkdir(parents=True, exist_ok=True)
+    # under .cache, not /tmp: Codex refuses to set up a CODEX_HOME under the temp dir
+    with tempfile.TemporaryDirectory(prefix="refuse-", dir=SCRATCH) as tmp:
+        scratch = Path(tmp)
+        with stack({"refuse": ("streamfix_websocket=refuse",), "repaired": ()}, scratch) as st:
+            replay = st.procs[0]
+            refusing = next(p for p in st.procs if "streamfix_websocket=refuse" in p.cmd)
+            for mode in ("refuse", "repaired"):
+                run_id = uuid.uuid4().hex[:12]
+                base = f"{st.bases[mode]}/rec/{rec.name},{FOLLOWUP}/v1"
+                result = run_codex(base, scratch, websocket=True, run_id=run_id)
+                replay.wait_for(rf"run={run_id}$", 5)
+                counts = transport_counts(replay, run_id)
+                assert judge(_client("codex"), exp, result).ok, (mode, result)
+                if mode == "refuse":
+                    assert counts["ws_turns"] == 0 and counts["http_requests"] >= 1, counts
+                    refusing.wait_for(r"WebSocket upgrade refused with 426", 10)
+                else:
+                    assert counts["ws_turns"] >= 1 and counts["http_requests"] == 0, counts

@@ -1,0 +1,153 @@
+"""Other gateways' defect classes (issue 10): each has a recording built from its cited
+issue, a contract rule that reports it, and a repair rule (an option) that removes it.
+
+The hand-checked expected bodies are compared in test_recordings.py; here: the raw body
+violates the contract rule, the repaired one does not, and with the repair rule off the
+defect stays (so each rule is what removes it). Plus the two misfires of older rules on
+these shapes, measured before the fix.
+"""
+
+from dataclasses import replace
+
+import orjson
+import pytest
+
+from streamfix.recordings import Recording, load
+from wire.apis import stream_repairer
+from wire.contract import check
+from wire.invariants import json_events
+from wire.rules import FlowContext, Rules
+from wire.stream import StreamRepair
+from wire.verdict import Verdict
+
+# recording, repair rule (Rules field), contract rules it answers
+CASES = [
+    ("responses-litellm-unannounced", "announce", {"item.announced"}),
+    ("responses-copilot-rotating-ids", "item_id", {"item.id"}),
+    ("chat-litellm-text-replay", "replay", {"text.replay"}),
+    ("responses-keepalive-ping", "nonstandard", {"sse.nonstandard", "sse.empty_data"}),
+    ("responses-eof-no-terminal", "eof_terminal", {"terminal.present"}),
+    ("responses-failed-sequence-restart", "sequence", {"response.sequence"}),
+    ("responses-failed-sequence-restart", "response_id", {"response.id"}),
+    ("responses-reasoning-no-summary", "reasoning_summary", {"reasoning.summary"}),
+]
+
+
+def repair(rec: Recording, rules: Rules | None = None, chunk: int = 0) -> bytes:
+    req = rec.request["body"]
+    ctx = FlowContext(model=req.get("model"), started_at=rec.meta["started_at"], request=req)
+    s = StreamRepair(stream_repairer(rec.api, rules or Rules(), ctx, Verdict()))
+    body = rec.body
+    pieces = [body[i : i + chunk] for i in range(0, len(body), chunk)] if chunk else [body]
+    out = b"".join(s.feed(p) for p in pieces) + s.close()
+    assert s.error is None
+    return out
+
+
+def rules_of(body: bytes, api: str) -> set[str]:
+    return {v.rule for v in check(api, body)}
+
+
+@pytest.mark.parametrize(("name", "rule", "contract"), CASES, ids=[f"{c[0]}:{c[1]}" for c in CASES])
+def test_reported_raw_removed_by_its_rule_left_with_the_rule_off(name, rule, contract):
+    rec = load(name)
+    assert contract <= rules_of(rec.body, rec.api)
+    out = repair(rec)
+    assert out == rec.expected and check(rec.api, out) == []
+    off = repair(rec, replace(Rules(), **{rule: False}))
+    assert contract & rules_of(off, rec.api), f"with {rule} off the defect should stay"
+    for n in (1, 5, 64):  # any chunk boundaries, same bytes
+        assert repair(rec, chunk=n) == rec.expected
+
+
+def test_eof_failure_is_a_failure_with_the_streams_id_and_next_number():
+    rec = load("responses-eof-no-terminal")
+    evs = json_events(rec.expected)
+    last = evs[-1]
+    assert last["type"] == "response.failed" and last["response"]["status"] == "failed"
+    assert last["response"]["id"] == evs[0]["response"]["id"]
+    assert last["sequence_number"] == evs[-2]["sequence_number"] + 1
+    assert not any(e["type"] in ("response.completed", "response.incomplete") for e in evs)
+
+
+def test_misfire_dense_output_index_does_not_move_a_call_onto_an_unannounced_message():
+    """Measured before the fix (LiteLLM #22102 shape): with the message never announced,
+    the dense output_index rule renumbered the call from 1 to 0, onto the message's index,
+    and the terminal output was reordered. Now: announce on, the message is announced and
+    nothing moves; announce off, the stream passes as it came."""
+    rec = load("responses-litellm-unannounced")
+    out = json_events(repair(rec))
+    [call_added] = [
+        e for e in out if e["type"] == "response.output_item.added" and e["item"]["type"] == "function_call"
+    ]
+    assert call_added["output_index"] == 1
+    assert [o["id"] for o in out[-1]["response"]["output"]] == ["msg_0a1b", "fc_0a1c"]
+    assert repair(rec, Rules(announce=False)) == rec.body
+
+
+def test_misfire_rotating_ids_give_two_terminal_items_not_four():
+    """Measured before the fix (LiteLLM #30071 / Copilot shape): the terminal output came
+    out with 4 items (the two announced ones, then the gateway's under its final ids as
+    extras). Now 2, with the announced ids; rule item_id off shows the old result."""
+    rec = load("responses-copilot-rotating-ids")
+    ids = [o["id"] for o in json_events(repair(rec))[-1]["response"]["output"]]
+    assert ids == ["rs_c1", "msg_c1"]
+    old = [o["id"] for o in json_events(repair(rec, Rules(item_id=False)))[-1]["response"]["output"]]
+    assert old == ["rs_c6", "msg_c7", "rs_c8", "msg_c9"]  # the done items, then the extras
+
+
+def test_responses_text_replay_dropped_and_done_text_once():
+    """LiteLLM #41109's replay on the Responses side: the delta repeating the whole text is
+    dropped; a done text the replay doubled lists it once."""
+
+    def ev(t, **kw):
+        return b"event: " + t.encode() + b"\ndata: " + orjson.dumps({"type": t, **kw}) + b"\n\n"
+
+    base = {"item_id": "m", "output_index": 0, "content_index": 0}
+    body = (
+        ev("response.created", response={"id": "r", "created_at": 1, "model": "m"})
+        + ev("response.output_item.added", output_index=0, item={"id": "m", "type": "message", "content": []})
+        + ev("response.content_part.added", **base, part={"type": "output_text", "text": ""})
+        + ev("response.output_text.delta", **base, delta="ab")
+        + ev("response.output_text.delta", **base, delta="cd")
+        + ev("response.output_text.delta", **base, delta="abcd")
+        + ev("response.output_text.done", **base, text="abcdabcd")
+    )
+    rec = Recording("t", None, {"api": "responses", "started_at": 1, "request": {"body": {}}}, body)
+    out = repair(rec, Rules(eof_terminal=False))
+    deltas = [e["delta"] for e in json_events(out) if e["type"] == "response.output_text.delta"]
+    assert deltas == ["ab", "cd"]
+    assert json_events(out)[-1]["text"] == "abcd"
+    assert "text.replay" in rules_of(body, "responses")
+    assert repair(rec, Rules(eof_terminal=False, replay=False)) == body
+    # two equal deltas of one char each are text, not a replay (needs two deltas before)
+    assert "text.replay" not in rules_of(body.replace(b'"cd"', b'"ab"').replace(b'"abcd"', b'"x"'), "responses")
+
+
+# --- step aside: already-correct streams pass byte for byte ----------------------------
+
+RULE_FIELDS = [f for f in Rules.__dataclass_fields__ if f != "truncation"]
+
+
+@pytest.mark.parametrize("off", [None, *RULE_FIELDS])
+def test_litellm_bridge_passes_byte_for_byte_with_any_rule_off(off):
+    rec = load("responses-litellm-bridge-clean")
+    rules = Rules() if off is None else replace(Rules(), **{off: False})
+    assert repair(rec, rules) == rec.body
+    assert check("responses", rec.body) == []
+
+
+@pytest.mark.parametrize("off", [None, *RULE_FIELDS])
+def test_fixed_cpa_v8_only_gets_created_at(off):
+    """CPA v8's fixed translator (function_call status, announced summary parts): the one
+    thing it still leaves out is created_at on response.created; check reports exactly
+    that, repair fills exactly that, and every other byte passes with any rule off."""
+    rec = load("responses-cpa-v8-fixed")
+    assert [str(v) for v in check("responses", rec.body)] == [
+        "event 0: response.fields: response.created without response.created_at"
+    ]
+    rules = Rules() if off is None else replace(Rules(), **{off: False})
+    out = repair(rec, rules)
+    assert out == (rec.body if off == "schema_fill" else rec.expected)
+    first = rec.body.index(b"\n\n") + 2
+    assert out[out.index(b"\n\n") + 2 :] == rec.body[first:]  # only response.created differs
