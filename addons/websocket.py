@@ -294,7 +294,7 @@ class WebSocketRepair:
             return [content]
         try:
             out = t.repair.feed(wrapped)
-        except Exception as e:  # StreamRepair fails open itself; this is a last resort
+        except Exception as e:  # noqa: BLE001 - StreamRepair fails open itself; a last resort
             t.repair.error = e
             out = wrapped
         if t.repair.error is not None:
@@ -317,7 +317,7 @@ class WebSocketRepair:
         try:
             t.checker.feed(wrapped)
             obj = orjson.loads(content)
-        except Exception:  # not JSON (the checker notes it), or a checker error
+        except Exception:  # noqa: BLE001 - not JSON (the checker notes it), or a checker error
             return
         typ = obj.get("type") if isinstance(obj, dict) else None
         if typ in TERMINALS:

@@ -173,8 +173,9 @@ def test_several_turns_on_one_socket(stack: Stack) -> None:
     for name, (got, wall) in zip(names, turns):
         assert_turn(stack, name, got, wall)
         assert_sequence(got)
-    # one receipt per repaired turn, numbered
-    stack.mitm.wait_for(rf"WebSocket turn {len(BUGGY)}\)", 10, start=n0)
+    # one receipt per repaired turn, numbered (every buggy recording needs a repair)
+    stack.mitm.wait_for(rf"WebSocket turn {len(BUGGY)}: (verdict \w+; )?fixed ", 10, start=n0)
+    stack.mitm.wait_count(r"WebSocket turn \d+: (verdict \w+; )?fixed ", 2 * len(BUGGY), 10, start=n0)
 
 
 @pytest.mark.parametrize(

@@ -141,6 +141,8 @@ def _openai_py(client: Client, exp: Expected, r: dict[str, Any]) -> Outcome:
         elif exc == "LengthFinishReasonError":
             return OK
         return _fail(_exc(r) or "truncation not reported", "" if r.get("exception") else _finish_label(client, exp, r))
+    if helper and client.api == "chat" and exp.finish == "content_filter" and exc == "ContentFilterFinishReasonError":
+        return OK  # the chat helpers' documented report of a filtered answer
     if exc:
         return _fail(_exc(r))
     symptoms = [_finish_label(client, exp, r)]
@@ -178,13 +180,14 @@ def _exc(r: dict[str, Any]) -> str:
 
 def _codex(exp: Expected, r: dict[str, Any], websocket: bool = False) -> Outcome:
     out = _codex_run(exp, r)
-    if websocket and out.ok and (not r.get("ws_turns") or r.get("http_requests")):
-        # the WebSocket row must really use it (Codex falls back to HTTPS after failures)
-        return _fail(
-            "WebSocket turn failed, fell back to HTTP"
-            if r.get("http_requests")
-            else "no WebSocket turn logged upstream"
-        )
+    if not websocket or not out.ok:
+        return out
+    # the WebSocket row must really use it; Codex falls back to HTTPS after a failed turn,
+    # which is right when the turn is meant to fail (a failed or truncated stream)
+    if not r.get("ws_turns"):
+        return _fail("no WebSocket turn logged upstream")
+    if r.get("http_requests") and not (exp.failed or exp.truncated):
+        return _fail("WebSocket turn failed, fell back to HTTP")
     return out
 
 

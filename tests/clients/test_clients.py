@@ -229,6 +229,11 @@ FAILED = Expected("responses", (), "response.failed", None, "Partial")
         ("openai-py/responses.stream", FAILED, {"status": "completed", "calls": []}, False),
         ("codex", FAILED, {"rc": 1, "failures": ["stream disconnected before completion: cut"]}, True),
         ("codex", FAILED, {"rc": 0, "last": "Partial", "failures": []}, False),
+        ("codex-ws", TOOLS, {"rc": 0, "last": "ALL DONE", "failures": [], "ws_turns": 2, "http_requests": 0}, True),
+        ("codex-ws", TOOLS, {"rc": 0, "last": "ALL DONE", "failures": [], "ws_turns": 1, "http_requests": 1}, False),
+        ("codex-ws", TOOLS, {"rc": 0, "last": "ALL DONE", "failures": [], "ws_turns": 0, "http_requests": 2}, False),
+        ("codex-ws", FAILED, {"rc": 1, "failures": ["closed"], "ws_turns": 1, "http_requests": 1}, True),
+        ("codex-ws", FAILED, {"rc": 1, "failures": ["closed"], "ws_turns": 0, "http_requests": 2}, False),
     ],
 )
 def test_judge(client, exp, result, ok):
