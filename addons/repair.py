@@ -126,7 +126,7 @@ class FlowStream:
     __slots__ = (
         "repair", "decoder", "keep", "original", "repaired", "failed", "on_eof", "on_progress", "shown", "first_at",
         "told",
-    )
+    )  # fmt: skip
 
     def __init__(self, repair: StreamRepair, decoder: Decoder | None, keep: bool, on_eof, on_progress=None):
         self.repair = repair
@@ -382,6 +382,7 @@ class Repair:
         s = st.stream
         if not isinstance(s, FlowStream) or flow.response is None:
             return  # not streamed, or check mode (addons/check.py reports its own flows)
+        _log_undelivered(flow, s)
         rep = s.repair.repairer
         n = None
         if s.keep:
@@ -553,6 +554,22 @@ class Repair:
         flow.response.content = b"".join(s.repaired)
 
 
+def _log_undelivered(flow: http.HTTPFlow, s: FlowStream) -> None:
+    """A streamed flow that failed (upstream reset or closed mid-body): mitmproxy 12.3.1
+    sends the client the error without a last call of the stream callable
+    (``proxy/layers/http/__init__.py`` ``HttpStream.handle_protocol_error``: the error hook,
+    then ``SendHttp(ResponseProtocolError)``, which closes an HTTP/1 client connection), so
+    what the repairer still holds cannot be delivered. Say how much, so it is not silent."""
+    events, held, partial = s.repair.undelivered()
+    if held or partial:
+        err = flow.error.msg if flow.error is not None else "flow failed"
+        logger.warning(
+            f"streamfix: {_where(flow)}: {err}; not delivered: {events} held event(s) ({held} bytes) "
+            f"and {partial} bytes of an unfinished event (mitmproxy ends a failed stream without "
+            "a last call to the stream callable)"
+        )
+
+
 def http_turn(flow: http.HTTPFlow, st: FlowState) -> dict:
     """The turn log record of a finished (or failed) client HTTP flow."""
     resp = flow.response
@@ -614,12 +631,15 @@ def _told_buffered(api: str, transport: str, body: bytes) -> dict | None:
 def _stream_fault(rep: EventRepairer) -> str | None:
     """Why a repaired stream did not end well (an error event, no terminal event), or None.
     Reads the repairers' own flags (responses, chat, Gemini ``_finished``; messages
-    ``_delta_seen``; ``_errored``); a repairer without them is taken as ended well."""
+    ``_delta_seen``; ``_errored``; a Responses stream that finished without a decision
+    ended on ``response.failed``/``error``); a repairer without them is taken as ended well."""
     if getattr(rep, "_errored", False):
         return "the stream carried an error event"
     done = getattr(rep, "_finished", getattr(rep, "_delta_seen", None))
     if done is False:
         return "stream ended without a terminal event"
+    if done is True and getattr(rep, "decision", "n/a") is None:
+        return "the stream ended with a failure event"  # Responses: response.failed / error
     return None
 
 

@@ -48,7 +48,8 @@ Rules (each switchable in :class:`~wire.rules.Rules`):
     ``"content_filter"``. Policy ``off`` leaves it (the decision is still made, for the
     receipt). CPA puts usage on the finish chunk; OpenAI (``stream_options.
     include_usage``) sends it in a later usage-only chunk (``choices: []``), so a finish
-    chunk without usage is held until the next data event (bounded by
+    chunk without usage is held until the next data event, but only when that usage can
+    still change the verdict (a request cap and usage evidence; no native finish reason) (bounded by
     :data:`HOLD_LIMIT` comment events), whose usage is then counted before deciding.
     Evidence reported: ``delta.content`` -> ``observe_text``, argument deltas ->
     ``observe_args``, every call's full arguments -> ``tool_args`` (in call order, so
@@ -61,8 +62,9 @@ is released first, and no finish chunk is ever synthesized. A stream that ends w
 ``finish_reason`` passes as it ended (noted). ``[DONE]``, comments and data that is not a
 JSON object pass through raw; events needing no repair go out as their original bytes.
 
-Cost: one orjson parse per event; per call one list of argument fragments (joined once,
-at the finish); the hold queue is bounded by :data:`HOLD_LIMIT`.
+Cost: one orjson parse per event; per call its arguments in one growing buffer
+(:class:`~wire.stream.Streamed`, decoded once, at the finish); the hold queue is bounded by
+:data:`HOLD_LIMIT`.
 """
 
 from __future__ import annotations
@@ -76,7 +78,7 @@ import orjson
 from .foreign import commented, foreign
 from .rules import FlowContext, Rules
 from .sse import Event, format_event
-from .stream import ApiRepairer
+from .stream import ApiRepairer, Streamed
 from .toolcalls import unique_ids
 from .verdict import Verdict
 
@@ -130,7 +132,7 @@ class _Call:
         self.raw = raw
         self.id = id_
         self.name = name
-        self.args: list[str] = []
+        self.args = Streamed()
         self.named = not _blank(name)
         """A header with a non-blank name has gone (or will go) out for this call."""
 
@@ -212,6 +214,8 @@ class ChatRepairer(ApiRepairer):
                 self._chunk(rec, obj)
         elif ev.data is not None and self._finish is not None and not self._settled:
             self._settle()  # [DONE] (or any other data) after the finish: no usage is coming
+        if not self._recs and rec.wait is None:  # nothing held, nothing to wait for: no queue
+            return [self._bytes(rec)]
         if len(self._recs) >= HOLD_LIMIT:
             self._release_all(f"more than {HOLD_LIMIT} events held")
         # nothing below raises: an event in self.held is never also re-sent by the driver
@@ -410,10 +414,28 @@ class ChatRepairer(ApiRepairer):
                 self.note("a second finishing chunk, passed through")
             return
         self._finish = (rec, finishing)
-        if has_usage or self.rules.truncation == "off":
+        if has_usage or self.rules.truncation == "off" or not self._usage_can_matter(finishing):
             self._settle()
         else:
             rec.wait = "finish"  # usage may follow in a usage-only chunk
+
+    def _usage_can_matter(self, finishing: list[dict[str, Any]]) -> bool:
+        """Can a usage chunk still to come change the verdict, or need the upstream's
+        counts (rule usage: they go into that chunk, not onto the finish)? The verdict: only
+        with a request cap and usage evidence on (it compares usage with the cap, nothing
+        else), and not after a gateway's own ``length``/``content_filter`` (native wins).
+        Otherwise the finish chunk goes out at once: a held event is lost if the upstream
+        is cut (mitmproxy 12.3.1 ends the flow without a last call of the stream
+        callable), so nothing is held that cannot change."""
+        v = self.verdict
+        if self.rules.usage:
+            if v.resolver is not None:
+                v.decide()  # runs the resolver (once): the upstream leg's counts are known now
+            if v.upstream_counts is not None:
+                return True  # rule usage fills them into a usage-only chunk if one follows
+        if v.cap is None or "usage" not in v.enabled:
+            return False
+        return not any(isinstance(fr := ch.get("finish_reason"), str) and fr in _NATIVE for ch in finishing)
 
     def _settle(self) -> None:
         assert self._finish is not None
@@ -457,7 +479,7 @@ class ChatRepairer(ApiRepairer):
 
     def _report_args(self) -> None:
         for call in self._order:
-            self.verdict.tool_args("".join(call.args))
+            self.verdict.tool_args(call.args.text())
 
     # --- the out queue -----------------------------------------------------------
     def _give_up_names(self, why: str) -> None:
@@ -479,17 +501,17 @@ class ChatRepairer(ApiRepairer):
         recs = self._recs
         n = 0
         while n < len(recs) and recs[n].wait is None:
-            r = recs[n]
-            r.sent = True
-            if r.dirty and r.obj is not None:
-                out.append(self.dump(r.ev, r.obj, r.rules))
-            else:
-                out.append(r.ev.raw)
+            out.append(self._bytes(recs[n]))
             n += 1
         if n:
             del recs[:n]
             del self.held[:n]
         return out
+
+    def _bytes(self, r: _Rec) -> bytes:
+        """An event's bytes as it goes out: re-serialized if changed, else as it came."""
+        r.sent = True
+        return self.dump(r.ev, r.obj, r.rules) if r.dirty and r.obj is not None else r.ev.raw
 
 
 USAGE_FIELDS = {

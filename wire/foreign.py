@@ -35,7 +35,7 @@ def foreign(api: str, ev: Event) -> tuple[str, str] | None:
     if api not in ("responses", "chat", "messages"):
         return None
     try:
-        obj = orjson.loads(data)
+        obj = ev.json()  # shared with the repairer's parse: one loads per event
     except orjson.JSONDecodeError:
         return None
     if not isinstance(obj, dict):
