@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -445,11 +446,12 @@ class Repair:
                 obj = _json_object(content)
                 if obj is None:
                     return
-                if json_repairer(st.api)(obj, self.rules, st.ctx, st.verdict):
+                fired: Counter[str] = Counter()
+                if json_repairer(st.api)(obj, self.rules, st.ctx, st.verdict, fired=fired):
                     if ctx.options.streamfix_keep_bodies:
                         flow.metadata[ORIGINAL] = content
                     resp.content = orjson.dumps(obj)
-                    self._receipt(flow, st, None, changed=True)
+                    self._receipt(flow, st, None, changed=True, fired=fired)
         except Exception as e:
             self.failed += 1
             logger.error(f"streamfix: {_where(flow)}: repair failed ({type(e).__name__}: {e}); body unchanged")
@@ -485,7 +487,9 @@ class Repair:
             return
         self._receipt(flow, st, rep, changed=rep.changed > 0)
 
-    def _receipt(self, flow, st: FlowState, rep: EventRepairer | None, changed: bool) -> None:
+    def _receipt(
+        self, flow, st: FlowState, rep: EventRepairer | None, changed: bool, fired: Counter[str] | None = None
+    ) -> None:
         """Verdict first, then the rules that fired with their counts; the evidence and
         the linked upstream flow on lines of their own (mitmweb's comment column shows
         the first). The same text, on one line, is logged."""
@@ -498,7 +502,7 @@ class Repair:
         flow.marked = ":wrench:"
         # stream repairers keep their Decision; for a JSON body ask the verdict
         decision = getattr(rep, "decision", None) if rep is not None else st.verdict.decide()
-        head, why = receipt(st.api, rep, decision, self.rules.truncation)
+        head, why = receipt(st.api, rep, decision, self.rules.truncation, fired)
         lines = [head] + ([f"why: {why}"] if why else []) + ([f"upstream flow {upstream}"] if upstream else [])
         if st.verdict.upstream_counts is not None:  # the usage the fill used, with Devin's model
             lines.append(st.verdict.upstream_counts.detail())
@@ -683,15 +687,19 @@ def _why_ended(flow: http.HTTPFlow) -> str:
     return f"upstream reset ({msg})" if msg else "upstream reset"
 
 
-def receipt(api: str, rep: EventRepairer | None, decision, truncation: str) -> tuple[str, str]:
-    """The receipt's first line (verdict, rules fired with counts) and its evidence."""
+def receipt(
+    api: str, rep: EventRepairer | None, decision, truncation: str, body_fired: Counter[str] | None = None
+) -> tuple[str, str]:
+    """The receipt's first line (verdict, rules fired with counts) and its evidence; for
+    a JSON body (no ``rep``) the rules that changed it (``body_fired``), once each."""
     head = ""
     why = ""
     if decision is not None and decision.truncated and not decision.native and truncation != "off":
         head = f"verdict {decision.outcome}; "
         why = "; ".join(f"{e.source}: {e.detail}" for e in decision.evidence) or "no evidence"
     if rep is None:
-        return f"{head}fixed the body ({api})", why
+        rules = ", ".join(sorted(body_fired or ()))
+        return f"{head}fixed {rules or 'the body'} (body, {api})", why
     fired = ", ".join(f"{rule} {n}" for rule, n in rep.fired.most_common())
     events = f"{rep.changed} event{'s' if rep.changed != 1 else ''}"
     return (f"{head}fixed {fired} ({events}, {api})" if fired else f"{head}fixed {events} ({api})"), why

@@ -70,6 +70,7 @@ Cost: one orjson parse per event; per call its arguments in one growing buffer
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from typing import Any
 
 import orjson
@@ -528,7 +529,9 @@ def fill_chat_usage(usage: dict[str, Any], verdict: Verdict) -> str | None:
     return verdict.upstream_counts.note(filled) if filled else None
 
 
-def repair_chat_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdict: Verdict) -> bool:
+def repair_chat_json(
+    obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdict: Verdict, fired: Counter[str] | None = None
+) -> bool:
     """Repair a non-streaming ``chat.completion`` body in place; True if it changed.
 
     - ``tool_index``: ``message.tool_calls[].id`` made unique. CPA's non-stream fallback
@@ -538,13 +541,15 @@ def repair_chat_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdic
       fallback CPA's fix uses. Unique ids are never touched.
     - ``truncation``: as for streams; the finish_reason comes from the verdict (usage,
       the last call's arguments, a native ``length``/``content_filter``).
+
+    ``fired`` (if given) counts each rule that changed the body once.
     """
     if verdict.cap is None and ctx.request:
         verdict.request(ctx.request)
     choices = obj.get("choices")
     if not isinstance(choices, list):
         return False
-    changed = False
+    changed = ids_fixed = False
     usage = obj.get("usage")
     if isinstance(usage, dict):
         verdict.usage(usage.get("completion_tokens"))
@@ -571,17 +576,23 @@ def repair_chat_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdic
             if args is not None:
                 verdict.observe_args(args)
                 verdict.tool_args(args)
-        if rules.tool_index:
-            changed |= unique_ids(calls, "call_")
+        if rules.tool_index and unique_ids(calls, "call_"):
+            changed = ids_fixed = True
+    if ids_fixed and fired is not None:
+        fired["tool_index"] += 1
     d = verdict.decide()
     if rules.usage and verdict.upstream_counts is not None:
         u = usage if isinstance(usage, dict) else {}
         if fill_chat_usage(u, verdict):
             obj["usage"] = u
             changed = True
+            if fired is not None:
+                fired["usage"] += 1
     if d.truncated and not d.native and rules.truncation != "off" and len(dicts) == 1:
         new = _FINISH[d.outcome]
         if dicts[0].get("finish_reason") != new:
             dicts[0]["finish_reason"] = new
             changed = True
+            if fired is not None:
+                fired["truncation"] += 1
     return changed

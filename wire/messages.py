@@ -64,6 +64,7 @@ growing buffer (:class:`~wire.stream.Streamed`), hold queue bounded by :data:`HO
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import Any
 
 import orjson
@@ -353,7 +354,9 @@ def _count(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v != 0
 
 
-def repair_messages_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdict: Verdict) -> bool:
+def repair_messages_json(
+    obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdict: Verdict, fired: Counter[str] | None = None
+) -> bool:
     """Repair a non-streaming Anthropic ``message`` body in place; True if it changed.
 
     - ``truncation``: ``stop_reason`` from the verdict. Evidence is usage (and a native
@@ -363,6 +366,8 @@ def repair_messages_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, ve
     - ``tool_index``: duplicate ``tool_use`` ids (CPA's fallback ``toolu_interactions``
       for every id-less call) are made unique: later duplicates become
       ``toolu_<ordinal>`` (position among the tool_use blocks; suffixed if taken).
+
+    ``fired`` (if given) counts each rule that changed the body once.
     """
     if verdict.cap is None and ctx.request:
         verdict.request(ctx.request)
@@ -374,8 +379,10 @@ def repair_messages_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, ve
     for b in blocks:
         if b.get("type") == "text" and isinstance(b.get("text"), str):
             verdict.observe_text(b["text"])
-    if rules.tool_index:
-        changed |= unique_ids([b for b in blocks if b.get("type") == "tool_use"], "toolu_")
+    if rules.tool_index and unique_ids([b for b in blocks if b.get("type") == "tool_use"], "toolu_"):
+        changed = True
+        if fired is not None:
+            fired["tool_index"] += 1
     sr = obj.get("stop_reason")
     if isinstance(sr, str) and sr in _NATIVE:  # a list or object here is not hashable
         verdict.native(_NATIVE[sr], f"stop_reason {sr!r}")
@@ -388,9 +395,13 @@ def repair_messages_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, ve
         if fill_messages_usage(u, verdict):
             obj["usage"] = u
             changed = True
+            if fired is not None:
+                fired["usage"] += 1
     if d.truncated and not d.native and rules.truncation != "off" and "stop_reason" in obj:
         new = _STOP[d.outcome]
         if sr != new:
             obj["stop_reason"] = new
             changed = True
+            if fired is not None:
+                fired["truncation"] += 1
     return changed

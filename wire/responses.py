@@ -117,6 +117,7 @@ Non-streaming bodies: :func:`repair_responses_json` (same rules on the response 
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import orjson
@@ -1177,10 +1178,13 @@ class ResponsesRepairer(ApiRepairer):
 # --- non-streaming ------------------------------------------------------------------------
 
 
-def _repair_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdict: Verdict) -> tuple[bool, Decision | None]:
+def _repair_json(
+    obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdict: Verdict, fired: Counter[str] | None = None
+) -> tuple[bool, Decision | None]:
     if verdict.cap is None and ctx.request:
         verdict.request(ctx.request)
     changed = False
+    hit: set[str] = set()  # the rules that changed the body (counted once each in fired)
     if rules.schema_fill:
         # the AI SDK's response schema needs both (its generateText builds a Date from
         # created_at: "Invalid time value" without it); unfixed CPA sends neither
@@ -1188,9 +1192,11 @@ def _repair_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdict: V
         if not isinstance(created_at, (int, float)) or isinstance(created_at, bool):
             obj["created_at"] = ctx.started_at
             changed = True
+            hit.add("schema_fill")
         if not isinstance(obj.get("model"), str) and ctx.model:
             obj["model"] = ctx.model
             changed = True
+            hit.add("schema_fill")
     output = obj.get("output")
     if isinstance(output, list):
         for i, item in enumerate(output):
@@ -1202,10 +1208,12 @@ def _repair_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdict: V
                 if typ in ("function_call", "message", "reasoning") and isinstance(fill, str):
                     item["id"] = fill
                     changed = True
+                    hit.add("schema_fill")
             if typ == "function_call":
                 if rules.status and "status" not in item:
                     item["status"] = "completed"
                     changed = True
+                    hit.add("status")
                 if isinstance(item.get("arguments"), str):
                     verdict.observe_args(item["arguments"])
                     verdict.tool_args(item["arguments"])
@@ -1218,6 +1226,7 @@ def _repair_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdict: V
                     if rules.schema_fill and "annotations" not in part:
                         part["annotations"] = []
                         changed = True
+                        hit.add("schema_fill")
     usage = obj.get("usage")
     if isinstance(usage, dict):
         verdict.usage(_int(usage.get("output_tokens")))
@@ -1232,6 +1241,7 @@ def _repair_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdict: V
         if filled:
             obj["usage"] = usage
             changed = True
+            hit.add("usage")
         known = None
         if not (isinstance(usage, dict) and _int(usage.get("output_tokens")) is not None):
             tokens, where = verdict.output_tokens_best
@@ -1240,16 +1250,20 @@ def _repair_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdict: V
         if fixed:
             obj["usage"] = usage
             changed = True
-    if d is None:
-        return changed, None
-    if d.truncated and not d.native and rules.truncation == "incomplete":
+            hit.add("usage")
+    if d is not None and d.truncated and not d.native and rules.truncation == "incomplete":
         obj["status"] = "incomplete"
         obj["incomplete_details"] = {"reason": _REASON[d.outcome]}
         changed = True
+        hit.add("truncation")
+    if fired is not None:
+        fired.update(hit)
     return changed, d
 
 
-def repair_responses_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdict: Verdict) -> bool:
+def repair_responses_json(
+    obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdict: Verdict, fired: Counter[str] | None = None
+) -> bool:
     """Repair a non-streaming ``/v1/responses`` body in place; True if anything changed.
 
     ``created_at`` (the request's time) and ``model`` (the request's) when missing;
@@ -1258,9 +1272,10 @@ def repair_responses_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, v
     ``output_text`` parts ``annotations: []`` (both required by the AI SDK's response
     schema); ``usage`` as in the stream; a truncation verdict sets ``status: "incomplete"``
     and ``incomplete_details``. The output order is left as sent: a JSON body carries no
-    announcement order to compare with.
+    announcement order to compare with. ``fired`` (if given) counts each rule that
+    changed the body once.
     """
-    return _repair_json(obj, rules, ctx, verdict)[0]
+    return _repair_json(obj, rules, ctx, verdict, fired)[0]
 
 
 def repair_responses_body(
