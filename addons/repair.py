@@ -115,6 +115,17 @@ class FlowState:
         self.repairer: EventRepairer | None = None
 
 
+class BodyRepair:
+    """A buffered JSON body's repair, as the turn log sees a repairer: the rules that
+    fired (each once per body) and whether anything changed."""
+
+    __slots__ = ("fired", "changed")
+
+    def __init__(self, fired: Counter[str]) -> None:
+        self.fired = fired
+        self.changed = 0
+
+
 class FlowStream:
     """The ``flow.response.stream`` callable: decode, repair, never raise, never ``b""``.
 
@@ -447,7 +458,9 @@ class Repair:
                 if obj is None:
                     return
                 fired: Counter[str] = Counter()
+                st.repairer = BodyRepair(fired)  # what the turn log reads of a repairer
                 if json_repairer(st.api)(obj, self.rules, st.ctx, st.verdict, fired=fired):
+                    st.repairer.changed = 1
                     if ctx.options.streamfix_keep_bodies:
                         flow.metadata[ORIGINAL] = content
                     resp.content = orjson.dumps(obj)

@@ -89,6 +89,8 @@ def test_clean_json_turn(logged):
     (t,) = lines(path)
     assert t["transport"] == "json" and t["key"] == redact.key_id(KEY)
     assert t["ttfb_ms"] == 250 and t["duration_ms"] == 1500
+    # the body's function_call items lack status (read by hand): the rule is named
+    assert t["rules"].get("status") == 1
     # its usage, read by hand in the recording's body
     assert t["tokens"]["client"] == {
         "input_tokens": 3120,
