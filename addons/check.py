@@ -50,11 +50,18 @@ class CheckStream:
             except Exception as e:  # noqa: BLE001  (a checker bug must never touch the stream)
                 self.failed = e
         if chunk == b"":
+            on_eof, self.on_eof = self.on_eof, None
             try:
-                self.on_eof(self)
+                if on_eof is not None:
+                    on_eof(self)
             except Exception:
                 logger.exception("streamfix: error while reporting a checked flow")
         return [chunk] if chunk else []  # never b"": that ends an HTTP/1 chunked body
+
+    def detach(self) -> None:
+        """The flow is over: drop the closure that points back to it (see
+        ``addons.repair.FlowStream.detach``)."""
+        self.on_eof = None
 
 
 def stream(flow: http.HTTPFlow, api: str, on_eof) -> CheckStream | None:

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
 import orjson
-from mitmproxy import ctx, exceptions, http
+from mitmproxy import command, ctx, exceptions, hooks, http
+from mitmproxy import flow as mflow
 from mitmproxy.proxy import mode_specs
 
 _ROOT = str(Path(__file__).resolve().parent.parent)
@@ -27,12 +29,15 @@ if _ROOT not in sys.path:  # loaded with -s from a checkout that is not pip-inst
     sys.path.insert(0, _ROOT)
 
 from addons import check as checkmode  # noqa: E402  (streamfix_mode=check)
-from addons import shared  # noqa: E402  (the correlator shared with addons/upstream.py)
+from addons import shared, turnlog  # noqa: E402  (the correlator shared with addons/upstream.py)
+from addons.redact import Redact  # noqa: E402
+from addons.websocket import WebSocketRepair  # noqa: E402  (Responses over WebSocket)
 from wire.apis import api_for_path, json_repairer, stream_repairer  # noqa: E402
 from wire.encoding import Decoder, decoder_for  # noqa: E402
 from wire.rules import FlowContext, Rules  # noqa: E402
 from wire.stream import EventRepairer, StreamRepair  # noqa: E402
 from wire.verdict import SOURCES, Verdict  # noqa: E402
+from wire.sse import SseParser  # noqa: E402
 
 logger = logging.getLogger("streamfix")
 
@@ -74,20 +79,34 @@ RULE_HELP: dict[str, str] = {
     "tool_header": "Chat: do not announce a tool call's name twice when the gateway re-sends its header.",
 }
 TRUNCATION_CHOICES = ("incomplete", "completed", "off")
+ORIGINAL = "streamfix.original"
+"""Flow metadata: the body as the gateway sent it (the flow's body is the repaired one)."""
+UPSTREAM_FLOW = "streamfix.upstream_flow"
+"""Client flow metadata: the id of the upstream flow whose record decided it."""
+CLIENT_FLOW = "streamfix.client_flow"
+"""Upstream flow metadata: the id of the client flow it served."""
 MODE_CHOICES = ("repair", "check")
 SSE = "text/event-stream"
+LIVE_INTERVAL = 1.0
+"""Seconds between updates of a streamed flow's body in the UIs (kept bodies only)."""
 
 
 class FlowState:
     # A plain class, not a dataclass: mitmproxy runs a -s script without putting it in
     # sys.modules, and dataclasses then fail on this module's string annotations.
-    __slots__ = ("api", "ctx", "verdict", "stream")
+    __slots__ = ("api", "ctx", "verdict", "stream", "resolver", "key", "repairer")
 
     def __init__(self, api: str, ctx: FlowContext, verdict: Verdict) -> None:
         self.api = api
         self.ctx = ctx
         self.verdict = verdict
         self.stream: FlowStream | None = None
+        self.resolver = verdict.resolver
+        """The correlator's resolver (the verdict lets go of it once called): its record
+        links this flow to the upstream flow that decided it."""
+        self.key = "-"
+        """The client key's id or label for the turn log (never the key)."""
+        self.repairer: EventRepairer | None = None
 
 
 class FlowStream:
@@ -98,9 +117,11 @@ class FlowStream:
     error turns the flow into passthrough of the remaining bytes.
     """
 
-    __slots__ = ("repair", "decoder", "keep", "original", "repaired", "failed", "on_eof")
+    __slots__ = (
+        "repair", "decoder", "keep", "original", "repaired", "failed", "on_eof", "on_progress", "shown", "first_at",
+    )
 
-    def __init__(self, repair: StreamRepair, decoder: Decoder | None, keep: bool, on_eof):
+    def __init__(self, repair: StreamRepair, decoder: Decoder | None, keep: bool, on_eof, on_progress=None):
         self.repair = repair
         self.decoder = decoder
         self.keep = keep
@@ -108,9 +129,17 @@ class FlowStream:
         self.repaired: list[bytes] = []
         self.failed: BaseException | None = None
         self.on_eof = on_eof
+        self.on_progress = on_progress
+        """With kept bodies: called at most every :data:`LIVE_INTERVAL` seconds while the
+        stream runs, so a UI can show what has arrived."""
+        self.shown = time.monotonic()
+        self.first_at: float | None = None
+        """When the first body bytes arrived (time.time()), for the turn log."""
 
     def __call__(self, chunk: bytes) -> list[bytes]:
         eof = chunk == b""
+        if self.first_at is None and not eof:
+            self.first_at = time.time()
         try:
             if self.decoder is not None:
                 chunk = self.decoder.flush() if eof else self.decoder.decode(chunk)
@@ -125,12 +154,28 @@ class FlowStream:
                 self.original.append(chunk)
             if out:
                 self.repaired.append(out)
+            if not eof and self.on_progress is not None and time.monotonic() - self.shown >= LIVE_INTERVAL:
+                self.shown = time.monotonic()
+                try:
+                    self.on_progress(self)
+                except Exception:  # a view update must never break the stream
+                    logger.exception("streamfix: error while showing a flow in progress")
         if eof:
+            on_eof, self.on_eof = self.on_eof, None
             try:
-                self.on_eof(self)
+                if on_eof is not None:
+                    on_eof(self)
             except Exception:  # logging must never break the stream
                 logger.exception("streamfix: error while finishing a flow")
         return [out] if out else []
+
+    def detach(self) -> None:
+        """The flow is over (end of stream, ``response``, ``error``, client abort): drop the
+        closure that points back to the flow. Kept, it makes the cycle flow ->
+        response.stream -> self -> on_eof -> flow, and every ended flow (with its repairer
+        state) would wait for a full garbage collection."""
+        self.on_eof = None
+        self.on_progress = None
 
 
 class Repair:
@@ -253,7 +298,9 @@ class Repair:
                 verdict.resolver = shared.correlator().resolver(flow.id)
             except Exception:
                 logger.exception("streamfix: correlator bookkeeping failed; upstream evidence off for this flow")
-        self.flows[flow.id] = FlowState(api, fctx, verdict)
+        st = self.flows[flow.id] = FlowState(api, fctx, verdict)
+        if shared.has_turn_sinks():
+            st.key = turnlog.client_label(flow.request.headers.get, flow.request.path)
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         st = self.flows.get(flow.id)
@@ -275,7 +322,7 @@ class Repair:
             decoder = decoder_for(resp.headers.get("content-encoding", ""))
         except ValueError as e:
             logger.warning(f"streamfix: {_where(flow)}: {e}; passed through unrepaired")
-            self.flows.pop(flow.id, None)
+            self._forget(flow)
             return
         if decoder is not None:
             del resp.headers["content-encoding"]
@@ -289,25 +336,47 @@ class Repair:
             decoder,
             ctx.options.streamfix_keep_bodies,
             lambda s: self._finish_stream(flow, st, s),
+            lambda s: _show_progress(flow, s),
         )
         resp.stream = st.stream
 
     def response(self, flow: http.HTTPFlow) -> None:
-        st = self.flows.pop(flow.id, None)
-        if st is not None:
-            shared.correlator().forget_client(flow.id)
+        st = self._forget(flow)
         if st is None or flow.response is None or st.stream is not None:
             if isinstance(st and st.stream, FlowStream) and ctx.options.streamfix_keep_bodies:
                 self._keep_bodies(flow, st.stream)
-            return
-        if ctx.options.streamfix_mode == "check":
+        elif ctx.options.streamfix_mode == "check":
             self._check_buffered(flow, st)
-            return
-        self._repair_buffered(flow, st)
+        else:
+            self._repair_buffered(flow, st)
+        if st is not None:
+            self._turn(flow, st)
 
     def error(self, flow: http.HTTPFlow) -> None:
-        if self.flows.pop(flow.id, None) is not None:
-            shared.correlator().forget_client(flow.id)
+        """A flow that ended early (client abort, upstream reset): say so, and keep the
+        bytes it saw (when bodies are kept) so its views show the partial stream."""
+        st = self._forget(flow)
+        if st is None:
+            return
+        self._turn(flow, st)
+        s = st.stream
+        if not isinstance(s, FlowStream) or flow.response is None:
+            return  # not streamed, or check mode (addons/check.py reports its own flows)
+        rep = s.repair.repairer
+        n = None
+        if s.keep:
+            original = b"".join(s.original)
+            p = SseParser()
+            n = sum(e.data is not None for e in p.feed(original) + p.close())
+            flow.metadata[ORIGINAL] = original
+            flow.response.raw_content = b"".join(s.repaired)
+        seen = f"{n} event{'s' if n != 1 else ''}" if n is not None else f"{s.repair.bytes_in} bytes"
+        terminal = "no terminal event" if getattr(rep, "decision", None) is None else "after the terminal event"
+        line = f"ended early after {seen}, {terminal}; {_why_ended(flow)}"
+        if rep.changed:
+            line += f"; fixed so far: {', '.join(f'{r} {c}' for r, c in rep.fired.most_common()) or rep.changed}"
+        logger.warning(f"streamfix: {_where(flow)}: {line}")
+        _comment(flow, line)
 
     def done(self) -> None:
         if self.checked:
@@ -316,6 +385,16 @@ class Repair:
             logger.info(f"streamfix: {self.repaired} flows repaired, {self.failed} passed through after a repairer error")
 
     # --- helpers -----------------------------------------------------------------
+    def _forget(self, flow: http.HTTPFlow) -> FlowState | None:
+        """The flow is over: drop its state here and in the correlator, and break the
+        stream's reference back to the flow. Returns the state it had."""
+        st = self.flows.pop(flow.id, None)
+        if st is not None:
+            shared.correlator().forget_client(flow.id)
+            if st.stream is not None:
+                st.stream.detach()
+        return st
+
     def _client_leg(self, flow: http.HTTPFlow) -> bool:
         return not self.reverse_only or isinstance(flow.client_conn.proxy_mode, mode_specs.ReverseMode)
 
@@ -335,11 +414,12 @@ class Repair:
         try:
             if ctype.startswith(SSE):
                 s = StreamRepair(stream_repairer(st.api, self.rules, st.ctx, st.verdict))
+                st.repairer = s.repairer
                 out = s.feed(content) + s.close()
                 self._report(flow, st, s.repairer, s.error)
                 if out != content:
                     if ctx.options.streamfix_keep_bodies:
-                        flow.metadata["streamfix.original"] = content
+                        flow.metadata[ORIGINAL] = content
                     resp.content = out
             elif "json" in ctype:
                 obj = _json_object(content)
@@ -347,7 +427,7 @@ class Repair:
                     return
                 if json_repairer(st.api)(obj, self.rules, st.ctx, st.verdict):
                     if ctx.options.streamfix_keep_bodies:
-                        flow.metadata["streamfix.original"] = content
+                        flow.metadata[ORIGINAL] = content
                     resp.content = orjson.dumps(obj)
                     self._receipt(flow, st, None, changed=True)
         except Exception as e:
@@ -386,24 +466,122 @@ class Repair:
         self._receipt(flow, st, rep, changed=rep.changed > 0)
 
     def _receipt(self, flow, st: FlowState, rep: EventRepairer | None, changed: bool) -> None:
+        """Verdict first, then the rules that fired with their counts; the evidence and
+        the linked upstream flow on lines of their own (mitmweb's comment column shows
+        the first). The same text, on one line, is logged."""
+        upstream = self._link_upstream(flow, st)
         if not changed:
+            if upstream is not None:
+                _comment(flow, f"upstream flow {upstream}")
             return
         self.repaired += 1
         flow.marked = ":wrench:"
         # stream repairers keep their Decision; for a JSON body ask the verdict
         decision = getattr(rep, "decision", None) if rep is not None else st.verdict.decide()
-        events = f"{rep.changed} events repaired" if rep is not None else "body repaired"
-        line = f"streamfix [{st.api}] {events}"
-        if decision is not None and decision.truncated and not decision.native and self.rules.truncation != "off":
-            line += f"; {decision.receipt()}"
-            logger.warning(f"streamfix: {_where(flow)}: {decision.receipt()}")
+        head, why = receipt(st.api, rep, decision, self.rules.truncation)
+        lines = [head] + ([f"why: {why}"] if why else []) + ([f"upstream flow {upstream}"] if upstream else [])
+        text = "; ".join(lines)
+        if why:
+            logger.warning(f"streamfix: {_where(flow)}: {text}")
         else:
-            logger.info(f"streamfix: {_where(flow)}: {line}")
-        _comment(flow, line)
+            logger.info(f"streamfix: {_where(flow)}: {text}")
+        for line in lines:
+            _comment(flow, line)
+
+    def _link_upstream(self, flow, st: FlowState) -> str | None:
+        """The upstream flow whose record decided this one (wire/correlate.py), linked
+        both ways: ``streamfix.upstream_flow`` here, ``streamfix.client_flow`` there."""
+        record = getattr(st.resolver, "record", None)
+        uid = getattr(record, "flow_id", None)
+        if not isinstance(uid, str):
+            return None
+        flow.metadata[UPSTREAM_FLOW] = uid
+        other = _find_flow(uid)
+        if other is not None:
+            other.metadata[CLIENT_FLOW] = flow.id
+            _comment(other, f"client flow {flow.id}")
+            _updated(other)
+        return uid
+
+    # --- commands ------------------------------------------------------------------
+    @command.command("streamfix.upstream")
+    def upstream_of(self, flows: Sequence[mflow.Flow]) -> str:
+        """The upstream (Devin) flow that decided a client flow: focused in the view."""
+        return _jump(flows, UPSTREAM_FLOW)
+
+    @command.command("streamfix.client")
+    def client_of(self, flows: Sequence[mflow.Flow]) -> str:
+        """The client flow an upstream (Devin) flow served: focused in the view."""
+        return _jump(flows, CLIENT_FLOW)
+
+    def _turn(self, flow: http.HTTPFlow, st: FlowState) -> None:
+        """Hand the finished turn to the turn log (addons/turnlog.py), if one listens."""
+        if not shared.has_turn_sinks():
+            return
+        try:
+            shared.turn_finished(http_turn(flow, st))
+        except Exception:
+            logger.exception(f"streamfix: {_where(flow)}: building the turn record failed")
 
     def _keep_bodies(self, flow: http.HTTPFlow, s: FlowStream) -> None:
-        flow.metadata["streamfix.original"] = b"".join(s.original)
+        flow.metadata[ORIGINAL] = b"".join(s.original)
         flow.response.content = b"".join(s.repaired)
+
+
+def http_turn(flow: http.HTTPFlow, st: FlowState) -> dict:
+    """The turn log record of a finished (or failed) client HTTP flow."""
+    resp = flow.response
+    s = st.stream if isinstance(st.stream, FlowStream) else None  # check mode: no repairer
+    rep = s.repair.repairer if s is not None else st.repairer
+    error = None
+    failed = (s.failed or s.repair.error) if s is not None else getattr(rep, "error", None)
+    decision = getattr(rep, "decision", None)
+    if decision is None and (s is None or s.repair.parser is None) and flow.error is None:
+        decision = st.verdict.decide()  # a JSON body (its repairer decided already) or no repair
+    if flow.error is not None:
+        error = flow.error.msg
+        ended = "client_abort" if "client" in error.lower() else "upstream_error"
+    elif failed is not None:
+        ended, error = "failed_open", f"{type(failed).__name__}: {failed}"
+    elif resp is None or resp.status_code >= 400:
+        ended = "upstream_error"
+    elif rep is not None and _stream_fault(rep) is not None:
+        ended, error = "upstream_error", _stream_fault(rep)
+    elif decision is not None and decision.truncated:
+        ended = "truncated"
+    else:
+        ended = "complete"
+    if s is not None:
+        transport, bytes_in, bytes_out, first = "sse", s.repair.bytes_in, s.repair.bytes_out, s.first_at
+        events = getattr(s.repair, "events", None)
+    else:
+        transport = "json" if resp is None or "json" in resp.headers.get("content-type", "") else "sse"
+        size = len(resp.raw_content) if resp is not None and resp.raw_content is not None else None
+        bytes_in = bytes_out = size
+        original = flow.metadata.get("streamfix.original")
+        if isinstance(original, bytes):
+            bytes_in = len(original)
+        first, events = (resp.timestamp_start if resp is not None else None), None
+    started = flow.request.timestamp_start or time.time()
+    ended_at = (resp.timestamp_end if resp is not None and flow.error is None else None) or time.time()
+    return turnlog.turn_record(
+        flow_id=flow.id, api=st.api, transport=transport, path=flow.request.path, key=st.key,
+        model=st.ctx.model, started=started, ended_at=ended_at, ended=ended, first_byte_at=first,
+        status=resp.status_code if resp is not None else None, verdict=st.verdict, decision=decision,
+        resolver=st.resolver, repairer=rep, bytes_in=bytes_in, bytes_out=bytes_out, events=events, error=error,
+    )  # fmt: skip
+
+
+def _stream_fault(rep: EventRepairer) -> str | None:
+    """Why a repaired stream did not end well (an error event, no terminal event), or None.
+    Reads the repairers' own flags (responses, chat, Gemini ``_finished``; messages
+    ``_delta_seen``; ``_errored``); a repairer without them is taken as ended well."""
+    if getattr(rep, "_errored", False):
+        return "the stream carried an error event"
+    done = getattr(rep, "_finished", getattr(rep, "_delta_seen", None))
+    if done is False:
+        return "stream ended without a terminal event"
+    return None
 
 
 def _json_object(content: bytes | None) -> dict | None:
@@ -425,4 +603,86 @@ def _comment(flow: http.HTTPFlow, line: str) -> None:
     flow.comment = f"{flow.comment}\n{line}" if flow.comment else line
 
 
-addons = [Repair()]
+def _show_progress(flow: http.HTTPFlow, s: FlowStream) -> None:
+    """What has arrived so far, as the flow's body (mitmproxy leaves a streamed body
+    empty until the end; its HTTP layer does not send ``raw_content`` of a streamed
+    response, so this is for the UIs only) and the original for the diff view."""
+    if flow.response is None:
+        return
+    flow.metadata[ORIGINAL] = b"".join(s.original)
+    flow.response.raw_content = b"".join(s.repaired)
+    _updated(flow)
+
+
+def _why_ended(flow: http.HTTPFlow) -> str:
+    msg = flow.error.msg if flow.error is not None else ""
+    low = msg.lower()
+    if "client" in low:
+        return f"client aborted ({msg})"
+    if low == mflow.Error.KILLED_MESSAGE.lower():
+        return "killed in the proxy"
+    return f"upstream reset ({msg})" if msg else "upstream reset"
+
+
+def receipt(api: str, rep: EventRepairer | None, decision, truncation: str) -> tuple[str, str]:
+    """The receipt's first line (verdict, rules fired with counts) and its evidence."""
+    head = ""
+    why = ""
+    if decision is not None and decision.truncated and not decision.native and truncation != "off":
+        head = f"verdict {decision.outcome}; "
+        why = "; ".join(f"{e.source}: {e.detail}" for e in decision.evidence) or "no evidence"
+    if rep is None:
+        return f"{head}fixed the body ({api})", why
+    fired = ", ".join(f"{rule} {n}" for rule, n in rep.fired.most_common())
+    events = f"{rep.changed} event{'s' if rep.changed != 1 else ''}"
+    return (f"{head}fixed {fired} ({events}, {api})" if fired else f"{head}fixed {events} ({api})"), why
+
+
+def _linked_id(flow: mflow.Flow, key: str) -> str | None:
+    uid = flow.metadata.get(key)
+    if uid is None and key == CLIENT_FLOW:  # the request-side link (addons/upstream.py)
+        req = flow.metadata.get("streamfix.devin_request")
+        uid = req.get("client_flow") if isinstance(req, dict) else None
+    return uid if isinstance(uid, str) else None
+
+
+def _view():
+    try:
+        return ctx.master.addons.get("view")
+    except Exception:  # no master (tests, offline tools)
+        return None
+
+
+def _find_flow(flow_id: str) -> mflow.Flow | None:
+    view = _view()
+    if view is None:
+        return None
+    try:
+        return view.get_by_id(flow_id)
+    except Exception:
+        return None
+
+
+def _updated(flow: mflow.Flow) -> None:
+    """Tell the UIs (mitmweb, console) that a flow changed outside its own hooks."""
+    try:
+        ctx.master.addons.trigger(hooks.UpdateHook([flow]))
+    except Exception:
+        pass
+
+
+def _jump(flows: Sequence[mflow.Flow], key: str) -> str:
+    if not flows:
+        raise exceptions.CommandError("no flow given (select one: @focus)")
+    uid = _linked_id(flows[0], key)
+    if uid is None:
+        raise exceptions.CommandError("this flow is not linked (no upstream record decided it)")
+    other = _find_flow(uid)
+    view = _view()
+    if other is not None and view is not None:
+        view.focus.flow = other
+    return uid
+
+
+_repair = Repair()
+addons = [_repair, WebSocketRepair(_repair), Redact(), turnlog.TurnLog()]

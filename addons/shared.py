@@ -8,6 +8,10 @@ imported by its package name, so every copy of every script gets the same object
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
+from typing import Any
+
 from wire.correlate import Correlator
 
 _correlator: Correlator | None = None
@@ -26,3 +30,44 @@ def reset() -> Correlator:
     global _correlator
     _correlator = Correlator()
     return _correlator
+
+
+_held: dict[str, list] = {}
+
+
+def held_secrets() -> dict[str, list]:
+    """Flow id -> the request secrets ``addons/redact.py`` holds while mitmweb takes its
+    redacted copy of a new flow (restored before the request goes out)."""
+    return _held
+
+
+# --- finished turns -------------------------------------------------------------------
+_turn_sinks: list[Callable[[dict[str, Any]], None]] = []
+
+
+def add_turn_sink(sink: Callable[[dict[str, Any]], None]) -> None:
+    """Call ``sink(turn)`` for every finished turn (``addons/turnlog.py`` registers one)."""
+    if sink not in _turn_sinks:
+        _turn_sinks.append(sink)
+
+
+def remove_turn_sink(sink: Callable[[dict[str, Any]], None]) -> None:
+    if sink in _turn_sinks:
+        _turn_sinks.remove(sink)
+
+
+def has_turn_sinks() -> bool:
+    """Is anyone listening (skip building turn records otherwise)?"""
+    return bool(_turn_sinks)
+
+
+def turn_finished(turn: dict[str, Any]) -> None:
+    """One client turn is over: hand its facts (a JSON-ready dict, see
+    ``addons/turnlog.py`` for the keys; build it with ``addons.turnlog.turn_record``) to
+    every sink. Any transport calls this once per turn (HTTP from ``addons/repair.py``,
+    WebSocket per ``response.create``). Never raises."""
+    for sink in list(_turn_sinks):
+        try:
+            sink(turn)
+        except Exception:
+            logging.getLogger("streamfix").exception("streamfix: a turn sink failed")

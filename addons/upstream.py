@@ -326,6 +326,7 @@ class UpstreamLeg:
         line = result.detail()
         if u is not None:
             line += f"; usage input {u.input_tokens} (cached {u.cached_tokens}) output {u.output_tokens}"
+            line += f" ({u.source}{', model ' + u.model if u.model else ''})"
         line += f"; {result.frames} frames, text {result.digest[1]} B, arguments {result.digest[3]} B"
         if rec is not None and rec.max_tokens_sent is not None:
             line += f"; max_tokens {rec.max_tokens_sent}"
@@ -341,6 +342,7 @@ class UpstreamLeg:
             "usage": None if u is None else {
                 "input_tokens": u.input_tokens, "output_tokens": u.output_tokens,
                 "cached_tokens": u.cached_tokens, "cache_write_tokens": u.cache_write_tokens,
+                "model": u.model, "source": u.source,
             },
             "trailer_error": None if result.trailer is None else result.trailer.error_code,
             "error": result.error,

@@ -34,8 +34,13 @@ def mitm_command(
         cmd += ["--set", "streamfix_keep_bodies=true"]
     if web:
         cmd += ["--set", "web_host=127.0.0.1", "--set", "web_open_browser=false"]
+        # the receipt (verdict, rules fired) in the flow list: mitmweb hides comments by default
+        for column in WEB_COLUMNS:  # a list option: one --set per value
+            cmd += ["--set", f"web_columns={column}"]
     return cmd + extra
 
+
+WEB_COLUMNS = ("icon", "method", "path", "status", "size", "time", "comment")
 
 BANNER = """\
 streamfix sidecar: clients -> http://{listen} -> {upstream}{demo}

@@ -35,7 +35,8 @@ def conversation(i: int, kind: str) -> tuple[list[bytes], list[str], list[str]]:
     frames.append(frame(tool_calls=[tc(id=b"write_file_0#a1", name=b"write_file", arguments_json=args[0].encode())]))
     frames += [frame(tool_calls=[tc(arguments_json=a.encode())]) for a in args[1:]]
     frames.append(frame(stop_reason=STOP[kind], delta_tokens=7))
-    frames.append(frame(usage=pb.ModelUsage(prompt_tokens=100 + i, output_tokens=40 + i, cache_read_tokens=5)))
+    frames.append(frame(usage=pb.ModelUsage(prompt_tokens=100 + i, output_tokens=40 + i, cache_read_tokens=5,
+                                               model=f"m{i}".encode())))
     frames.append(encode_end_stream())
     return frames, text, args
 
@@ -86,6 +87,9 @@ def test_twenty_concurrent_conversations_differing_late():
         up = [e for e in d.evidence if e.source == "upstream"]
         assert up and up[0].detail.startswith(f"Devin StopReason {STOP[kinds[i]]} ")
         assert v.upstream_output_tokens == 40 + i  # the usage of *its* upstream
+        c = v.upstream_counts  # all of it, in CPA's mapping
+        assert (c.input_tokens, c.output_tokens, c.cached_tokens, c.total_tokens) == (105 + i, 40 + i, 5, 145 + 2 * i)
+        assert (c.model, c.source) == (f"m{i}", "field7")
     assert corr.stats["resolved"] == 20 and corr.stats["ties"] == 0
     assert all(r.claimed_by for r in corr.records.values())
 

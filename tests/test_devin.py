@@ -151,7 +151,7 @@ def test_tap_on_the_sample():
     r = tap.close()
     assert r.stop_reason == 3 and r.stop_reason_name == "MAX_TOKENS"
     assert r.outcome == "max_tokens" and r.detail() == "Devin StopReason 3 MAX_TOKENS"
-    assert r.usage == Usage(prompt_tokens=1210, output_tokens=400, cache_read_tokens=11640)
+    assert r.usage == Usage(prompt_tokens=1210, output_tokens=400, cache_read_tokens=11640, model="swe-2")
     assert (r.usage.input_tokens, r.usage.cached_tokens) == (12850, 11640)
     assert r.trailer.ok and r.error is None and r.frames == 12 and r.bad_frames == 0
     assert [(c.id, c.name) for c in r.tool_calls] == [("write_file_0#a1", "write_file")]
@@ -282,6 +282,41 @@ def test_dimension_groups_are_the_fallback_usage():
     tap = DevinTap()
     tap.feed(resp(usage=pb.ModelUsage(prompt_tokens=5, output_tokens=3)) + resp(dimension_groups=[group]))
     assert tap.close().usage == Usage(5, 3, 0, 0)
+
+
+def test_field_28_replaces_a_zero_field_7_and_keeps_its_model():
+    # CPA falls back to the "Token Usage" group when field 7 is missing *or zero*; the
+    # model (7.9) still comes from field 7, in either frame order
+    DM, DV = pb.DimensionMetric, pb.DimensionValue
+    other = pb.DimensionGroup(title=b"Latency", metrics=[DM(key=b"input_tokens", value=DV(value=999))])
+    group = pb.DimensionGroup(
+        title=b"Token Usage",
+        metrics=[DM(key=b"input_tokens", value=DV(value=1500)), DM(key=b"output_tokens", value=DV(value=42)),
+                 DM(key=b"cached_input_tokens", value=DV(value=1000))],
+    )  # fmt: skip
+    zero7 = resp(usage=pb.ModelUsage(model=b"claude-sonnet-4"))
+    for body in (zero7 + resp(dimension_groups=[other, group]), resp(dimension_groups=[other, group]) + zero7):
+        tap = DevinTap()
+        tap.feed(body + encode_end_stream())
+        u = tap.close().usage
+        assert u.source == "field28" and u.model == "claude-sonnet-4"
+        assert (u.input_tokens, u.output_tokens, u.cached_tokens, u.total_tokens) == (1500, 42, 1000, 1542)
+        c = u.counts()
+        assert (c.input_tokens, c.output_tokens, c.cached_tokens, c.total_tokens) == (1500, 42, 1000, 1542)
+        assert (c.model, c.source) == ("claude-sonnet-4", "field28")
+    # a zero field 7 and no group: zeros, from field 7
+    tap = DevinTap()
+    tap.feed(zero7 + encode_end_stream())
+    u = tap.close().usage
+    assert u.empty and u.source == "field7" and u.model == "claude-sonnet-4"
+
+
+def test_usage_counts_use_cpas_mapping():
+    u = Usage(prompt_tokens=1210, output_tokens=400, cache_write_tokens=7, cache_read_tokens=11640, model="swe-2")
+    c = u.counts()
+    # input = prompt + cache read, cached = cache read, total = input + output (cpa-wire.md section 5)
+    assert (c.input_tokens, c.output_tokens, c.cached_tokens, c.total_tokens) == (12850, 400, 11640, 13250)
+    assert (c.model, c.source) == ("swe-2", "field7")
 
 
 # --- the request --------------------------------------------------------------------

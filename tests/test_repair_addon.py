@@ -156,7 +156,8 @@ class TestStreaming:
             hooks(addon, f)
             drive(f.response.stream, [SSE_BODY])
             addon.response(f)
-            assert f.marked and "2 events repaired" in f.comment
+            # the stand-in repairer names no rule: the count alone
+            assert f.marked and f.comment == "fixed 2 events (responses)"
 
     def test_keep_bodies(self, addon):
         with taddons.context(addon) as tctx:
@@ -273,9 +274,13 @@ class TestReceipts:
         rec, f, out = self.run_recording("chat-devin-truncated-toolcall", caplog)
         assert b'"finish_reason":"length"' in out
         line = next(r.getMessage() for r in caplog.records if "verdict max_tokens" in r.getMessage())
-        assert line.startswith("streamfix: POST /v1/chat/completions: verdict max_tokens (")
+        # verdict first, then the rules with their counts: four tool_calls chunks carry
+        # index 2 (-> 0) and the finish chunk's finish_reason becomes length
+        head = "verdict max_tokens; fixed tool_index 4, truncation 1 (5 events, chat)"
+        assert line.startswith(f"streamfix: POST /v1/chat/completions: {head}; why: ")
         assert "usage: " in line and "400" in line  # the evidence that decided it, with numbers
-        assert "verdict max_tokens" in f.comment and f.marked
+        lines = f.comment.split("\n")
+        assert lines[0] == head and lines[1].startswith("why: ") and f.marked
         # never content: no prompt text or generated text in the receipt
         prompt = rec.request["body"]["messages"][-1]["content"]
         assert prompt[:20] not in caplog.text and "Launch" not in caplog.text
@@ -294,4 +299,4 @@ class TestReceipts:
         _, f, out = self.run_recording("chat-devin-cap-exact-complete", caplog)
         assert b'"finish_reason":"tool_calls"' in out and b'"finish_reason":"length"' not in out
         assert "verdict max_tokens" not in caplog.text
-        assert "events repaired" in f.comment  # the index repair still happened
+        assert f.comment == "fixed tool_index 3 (3 events, chat)"  # the index repair still happened

@@ -1,5 +1,7 @@
 """wire/sse.py: the incremental SSE parser and serializer."""
 
+import re
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -18,7 +20,7 @@ def parse(data: bytes, cuts: list[int] | None = None) -> list[Event]:
 
 
 def test_fields_and_raw_bytes():
-    body = b"event: response.created\ndata: {\"a\":1}\nid: 7\nretry: 10\n\n"
+    body = b'event: response.created\ndata: {"a":1}\nid: 7\nretry: 10\n\n'
     [ev] = parse(body)
     assert ev.raw == body
     assert ev.event == "response.created"
@@ -80,7 +82,7 @@ def test_bom_is_ignored_for_fields_but_kept_in_raw():
 
 
 def test_utf8_split_across_chunks():
-    body = "data: {\"t\":\"héllo ✓\"}\n\n".encode()
+    body = 'data: {"t":"héllo ✓"}\n\n'.encode()
     cut = body.index("✓".encode()) + 1
     [ev] = parse(body, [cut])
     assert ev.data.decode() == '{"t":"héllo ✓"}'
@@ -100,7 +102,17 @@ def test_format_event():
 
 
 _line = st.sampled_from(
-    [b"data: {\"x\": 1}", b"event: e", b": keep-alive", b"id: 3", b"data:", b"", b"data: \xc3\xa9\xe2\x9c\x93", b"retry: 5", b"bogus"]
+    [
+        b'data: {"x": 1}',
+        b"event: e",
+        b": keep-alive",
+        b"id: 3",
+        b"data:",
+        b"",
+        b"data: \xc3\xa9\xe2\x9c\x93",
+        b"retry: 5",
+        b"bogus",
+    ]
 )
 _eol = st.sampled_from([b"\n", b"\r\n", b"\r"])
 
@@ -119,3 +131,122 @@ def test_any_chunking_gives_same_events_and_loses_no_byte(body, cuts):
     chunked = parse(body, [c for c in cuts if c <= len(body)])
     assert [(e.raw, e.fields, e.complete) for e in chunked] == [(e.raw, e.fields, e.complete) for e in whole]
     assert b"".join(e.raw for e in whole) == body
+
+
+# --- the fast path (LF framing) against an independent reading of the grammar ---------
+
+_LINE_END = re.compile(rb"\r\n|\r|\n")
+
+
+def reference(body: bytes) -> list[tuple[bytes, list[tuple[bytes, bytes]], bool]]:
+    """The WHATWG event-stream grammar read off the whole body at once (no chunking, no
+    fast path): (raw, fields, complete) per event, as the parser must give them."""
+    out = []
+    fields: list[tuple[bytes, bytes]] = []
+    start = pos = 0
+    first = True
+    while pos < len(body):
+        m = _LINE_END.search(body, pos)
+        if m is None:
+            break
+        line = body[pos : m.start()]
+        if first and line.startswith(b"\xef\xbb\xbf"):
+            line = line[3:]
+        first = False
+        pos = m.end()
+        if not line:
+            out.append((body[start:pos], fields, True))
+            fields, start = [], pos
+        elif line.startswith(b":"):
+            fields.append((b"", line[1:]))
+        else:
+            name, colon, value = line.partition(b":")
+            fields.append((name, value[1:] if value.startswith(b" ") else value) if colon else (line, b""))
+    if pos < len(body):
+        line = body[pos:]
+        if first and line.startswith(b"\xef\xbb\xbf"):
+            line = line[3:]
+        if line:
+            name, colon, value = line.partition(b":")
+            if not name and colon:
+                fields.append((b"", value))
+            else:
+                fields.append((name, value[1:] if value.startswith(b" ") else value) if colon else (line, b""))
+    if start < len(body):
+        out.append((body[start:], fields, False))
+    return out
+
+
+_lf_line = st.sampled_from(
+    [b'data: {"x": 1}', b"event: e", b": keep-alive", b":", b"id: 3", b"data:", b"", b"", b"data: \xc3\xa9", b"x"]
+)
+
+
+@st.composite
+def lf_streams(draw):
+    lines = draw(st.lists(_lf_line, max_size=40))
+    tail = draw(st.sampled_from([b"", b"data: tail", b"\n", b"\xef\xbb\xbf"]))
+    head = draw(st.sampled_from([b"", b"", b"\xef\xbb\xbf", b"\n"]))
+    return head + b"".join(line + b"\n" for line in lines) + tail
+
+
+@settings(max_examples=400, deadline=None)
+@given(lf_streams(), st.lists(st.integers(min_value=0, max_value=600), max_size=20))
+def test_fast_path_matches_the_grammar_under_any_chunking(body, cuts):
+    got = parse(body, [c for c in cuts if c <= len(body)])
+    assert [(e.raw, e.fields, e.complete) for e in got] == reference(body)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    lf_streams(),
+    st.sampled_from([b"\r\n", b"\r", b"data: x\r\n\r\n"]),
+    lf_streams(),
+    st.lists(st.integers(0, 900), max_size=12),
+)
+def test_switch_to_the_general_path_mid_stream(a, cr, b, cuts):
+    """A CR after the fast path started (even mid-event): same events as the grammar."""
+    body = a + cr + b
+    got = parse(body, [c for c in cuts if c <= len(body)])
+    assert [(e.raw, e.fields, e.complete) for e in got] == reference(body)
+    assert b"".join(e.raw for e in got) == body
+
+
+def test_event_end_split_across_chunks_on_the_fast_path():
+    p = SseParser()
+    assert p.feed(b"data: 1\n") == []
+    [ev] = p.feed(b"\ndata: 2\n")  # "\n" | "\n": the seam ends the event
+    assert ev.raw == b"data: 1\n\n" and ev.data == b"1"
+    ev2, blank = p.feed(b"\n\n")  # ends event 2, then a blank line of its own
+    assert (ev2.raw, blank.raw, blank.fields) == (b"data: 2\n\n", b"\n", [])
+    assert p.close() == []
+
+
+def test_bom_split_across_the_first_chunks():
+    p = SseParser()
+    assert p.feed(b"\xef") == [] and p.feed(b"\xbb") == []
+    [ev] = p.feed(b"\xbfdata: 1\n\n")
+    assert ev.raw == b"\xef\xbb\xbfdata: 1\n\n" and ev.data == b"1"
+
+
+def test_data_and_event_are_computed_once():
+    [ev] = parse(b"event: a\ndata: x\ndata: y\nevent: b\n\n")
+    assert ev.data == b"x\ny" and ev.event == "b"
+    assert ev.data is ev.data  # an attribute, not a join per read
+
+
+def _long_line(sep: bytes) -> None:
+    """10 MB in one line, fed in 1 KiB chunks, then its end: linear work, or this test
+    does not finish (a rescan or re-join per chunk would copy ~50 GB)."""
+    p = SseParser()
+    p.feed(b"data: 0" + sep + sep + b"data: ")  # decide the path first
+    piece = b"x" * 1024
+    for _ in range(10 * 1024):
+        assert p.feed(piece) == []
+    [ev] = p.feed(sep + sep)
+    assert len(ev.raw) == 6 + 10 * 1024 * 1024 + 2 * len(sep) and ev.data[:2] == b"xx"
+
+
+def test_ten_megabyte_line_in_small_chunks_is_linear_on_both_paths():
+    _long_line(b"\n")
+    _long_line(b"\r\n")

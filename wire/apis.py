@@ -11,22 +11,27 @@ The path decides (query string ignored, any prefix allowed, so ``/v1/responses``
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from typing import Any, Literal
 
+from .chat import ChatRepairer, repair_chat_json
+from .gemini import GeminiRepairer, repair_gemini_json
+from .messages import MessagesRepairer, repair_messages_json
+from .responses import ResponsesRepairer, repair_responses_json
 from .rules import FlowContext, Rules
-from .stream import EventRepairer
+from .stream import ApiRepairer, EventRepairer
 from .verdict import Verdict
 
 Api = Literal["responses", "chat", "messages", "gemini"]
 
-# api -> (module, stream repairer class, non-stream JSON repair function)
-_REGISTRY: dict[str, tuple[str, str, str]] = {
-    "responses": ("wire.responses", "ResponsesRepairer", "repair_responses_json"),
-    "chat": ("wire.chat", "ChatRepairer", "repair_chat_json"),
-    "messages": ("wire.messages", "MessagesRepairer", "repair_messages_json"),
-    "gemini": ("wire.gemini", "GeminiRepairer", "repair_gemini_json"),
+JsonRepair = Callable[[dict[str, Any], Rules, FlowContext, Verdict], bool]
+
+# api -> (stream repairer class, non-stream JSON repair function)
+_REGISTRY: dict[str, tuple[type[ApiRepairer], JsonRepair]] = {
+    "responses": (ResponsesRepairer, repair_responses_json),
+    "chat": (ChatRepairer, repair_chat_json),
+    "messages": (MessagesRepairer, repair_messages_json),
+    "gemini": (GeminiRepairer, repair_gemini_json),
 }
 
 
@@ -44,10 +49,8 @@ def api_for_path(path: str) -> Api | None:
 
 
 def stream_repairer(api: str, rules: Rules, ctx: FlowContext, verdict: Verdict) -> EventRepairer:
-    mod, cls, _ = _REGISTRY[api]
-    return getattr(importlib.import_module(mod), cls)(rules, ctx, verdict)
+    return _REGISTRY[api][0](rules, ctx, verdict)
 
 
-def json_repairer(api: str) -> Callable[[dict[str, Any], Rules, FlowContext, Verdict], bool]:
-    mod, _, fn = _REGISTRY[api]
-    return getattr(importlib.import_module(mod), fn)
+def json_repairer(api: str) -> JsonRepair:
+    return _REGISTRY[api][1]

@@ -111,13 +111,18 @@ class _Call:
 class _Rec:
     """An event in the out queue: its parsed data, whether it changed, what it waits for."""
 
-    __slots__ = ("ev", "obj", "dirty", "wait")
+    __slots__ = ("ev", "obj", "dirty", "wait", "rules")
 
     def __init__(self, ev: Event, obj: dict[str, Any] | None) -> None:
         self.ev = ev
         self.obj = obj
         self.dirty = False
+        self.rules: tuple[str, ...] = ()  # the rules that changed it (EventRepairer.fired)
         self.wait: str | None = None  # "name" | "finish"
+
+    def mark(self, rule: str) -> None:
+        self.dirty = True
+        self.rules += (rule,)
 
 
 class ChatRepairer(ApiRepairer):
@@ -181,7 +186,7 @@ class ChatRepairer(ApiRepairer):
                 }
             }
             out.append(format_event(orjson.dumps(err), eol=self._eol or b"\n"))
-            self.changed += 1
+            self.count("eof_terminal")
             self.note("stream ended without a finish_reason: ended it with an error chunk")
         return out
 
@@ -197,7 +202,7 @@ class ChatRepairer(ApiRepairer):
         if self.rules.nonstandard and ev.complete:
             why = foreign("chat", ev)
             if why is not None:
-                self.changed += 1
+                self.count("nonstandard")
                 if not self._noted_foreign:
                     self._noted_foreign = True
                     self.note(f"turned a non-standard event into an SSE comment ({why[1]})")
@@ -205,7 +210,7 @@ class ChatRepairer(ApiRepairer):
         if not ev.complete and self._cut_short():
             c = commented(ev)
             raw = c.raw + (b"" if c.raw.endswith((b"\n", b"\r")) else ev.eol) + ev.eol
-            self.changed += 1
+            self.count("eof_terminal")
             return Event(raw, c.fields, ev.eol)
         return ev
 
@@ -235,7 +240,7 @@ class ChatRepairer(ApiRepairer):
                     content = _text(delta.get("content"))
                     if content and self.rules.replay and self._replay(ci, delta, content):
                         delta["content"] = ""
-                        rec.dirty = True
+                        rec.mark("replay")
                         content = None
                     if content:
                         self.verdict.observe_text(content)
@@ -281,7 +286,7 @@ class ChatRepairer(ApiRepairer):
             self._resent_header(rec, call, entry, fn, id_, name)
         if self.rules.tool_index and raw != call.ordinal:
             entry["index"] = call.ordinal
-            rec.dirty = True
+            rec.mark("tool_index")
         args = _text(fn.get("arguments")) if fn is not None else None
         if args:
             call.args.append(args)
@@ -309,14 +314,14 @@ class ChatRepairer(ApiRepairer):
             if not _blank(id_) and (_blank(call.id) or call.id == f"call_{call.raw}"):
                 hentry["id"] = id_
                 call.id = id_
-                hrec.dirty = True
+                hrec.mark("tool_header")
             if not _blank(name):
                 hfn = hentry.get("function")
                 if not isinstance(hfn, dict):
                     hfn = hentry["function"] = {}
                 hfn["name"] = name
                 call.name, call.named = name, True
-                hrec.dirty = True
+                hrec.mark("tool_header")
                 hrec.wait = None
                 del self._awaiting[call]
             strip_name = True
@@ -326,13 +331,13 @@ class ChatRepairer(ApiRepairer):
                 call.name, call.named = name, True
         if isinstance(id_, str):
             del entry["id"]
-            rec.dirty = True
+            rec.mark("tool_header")
         if "type" in entry:
             del entry["type"]
-            rec.dirty = True
+            rec.mark("tool_header")
         if strip_name and fn is not None and isinstance(fn.get("name"), str):
             del fn["name"]
-            rec.dirty = True
+            rec.mark("tool_header")
 
     def _on_finish(self, rec: _Rec, finishing: list[dict[str, Any]], has_usage: bool) -> None:
         for ch in finishing:
@@ -366,7 +371,7 @@ class ChatRepairer(ApiRepairer):
         for ch in finishing:
             if ch.get("finish_reason") != new:
                 ch["finish_reason"] = new
-                rec.dirty = True
+                rec.mark("truncation")
 
     def _report_args(self) -> None:
         for call in self._order:
@@ -394,7 +399,7 @@ class ChatRepairer(ApiRepairer):
         while n < len(recs) and recs[n].wait is None:
             r = recs[n]
             if r.dirty and r.obj is not None:
-                out.append(self.dump(r.ev, r.obj))
+                out.append(self.dump(r.ev, r.obj, r.rules))
             else:
                 out.append(r.ev.raw)
             n += 1

@@ -165,7 +165,8 @@ class _Responses(_Api):
     def event(self, n: int, obj: dict[str, Any]) -> None:
         bad = self.bad
         t = obj.get("type")
-        if not isinstance(t, str) or not (t.startswith("response.") or t == "error"):
+        if not isinstance(t, str) or not (t.startswith(("response.", "codex.")) or t == "error"):
+            # codex.* (rate limits) is the ChatGPT backend's own, which Codex reads
             bad("sse.nonstandard", n, f"type {t!r} is not a Responses stream event")
             return
         if self.terminal is not None:

@@ -341,7 +341,8 @@ class Correlator:
 
         Calls ``verdict.upstream(outcome, detail)`` (outcome ``"unknown"`` when the
         StopReason proves nothing, or the upstream stream failed) and, when the upstream
-        reported usage, ``verdict.upstream_usage(output_tokens)`` if the Verdict has it.
+        reported usage, ``verdict.upstream_usage(counts)`` (a
+        :class:`wire.verdict.UpstreamUsage`) if the Verdict has it.
         """
         rec = self.claim(verdict.digest(), client_flow_id)
         if client_flow_id is not None:
@@ -355,7 +356,7 @@ class Correlator:
         verdict.upstream(r.outcome or "unknown", detail)
         report_usage = getattr(verdict, "upstream_usage", None)
         if r.usage is not None and report_usage is not None:
-            report_usage(r.usage.output_tokens)
+            report_usage(r.usage.counts())
         return rec
 
     def resolver(self, client_flow_id: str | None = None) -> Resolver:

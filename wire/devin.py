@@ -19,7 +19,7 @@ Cost: one protobuf parse per frame; text and arguments are hashed as they pass, 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from google.protobuf.message import DecodeError
@@ -35,6 +35,7 @@ from .connect import (
     decode_body,
     encode_frame,
 )
+from .verdict import UpstreamUsage
 
 __all__ = [
     "CHAT_PATH",
@@ -85,12 +86,20 @@ def outcome_of(stop_reason: int) -> Outcome | None:
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """Field 7, in CPA's terms: ``input = prompt + cache_read``, ``output``, ``cached``."""
+    """Devin's usage, in CPA's terms: ``input = prompt + cache_read``, ``output``, ``cached``.
+
+    From field 7 (``source="field7"``), or, when field 7 is missing or all zero, from the
+    "Token Usage" display group of field 28 (``source="field28"``), as CPA falls back.
+    ``model`` is field 7.9 (the model Devin really used), also when the counts came from
+    field 28.
+    """
 
     prompt_tokens: int = 0
     output_tokens: int = 0
     cache_write_tokens: int = 0
     cache_read_tokens: int = 0
+    model: str = ""
+    source: Literal["field7", "field28"] = "field7"
 
     @property
     def input_tokens(self) -> int:
@@ -99,6 +108,25 @@ class Usage:
     @property
     def cached_tokens(self) -> int:
         return self.cache_read_tokens
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    @property
+    def empty(self) -> bool:
+        return not (self.prompt_tokens or self.output_tokens or self.cache_read_tokens)
+
+    def counts(self) -> UpstreamUsage:
+        """What the client leg's usage fill needs (:class:`wire.verdict.UpstreamUsage`)."""
+        return UpstreamUsage(
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            cached_tokens=self.cached_tokens,
+            total_tokens=self.total_tokens,
+            model=self.model,
+            source=self.source,
+        )
 
 
 @dataclass(slots=True)
@@ -163,7 +191,10 @@ class DevinTap:
     ) -> None:
         self.decoder = ConnectDecoder(max_frame, max_decompressed)
         self.stop_reason = 0
-        self.usage: Usage | None = None
+        self.usage7: Usage | None = None
+        """The last field 7 seen."""
+        self.usage28: Usage | None = None
+        """The first "Token Usage" group of field 28 seen (CPA's fallback)."""
         self.tool_calls: list[ToolCall] = []
         self.thinking_len = 0
         self.bad_frames = 0
@@ -230,9 +261,19 @@ class DevinTap:
                     self.args += a
         if m.HasField("usage"):
             u = m.usage
-            self.usage = Usage(u.prompt_tokens, u.output_tokens, u.cache_write_tokens, u.cache_read_tokens)
-        elif self.usage is None and m.dimension_groups:
-            self.usage = _dimension_usage(m)
+            model = u.model.decode("utf-8", "replace")
+            self.usage7 = Usage(u.prompt_tokens, u.output_tokens, u.cache_write_tokens, u.cache_read_tokens, model)
+        if self.usage28 is None and m.dimension_groups:
+            self.usage28 = _dimension_usage(m)
+
+    @property
+    def usage(self) -> Usage | None:
+        """Field 7; when it is missing or all zero, the field-28 group (keeping 7.9's
+        model); None when neither was seen."""
+        u7, u28 = self.usage7, self.usage28
+        if u28 is not None and (u7 is None or u7.empty):
+            return u28 if u7 is None or not u7.model else replace(u28, model=u7.model)
+        return u7
 
     def digest(self) -> tuple[str, int, str, int]:
         """Same shape and hash as :meth:`wire.verdict.Verdict.digest`: blake2b over the
@@ -267,10 +308,10 @@ def _dimension_usage(m: pb.GetChatMessageResponse) -> Usage | None:
     for g in m.dimension_groups:
         if g.title != b"Token Usage":
             continue
-        vals = {mt.key: int(mt.value.value) for mt in g.metrics}
-        inp = vals.get(b"input_tokens", 0)
+        vals = {mt.key: max(int(mt.value.value), 0) for mt in g.metrics}
+        inp = vals.get(b"input_tokens", 0)  # total input, cached part included
         cached = vals.get(b"cached_input_tokens", 0)
-        return Usage(max(inp - cached, 0), vals.get(b"output_tokens", 0), 0, cached)
+        return Usage(max(inp - cached, 0), vals.get(b"output_tokens", 0), 0, cached, source="field28")
     return None
 
 

@@ -169,7 +169,7 @@ class GeminiRepairer(ApiRepairer):
                 dirty = True
         if not dirty:
             return ev.raw
-        self.changed += 1
+        self.count("truncation")
         return ev.with_data(orjson.dumps(obj))
 
 

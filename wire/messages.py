@@ -109,14 +109,19 @@ class _Block:
 
 
 class _Rec:
-    __slots__ = ("ev", "obj", "dirty", "drop", "wait")
+    __slots__ = ("ev", "obj", "dirty", "drop", "wait", "rules")
 
     def __init__(self, ev: Event, obj: dict[str, Any] | None) -> None:
         self.ev = ev
         self.obj = obj
         self.dirty = False
+        self.rules: tuple[str, ...] = ()  # the rules that changed it (EventRepairer.fired)
         self.drop = False
         self.wait: str | None = None  # "name" | "stop"
+
+    def mark(self, rule: str) -> None:
+        self.dirty = True
+        self.rules += (rule,)
 
 
 class MessagesRepairer(ApiRepairer):
@@ -177,7 +182,7 @@ class MessagesRepairer(ApiRepairer):
         block = self._blocks.get(raw)
         if block is not None and block.out != raw:
             obj["index"] = block.out
-            rec.dirty = True
+            rec.mark("tool_header")
         return block
 
     def _block_start(self, rec: _Rec, obj: dict[str, Any]) -> None:
@@ -218,7 +223,7 @@ class MessagesRepairer(ApiRepairer):
                 if late_id:
                     pcb["id"] = id_
                     prev.id = id_
-                start.dirty = True
+                start.mark("tool_header")
             prev.name = name
             prev.start = None
             start.wait = None
@@ -269,7 +274,7 @@ class MessagesRepairer(ApiRepairer):
             new = _STOP[d.outcome]
             if sr != new and isinstance(obj.get("delta"), dict):
                 obj["delta"]["stop_reason"] = new
-                rec.dirty = True
+                rec.mark("truncation")
 
     def _report_args(self) -> None:
         for b in self._order:
@@ -300,9 +305,9 @@ class MessagesRepairer(ApiRepairer):
         while n < len(recs) and recs[n].wait is None:
             r = recs[n]
             if r.drop:
-                self.changed += 1
+                self.count("tool_header", *r.rules)
             elif r.dirty and r.obj is not None:
-                out.append(self.dump(r.ev, r.obj))
+                out.append(self.dump(r.ev, r.obj, r.rules))
             else:
                 out.append(r.ev.raw)
             n += 1

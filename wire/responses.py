@@ -338,7 +338,7 @@ class ResponsesRepairer(ApiRepairer):
         if self.rules.nonstandard and ev.complete:
             why = foreign("responses", ev)
             if why is not None:
-                self.changed += 1
+                self.count("nonstandard")
                 if ("nonstandard", 0) not in self._noted:
                     self._noted.add(("nonstandard", 0))
                     self.note(f"turned a non-standard event into an SSE comment ({why[1]})")
@@ -347,7 +347,7 @@ class ResponsesRepairer(ApiRepairer):
             # the stream stops inside an event and a failure terminal follows (end): kept
             # as a comment, so that its half cannot glue onto the failure or reach a parser
             raw = commented(ev).raw
-            self.changed += 1
+            self.count("eof_terminal")
             return [raw + (b"" if raw.endswith((b"\n", b"\r")) else ev.eol) + ev.eol]
         if self._finished or not ev.complete or ev.data is None:
             return [ev.raw]
@@ -377,6 +377,11 @@ class ResponsesRepairer(ApiRepairer):
             return [self._failure(ev, obj, typ)]
         return [self._out(ev, obj, self._remap_index(obj, self._lookup(obj)))]
 
+    @property
+    def finished(self) -> bool:
+        """A terminal event (success or failure) went out: the stream is over."""
+        return self._finished
+
     def end(self) -> list[bytes]:
         out = super().end()
         if not self._finished:
@@ -404,7 +409,7 @@ class ResponsesRepairer(ApiRepairer):
             "usage": None,
         }
         self.note("stream ended without a terminal event: ended it with response.failed")
-        return self._synth(ev, "response.failed", {"response": resp})
+        return self._synth(ev, "response.failed", {"response": resp}, rule="eof_terminal")
 
     # --- output and numbering -----------------------------------------------------
     def _out(self, ev: Event, obj: dict[str, Any], dirty: bool, event: str | None = None) -> bytes:
@@ -414,13 +419,15 @@ class ResponsesRepairer(ApiRepairer):
             if self.rules.sequence and self._last_seq is not None and seq <= self._last_seq:
                 seq = obj["sequence_number"] = self._last_seq + 1
                 dirty = True
+                self.fire("sequence")
             self._last_seq = seq
         if not dirty:
+            self._firing.clear()
             return ev.raw
-        self.changed += 1
+        self.count()
         return ev.with_data(orjson.dumps(obj), event=event)
 
-    def _synth(self, ev: Event, typ: str, fields: dict[str, Any]) -> bytes:
+    def _synth(self, ev: Event, typ: str, fields: dict[str, Any], rule: str = "item_order") -> bytes:
         """A new event in this stream's framing (``event:`` line, line end, key layout)."""
         obj: dict[str, Any] = {"type": typ}
         seq = None
@@ -433,6 +440,7 @@ class ResponsesRepairer(ApiRepairer):
         if seq is not None and self._seq_last_key:
             obj["sequence_number"] = seq
         self.changed += 1
+        self.fired[rule] += 1  # item_order: closes an open item or opens a continuation
         return format_event(orjson.dumps(obj), event=typ if ev.event is not None else None, eol=ev.eol)
 
     def _note_once(self, what: str, item: _Item) -> None:
@@ -463,6 +471,7 @@ class ResponsesRepairer(ApiRepairer):
         if obj["output_index"] == it.index:
             return False
         obj["output_index"] = it.index
+        self.fire("output_index")
         return True
 
     def _close_open(self, ev: Event) -> list[bytes]:
@@ -601,6 +610,8 @@ class ResponsesRepairer(ApiRepairer):
             if mapped != ci:
                 obj["content_index"] = mapped
                 dirty = True
+        if dirty:
+            self.fire("item_order")
         return dirty
 
     def _item_added(self, ev: Event, obj: dict[str, Any]) -> list[bytes]:
@@ -613,7 +624,7 @@ class ResponsesRepairer(ApiRepairer):
         dup = self._by_id.get(iid) if isinstance(iid, str) else None
         if dup is not None and dup.open and dup.type == item.get("type") and self.rules.item_order:
             self._note_once("dropped a repeated output_item.added", dup)
-            self.changed += 1
+            self.count("item_order")
             return []
         if self.rules.item_order:
             out += self._close_open(ev)
@@ -626,6 +637,7 @@ class ResponsesRepairer(ApiRepairer):
         if self.rules.output_index and raw != it.index:
             obj["output_index"] = it.index
             dirty = True
+            self.fire("output_index")
         if self.rules.schema_fill and not isinstance(item.get("id"), str):
             # a function call's id is its call_id (CPA's own choice); other items get
             # CPA's fallback name item_<index>
@@ -633,16 +645,20 @@ class ResponsesRepairer(ApiRepairer):
             if isinstance(fill, str):
                 item["id"] = it.id = fill
                 dirty = True
+                self.fire("schema_fill")
         if it.type == "reasoning" and self.rules.reasoning_summary and not isinstance(item.get("summary"), list):
             item["summary"] = []  # codex-acp #266: Codex drops every delta after such an item
             dirty = True
+            self.fire("reasoning_summary")
         if it.type == "function_call":
             if self.rules.schema_fill and not isinstance(item.get("arguments"), str):
                 item["arguments"] = ""
                 dirty = True
+                self.fire("schema_fill")
             if self.rules.status and "status" not in item:
                 item["status"] = "in_progress"
                 dirty = True
+                self.fire("status")
         self.items.append(it)
         if isinstance(it.id, str):
             self._by_id[it.id] = it
@@ -662,7 +678,7 @@ class ResponsesRepairer(ApiRepairer):
         if it is not None and not it.open and self.rules.item_order:
             self._note_once("dropped a late output_item.done", it)
             it.early = False  # the gateway closed it too: later content for it is stray
-            self.changed += 1
+            self.count("item_order")
             return []
         dirty = self._continuation_done(obj, item, it) if it is not None and it.root is not None else False
         if self.rules.item_id and it is not None and it.root is None and isinstance(it.id, str):
@@ -672,17 +688,22 @@ class ResponsesRepairer(ApiRepairer):
                 self._rotated.add(it.index)
                 item["id"] = it.id
                 dirty = True
+                self.fire("item_id")
                 self._note_once("pinned a changed item id to the announced one", it)
         dirty |= self._remap_index(obj, it)
         if self.rules.schema_fill:
-            dirty |= self._fill_done_item(item, it)
+            filled = self._fill_done_item(item, it)
             if it is not None and type(obj.get("output_index")) is not int:
                 obj["output_index"] = self._index(it)
+                filled = True
+            if filled:
                 dirty = True
+                self.fire("schema_fill")
         if item.get("type") == "function_call":
             if self.rules.status and "status" not in item:
                 item["status"] = "completed"
                 dirty = True
+                self.fire("status")
             args = item.get("arguments")
             if not isinstance(args, str) and it is not None:
                 args = it.arguments()
@@ -711,6 +732,7 @@ class ResponsesRepairer(ApiRepairer):
             if content[ci].get("text") == text * 2:
                 content[ci]["text"] = text
                 dirty = True
+                self.fire("replay")
         return dirty
 
     def _announce(self, ev: Event, obj: dict[str, Any], typ: str) -> tuple[list[bytes], _Item | None]:
@@ -741,7 +763,8 @@ class ResponsesRepairer(ApiRepairer):
         self._by_id[iid] = it
         if type(raw) is int:
             self._by_raw[raw] = it
-        out.append(self._synth(ev, "response.output_item.added", {"output_index": self._index(it), "item": dict(item)}))
+        added = {"output_index": self._index(it), "item": dict(item)}
+        out.append(self._synth(ev, "response.output_item.added", added, rule="announce"))
         self._note_once("announced an item the gateway never added", it)
         return out, it
 
@@ -783,6 +806,8 @@ class ResponsesRepairer(ApiRepairer):
         if given != content:
             item["content"] = content
             dirty = True
+        if dirty:
+            self.fire("item_order")
         return dirty
 
     @staticmethod
@@ -820,7 +845,7 @@ class ResponsesRepairer(ApiRepairer):
         if not it.open and self.rules.item_order:
             if not (it.early and it.type == "message" and self._opens_content(typ, obj)):
                 self._note_once(f"dropped {typ} after the item was closed", it)
-                self.changed += 1
+                self.count("item_order")
                 return []
             out, it = self._continue(ev, obj, typ, it)
         dirty = self._retarget(obj, it) if it.root is not None else False
@@ -830,6 +855,7 @@ class ResponsesRepairer(ApiRepairer):
                 obj["item_id"] = it.id
                 self._rotated.add(it.index)
                 dirty = True
+                self.fire("item_id")
                 self._note_once("pinned a changed item id to the announced one", it)
         dirty |= self._remap_index(obj, it)
         fill = self.rules.schema_fill
@@ -837,9 +863,11 @@ class ResponsesRepairer(ApiRepairer):
             if not isinstance(obj.get("item_id"), str) and isinstance(it.id, str):
                 obj["item_id"] = it.id
                 dirty = True
+                self.fire("schema_fill")
             if typ in _OUTPUT_INDEX_REQUIRED and type(obj.get("output_index")) is not int:
                 obj["output_index"] = self._index(it)
                 dirty = True
+                self.fire("schema_fill")
         if typ in _CONTENT_EVENTS:
             ci = obj.get("content_index")
             if type(ci) is not int:
@@ -847,6 +875,7 @@ class ResponsesRepairer(ApiRepairer):
                 if fill:
                     obj["content_index"] = ci
                     dirty = True
+                    self.fire("schema_fill")
             if self.rules.announce and typ in (_TEXT_DELTA, _TEXT_DONE):
                 p = it.parts.get(ci)
                 if p is None or not p.announced:
@@ -855,7 +884,7 @@ class ResponsesRepairer(ApiRepairer):
                     shape = {"type": "output_text", "annotations": [], "text": ""}
                     idx = self._index(it)
                     fields = {"item_id": it.id, "output_index": idx, "content_index": ci, "part": shape}
-                    out.append(self._synth(ev, _PART_ADDED, fields))
+                    out.append(self._synth(ev, _PART_ADDED, fields, rule="announce"))
                     self._note_once("announced a content part the gateway never added", it)
             if typ == _PART_ADDED:
                 part = obj.get("part")
@@ -868,7 +897,7 @@ class ResponsesRepairer(ApiRepairer):
                     replay = p.size == len(delta) and len(p.chunks) >= 2 and delta == "".join(p.chunks)
                     if self.rules.replay and delta and replay:
                         p.replayed = True
-                        self.changed += 1
+                        self.count("replay")
                         self._note_once("dropped a delta replaying the whole text", it)
                         return out
                     p.chunks.append(delta)
@@ -884,10 +913,12 @@ class ResponsesRepairer(ApiRepairer):
                     if obj.get("text") != p.text:
                         obj["text"] = p.text
                         dirty = True
+                        self.fire("item_order")
                 elif isinstance(obj.get("text"), str):
                     if p.replayed and obj["text"] == "".join(p.chunks) * 2:
                         obj["text"] = "".join(p.chunks)  # the replay doubled the done text too
                         dirty = True
+                        self.fire("replay")
                     p.text = obj["text"]
             else:  # content_part.done
                 p = it.part(ci)
@@ -897,11 +928,13 @@ class ResponsesRepairer(ApiRepairer):
                     if p.replayed and part.get("text") == "".join(p.chunks) * 2:
                         part["text"] = "".join(p.chunks)
                         dirty = True
+                        self.fire("replay")
                     if it.root is not None:
                         text = p.text if p.text is not None else "".join(p.chunks)
                         if part.get("text") != text:
                             part["text"] = text
                             dirty = True
+                            self.fire("item_order")
                     p.part = part
                     if isinstance(part.get("text"), str):
                         p.text = part["text"]
@@ -921,6 +954,7 @@ class ResponsesRepairer(ApiRepairer):
                 if fill:
                     obj["summary_index"] = si
                     dirty = True
+                    self.fire("schema_fill")
             if typ == _SUMMARY_PART_ADDED:
                 it.summary_index = si
                 it.summary.setdefault(si, [])
@@ -945,6 +979,7 @@ class ResponsesRepairer(ApiRepairer):
             return False
         if (self.rules.response_id and isinstance(rid, str)) or (self.rules.schema_fill and rid is None):
             resp["id"] = self._response_id
+            self.fire("response_id" if isinstance(rid, str) else "schema_fill")
             return True
         return False
 
@@ -962,11 +997,13 @@ class ResponsesRepairer(ApiRepairer):
             if not isinstance(created_at, (int, float)) or isinstance(created_at, bool):
                 resp["created_at"] = self._created_at if self._created_at is not None else self.ctx.started_at
                 dirty = True
+                self.fire("schema_fill")
             if not isinstance(model, str):
                 fill = self._model or self.ctx.model
                 if fill is not None:
                     resp["model"] = fill
                     dirty = True
+                    self.fire("schema_fill")
         return dirty
 
     def _terminal(self, ev: Event, obj: dict[str, Any], typ: str) -> list[bytes]:
@@ -993,6 +1030,7 @@ class ResponsesRepairer(ApiRepairer):
             if changed:
                 resp["usage"] = usage
                 dirty = True
+                self.fire("usage")
         rename = None
         if (
             typ == "response.completed"
@@ -1004,6 +1042,7 @@ class ResponsesRepairer(ApiRepairer):
             resp["status"] = "incomplete"
             resp["incomplete_details"] = {"reason": _REASON[d.outcome]}
             dirty = True
+            self.fire("truncation")
             self.note(f"terminal rewritten to response.incomplete ({d.outcome})")
         out.append(self._out(ev, obj, dirty, event=rename if ev.event is not None else None))
         return out
@@ -1028,11 +1067,13 @@ class ResponsesRepairer(ApiRepairer):
                 return False
             given = []
             dirty = True
+            self.fire("terminal_output")
         if self.rules.status:
             for e in given:
                 if isinstance(e, dict) and e.get("type") == "function_call" and "status" not in e:
                     e["status"] = "completed"
                     dirty = True
+                    self.fire("status")
         if not self.rules.terminal_output:
             return dirty
         by_id: dict[str, int] = {}
@@ -1055,6 +1096,7 @@ class ResponsesRepairer(ApiRepairer):
                 if pos is not None and isinstance(given[pos], dict) and given[pos].get("id") != it.id:
                     given[pos] = {**given[pos], "id": it.id}
                     dirty = True
+                    self.fire("item_id")
             if it.continuations or it.index in self._replayed:
                 # the gateway lists a continued message with the text of all its
                 # continuations: each part stands for itself, as it was closed
@@ -1073,12 +1115,15 @@ class ResponsesRepairer(ApiRepairer):
                 if it.type == "function_call" and self.rules.status and "status" not in snap:
                     snap = dict(snap)
                     snap["status"] = "completed"
+                    self.fire("status")
                 want.append(snap)
         extra = [e for pos, e in enumerate(given) if pos not in used]
         if extra:
             self.note(f"terminal output lists {len(extra)} item(s) never announced; kept at the end")
             want += extra
         if want != given or dirty:
+            if want != given:
+                self.fire("terminal_output")
             resp["output"] = want
             return True
         return False
@@ -1090,12 +1135,15 @@ class ResponsesRepairer(ApiRepairer):
         if self.rules.schema_fill and type(obj.get("sequence_number")) is not int and self._last_seq is not None:
             obj["sequence_number"] = self._last_seq + 1
             dirty = True
+            self.fire("schema_fill")
         resp = obj.get("response")
         if typ == "response.failed" and isinstance(resp, dict):
             dirty |= self._response_identity(resp)
             if self.rules.usage and isinstance(resp.get("usage"), dict):
                 usage, changed = fix_usage(resp["usage"])
                 dirty |= changed
+                if changed:
+                    self.fire("usage")
         return self._out(ev, obj, dirty)
 
 

@@ -9,6 +9,7 @@ out as it came, and :attr:`StreamRepair.error` says why. Nothing is lost.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -16,6 +17,8 @@ import orjson
 from .sse import Event, SseParser
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from .rules import FlowContext, Rules
     from .verdict import Decision, Verdict
 
@@ -33,6 +36,21 @@ class EventRepairer:
         self.notes: list[str] = []
         self.changed = 0
         """How many events were rewritten, inserted or dropped (for receipts)."""
+        self.fired: Counter[str] = Counter()
+        """Which rule changed how many events, keyed by the :class:`~wire.rules.Rules`
+        field name (``"status"``, ``"item_order"``, ``"truncation"``...). An event changed
+        by two rules counts once for each."""
+        self._firing: set[str] = set()
+
+    def fire(self, rule: str) -> None:
+        """``rule`` changed the event being repaired (counted once, by :meth:`count`)."""
+        self._firing.add(rule)
+
+    def count(self, *rules: str) -> None:
+        """One more event rewritten, inserted or dropped: by ``rules`` and the fired ones."""
+        self.changed += 1
+        self.fired.update(self._firing.union(rules))
+        self._firing.clear()
 
     def event(self, ev: Event) -> list[bytes]:
         raise NotImplementedError
@@ -80,22 +98,23 @@ class ApiRepairer(EventRepairer):
             verdict.request(ctx.request)  # the addon does it too; harmless twice
         self.decision: Decision | None = None
 
-    def dump(self, ev: Event, obj: dict[str, Any]) -> bytes:
-        """A rewritten event's bytes (one ``orjson.dumps``); its original bytes if the
-        object cannot be serialized."""
+    def dump(self, ev: Event, obj: dict[str, Any], rules: Iterable[str] = ()) -> bytes:
+        """A rewritten event's bytes (one ``orjson.dumps``), counted for ``rules``; its
+        original bytes if the object cannot be serialized."""
         try:
             data = orjson.dumps(obj)
         except (TypeError, orjson.JSONEncodeError):
             self.note("a repaired event could not be serialized; sent as it came")
+            self._firing.clear()
             return ev.raw
-        self.changed += 1
+        self.count(*rules)
         return ev.with_data(data)
 
 
 class StreamRepair:
     """Bytes in, repaired bytes out; any repairer exception switches to passthrough."""
 
-    __slots__ = ("repairer", "parser", "error", "bytes_in", "bytes_out")
+    __slots__ = ("repairer", "parser", "error", "bytes_in", "bytes_out", "events")
 
     def __init__(self, repairer: EventRepairer) -> None:
         self.repairer = repairer
@@ -103,6 +122,8 @@ class StreamRepair:
         self.error: BaseException | None = None
         self.bytes_in = 0
         self.bytes_out = 0
+        self.events = 0
+        """SSE events parsed (while repairing; passthrough after an error is not counted)."""
 
     def feed(self, chunk: bytes) -> bytes:
         self.bytes_in += len(chunk)
@@ -124,6 +145,7 @@ class StreamRepair:
     def _run(self, events: list[Event], eof: bool) -> bytes:
         out: list[bytes] = []
         rep = self.repairer
+        self.events += len(events)
         for i, ev in enumerate(events):
             try:
                 out += rep.event(ev)

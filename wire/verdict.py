@@ -87,6 +87,88 @@ _CAP_FIELDS = ("max_output_tokens", "max_completion_tokens", "max_tokens")
 
 
 @dataclass(frozen=True, slots=True)
+class UpstreamUsage:
+    """The usage the gateway's upstream reported for the turn (Devin, in CPA's mapping).
+
+    ``input_tokens`` is the whole input (uncached prompt + cache read), ``cached_tokens``
+    the cache-read part of it, ``total_tokens`` = input + output. ``source`` says where
+    Devin put it: ``"field7"`` (its usage message) or ``"field28"`` (the "Token Usage"
+    display group, CPA's fallback when field 7 is missing or zero). ``model`` is the model
+    Devin really used (field 7.9; "" when unknown).
+    """
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    total_tokens: int = 0
+    model: str = ""
+    source: Literal["field7", "field28"] = "field7"
+
+    def detail(self) -> str:
+        """For a receipt (numbers and the model name, no content)."""
+        s = (
+            f"upstream usage input {self.input_tokens} (cached {self.cached_tokens}) "
+            f"output {self.output_tokens} total {self.total_tokens}"
+        )
+        if self.model:
+            s += f", model {self.model}"
+        return s + f" ({self.source})"
+
+    def fill(
+        self, usage: dict[str, Any], fields: dict[str, str], total: str | None = None, parts: tuple[str, ...] = ()
+    ) -> list[str]:
+        """Fill ``usage`` (a client-leg usage object, changed in place) from these counts.
+
+        ``fields`` maps a key (dotted for a nested one: ``"input_tokens_details.
+        cached_tokens"``) to the attribute of this object that holds its value. A key that
+        is missing, not an integer, or 0 is filled; a present non-zero integer is never
+        overwritten (the client leg's own count wins). ``total`` (with the ``parts`` it
+        sums) is filled when it is missing or 0, and also when it was the sum of the parts
+        before they were filled (then it was derived from the zeros just corrected).
+        Returns the keys filled, in order; ``[]`` when nothing changed.
+        """
+        old_sum = sum(_int(_get(usage, k)) or 0 for k in parts)
+        filled: list[str] = []
+        for key, attr in fields.items():
+            want = getattr(self, attr)
+            cur = _get(usage, key)
+            if _int(cur):  # present and non-zero: the client leg's own number
+                continue
+            if _int(cur) == 0 and want == 0:
+                continue
+            if _put(usage, key, want):
+                filled.append(key)
+        if total is not None:
+            cur = _int(_get(usage, total))
+            new_sum = sum(_int(_get(usage, k)) or 0 for k in parts)
+            derived = cur == old_sum and any(k in filled for k in parts)
+            if (not cur or derived) and cur != new_sum and _put(usage, total, new_sum):
+                filled.append(total)
+        return filled
+
+
+def _get(obj: dict[str, Any], key: str) -> Any:
+    for name in key.split("."):
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(name)
+    return obj
+
+
+def _put(obj: dict[str, Any], key: str, value: int) -> bool:
+    *path, last = key.split(".")
+    for name in path:
+        nxt = obj.get(name)
+        if nxt is None:
+            nxt = obj[name] = {}
+        if not isinstance(nxt, dict):
+            return False  # a non-object where an object belongs: leave it
+        obj = nxt
+    obj[last] = value
+    return True
+
+
+@dataclass(frozen=True, slots=True)
 class Evidence:
     source: str
     """One of :data:`SOURCES` (plus a sub-name after a dot, e.g. ``request_cap.max_tokens``)."""
@@ -126,6 +208,10 @@ class Verdict:
     """Output tokens as the client leg reports them (last report wins)."""
     upstream_output_tokens: int | None = None
     """Output tokens as the upstream reported them (fills a missing/zero client usage)."""
+    upstream_counts: UpstreamUsage | None = None
+    """The whole usage the upstream reported (set by :meth:`upstream_usage` with an
+    :class:`UpstreamUsage`, usually from the resolver); the repairers fill the client
+    leg's missing or zero usage from it once :meth:`decide` has run."""
     last_tool_args: str | None = None
     _native: Evidence | None = None
     _upstream: Evidence | None = None
@@ -171,10 +257,16 @@ class Verdict:
         if v is not None and v >= 0:
             self.output_tokens = v
 
-    def upstream_usage(self, output_tokens: Any) -> None:
-        """Output tokens the upstream reported (Devin usage field 7.3 / dimension groups)."""
-        v = _int(output_tokens)
-        if v is not None and v >= 0 and self._on("upstream"):
+    def upstream_usage(self, usage: Any) -> None:
+        """The usage the upstream reported: an :class:`UpstreamUsage` (all counts, kept as
+        :attr:`upstream_counts`) or just its output tokens (Devin 7.3 / field 28)."""
+        if not self._on("upstream"):
+            return
+        if isinstance(usage, UpstreamUsage):
+            self.upstream_counts = usage
+            usage = usage.output_tokens
+        v = _int(usage)
+        if v is not None and v >= 0:
             self.upstream_output_tokens = v
 
     @property

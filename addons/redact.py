@@ -1,0 +1,163 @@
+"""streamfix: keep secrets out of saved flows and mitmweb (``streamfix_redact``, default on).
+
+The live request keeps its credentials: only what is stored or shown is redacted
+(``wire/redact.py`` says what a secret is and what replaces it).
+
+When, per flow:
+
+``requestheaders``
+    The secret request headers and query values are swapped for placeholders *before*
+    mitmweb's view adds the flow (it sends the flow to the browser at this hook), and
+    swapped back by a small addon this one appends at the end of the addon chain (after
+    the view), so the request leaves with them. The ``request`` hook swaps back whatever
+    is still held, should anything have skipped that addon.
+``responseheaders``, ``response``, ``error``
+    The request has gone out: its secret headers, query values and Devin's session token
+    (GetChatMessageRequest ``metadata.api_key``) are replaced for good, before ``-w``
+    (mitmproxy's save addon writes at ``response``/``error``) and mitmweb see the flow
+    again. ``Set-Cookie`` of a streamed response is replaced at ``response`` (its headers
+    went to the client at ``responseheaders``); a buffered response's is left alone, since
+    the client gets those headers only after every ``response`` hook.
+
+Window left open: between the request going out and its response headers arriving, the
+in-memory flow holds the credentials again (a browser that reloads mitmweb's flow list in
+that moment sees them; ``-w`` never does, it writes finished flows).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+from mitmproxy import ctx, http
+
+_ROOT = str(Path(__file__).resolve().parent.parent)
+if _ROOT not in sys.path:  # loaded with -s from a checkout that is not pip-installed
+    sys.path.insert(0, _ROOT)
+
+from addons import shared  # noqa: E402
+from wire import redact  # noqa: E402
+from wire.devin import CHAT_PATH  # noqa: E402
+
+logger = logging.getLogger("streamfix.redact")
+
+Held = list[tuple[str, list[str]]]
+"""What a request held before its display copy was redacted: ("header name", values) and
+("?path", [path])."""
+
+
+def redact_request(req: http.Request) -> Held:
+    """Replace the request's secret headers and query values; returns the originals."""
+    held: Held = []
+    for name in redact.REQUEST_HEADERS:
+        values = req.headers.get_all(name)
+        if values and not all(redact.is_redacted(v) for v in values):
+            held.append((name, values))
+            req.headers.set_all(name, [redact.redact_header(name, v) for v in values])
+    path = redact.redact_query(req.path)
+    if path != req.path:
+        held.append(("?path", [req.path]))
+        req.path = path
+    return held
+
+
+def restore_request(req: http.Request, held: Held) -> None:
+    """Undo :func:`redact_request` (only where the value is still our placeholder)."""
+    for name, values in held:
+        if name == "?path":
+            if redact.is_redacted(req.path):
+                req.path = values[0]
+        elif all(redact.is_redacted(v) for v in req.headers.get_all(name)):
+            req.headers.set_all(name, values)
+
+
+def redact_flow(flow: http.HTTPFlow, response_headers: bool) -> None:
+    """Redact a flow for good (its request has gone out)."""
+    redact_request(flow.request)
+    if flow.request.method == "POST" and flow.request.path.split("?", 1)[0] == CHAT_PATH:
+        body = flow.request.raw_content
+        if body and not flow.request.headers.get("content-encoding"):
+            new = redact.redact_devin_request(body)
+            if new is not None:
+                flow.request.raw_content = new  # the stored copy: content-length as sent
+    if response_headers and flow.response is not None:
+        for name in redact.RESPONSE_HEADERS:
+            values = flow.response.headers.get_all(name)
+            if values:
+                flow.response.headers.set_all(name, [redact.redact_header(name, v) for v in values])
+
+
+class Restore:
+    """The tail of the addon chain: gives the request back the secrets held at
+    ``requestheaders`` (after mitmweb's view has taken its redacted copy)."""
+
+    name = "streamfix-redact-restore"
+
+    def requestheaders(self, flow: http.HTTPFlow) -> None:
+        held = shared.held_secrets().pop(flow.id, None)
+        if held:
+            restore_request(flow.request, held)
+
+
+class Redact:
+    """See the module docstring."""
+
+    def load(self, loader) -> None:
+        loader.add_option(
+            "streamfix_redact",
+            bool,
+            True,
+            """Redact secrets (Authorization, Proxy-Authorization, X-Api-Key, X-Goog-Api-Key,
+            Cookie and Set-Cookie headers, ?key=-style query values, Devin's session token)
+            in saved flows (-w, mitmweb's save) and in mitmweb. The request to the upstream
+            keeps them. false keeps everything as it was sent.""",
+        )
+
+    def running(self) -> None:
+        master = getattr(ctx, "master", None)
+        addons = getattr(master, "addons", None)
+        if addons is not None and addons.get(Restore.name) is None:
+            addons.add(Restore())
+
+    def _tail(self) -> bool:
+        master = getattr(ctx, "master", None)
+        return getattr(master, "addons", None) is not None and master.addons.get(Restore.name) is not None
+
+    def requestheaders(self, flow: http.HTTPFlow) -> None:
+        if not ctx.options.streamfix_redact or flow.live is False or not self._tail():
+            return  # without the tail addon nobody would put the secrets back in time
+        try:
+            held = redact_request(flow.request)
+        except Exception:  # fail open: nothing redacted for display
+            logger.exception("streamfix: redacting a request for display failed")
+            return
+        if held:
+            shared.held_secrets()[flow.id] = held
+
+    def request(self, flow: http.HTTPFlow) -> None:
+        held = shared.held_secrets().pop(flow.id, None)
+        if held:
+            restore_request(flow.request, held)
+
+    def responseheaders(self, flow: http.HTTPFlow) -> None:
+        self._final(flow, response_headers=False)
+
+    def response(self, flow: http.HTTPFlow) -> None:
+        streamed = flow.response is not None and bool(flow.response.stream)
+        self._final(flow, response_headers=streamed or not flow.live)
+
+    def error(self, flow: http.HTTPFlow) -> None:
+        shared.held_secrets().pop(flow.id, None)
+        self._final(flow, response_headers=True)
+
+    def _final(self, flow: http.HTTPFlow, response_headers: bool) -> None:
+        if not ctx.options.streamfix_redact:
+            return
+        try:
+            redact_flow(flow, response_headers)
+        except Exception:
+            logger.exception("streamfix: redacting a flow failed; it is stored as it was")
+
+
+addons = [Redact()]

@@ -1,0 +1,284 @@
+"""streamfix: a JSON line per finished turn (``--set streamfix_log=PATH``).
+
+Each line is one JSON object (keys in :func:`turn_record`): when, whose key (a short id or
+a configured label, never the key), which API and model, the client leg's and the
+upstream's token counts, the verdict with its evidence, the rules that fired, bytes,
+events, time to first byte, duration and how the turn ended. ``python -m streamfix.usage
+PATH`` sums them per key, model and day.
+
+Writing: the standard ``logging`` machinery (logger ``streamfix.turns``, not propagated to
+mitmproxy's console) with a JSON formatter and :class:`TurnLogHandler`, which writes each
+line with one ``write(2)`` on a file opened ``O_APPEND``, so lines never interleave, even
+with several sidecar processes on one file. Rotation is logrotate's job: the handler
+notices when the file was moved or removed and reopens ``PATH`` (as
+``logging.handlers.WatchedFileHandler`` does), so no ``copytruncate`` is needed.
+
+Where turns come from: :func:`addons.shared.turn_finished`, which the client-leg addon
+calls when an HTTP turn ends (response, error) and the WebSocket addon per turn.
+"""
+
+from __future__ import annotations
+
+import logging
+import logging.handlers
+import os
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, is_dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import orjson
+from mitmproxy import ctx, exceptions
+
+_ROOT = str(Path(__file__).resolve().parent.parent)
+if _ROOT not in sys.path:  # loaded with -s from a checkout that is not pip-installed
+    sys.path.insert(0, _ROOT)
+
+from addons import shared  # noqa: E402
+from wire import redact  # noqa: E402
+
+logger = logging.getLogger("streamfix.turnlog")
+turns = logging.getLogger("streamfix.turns")
+"""The logger the lines go to (one record per turn, the turn dict in ``record.turn``)."""
+turns.propagate = False
+turns.setLevel(logging.INFO)
+
+ENDINGS = ("complete", "truncated", "upstream_error", "client_abort", "failed_open")
+"""How a turn ended: the gateway's answer was whole (``complete``), a truncation verdict
+(``truncated``), the gateway answered with an HTTP error, its stream stopped without a
+terminal event or the connection to it failed (``upstream_error``), the client went away
+(``client_abort``), a repairer error passed the rest through unrepaired (``failed_open``)."""
+
+_labels: list[tuple[str, str]] = []
+
+
+def client_label(header: Callable[[str], str | None], path: str = "") -> str:
+    """The turn log's name for the key a request carries (``streamfix_key_labels``)."""
+    return redact.key_label(redact.client_key(header, path), _labels)
+
+
+# --- the record -------------------------------------------------------------------------
+
+
+def _iso(t: float) -> str:
+    return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _ms(a: float | None, b: float | None) -> int | None:
+    return None if a is None or b is None else max(0, round((b - a) * 1000))
+
+
+def _counts(obj: Any) -> dict[str, Any] | None:
+    if obj is None:
+        return None
+    d = asdict(obj) if is_dataclass(obj) else dict(obj) if isinstance(obj, dict) else None
+    if d is None:
+        return None
+    return {k: v for k, v in d.items() if v is not None}
+
+
+def upstream_counts(verdict: Any, resolver: Any = None) -> dict[str, Any] | None:
+    """The upstream's token counts for a client turn: ``verdict.upstream_counts`` when the
+    verdict has them, else the matched Devin record's usage, else the output count alone."""
+    counts = _counts(getattr(verdict, "upstream_counts", None))
+    if counts:
+        return counts
+    rec = getattr(resolver, "record", None)
+    usage = getattr(getattr(rec, "result", None), "usage", None)
+    if usage is not None:
+        return {
+            "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens,
+            "cached_tokens": usage.cached_tokens,
+            "total_tokens": usage.input_tokens + usage.output_tokens,
+            "source": "devin",
+        }
+    out = getattr(verdict, "upstream_output_tokens", None)
+    return {"output_tokens": out, "source": "devin"} if out is not None else None
+
+
+def client_counts(verdict: Any) -> dict[str, Any] | None:
+    """The token counts the client was told (``verdict.client_counts`` when the verdict
+    has them, else the output count it recorded)."""
+    counts = _counts(getattr(verdict, "client_counts", None))
+    if counts:
+        return counts
+    out = getattr(verdict, "output_tokens", None)
+    return {"output_tokens": out} if out is not None else None
+
+
+def rules_fired(repairer: Any) -> dict[str, int]:
+    """Rule name -> events it changed (``repairer.fired``), else ``{"changed": n}``."""
+    fired = getattr(repairer, "fired", None)
+    if fired:
+        return {str(k): int(v) for k, v in fired.items() if v}
+    n = getattr(repairer, "changed", 0)
+    return {"changed": n} if n else {}
+
+
+def verdict_record(decision: Any) -> dict[str, Any] | None:
+    if decision is None:
+        return None
+    return {
+        "outcome": decision.outcome,
+        "native": decision.native,
+        "evidence": [{"source": e.source, "says": e.says, "detail": e.detail} for e in decision.evidence],
+    }
+
+
+def turn_record(
+    *,
+    flow_id: str,
+    api: str,
+    transport: str,
+    path: str,
+    key: str,
+    model: str | None,
+    started: float,
+    ended_at: float,
+    ended: str,
+    first_byte_at: float | None = None,
+    status: int | None = None,
+    verdict: Any = None,
+    decision: Any = None,
+    resolver: Any = None,
+    repairer: Any = None,
+    bytes_in: int | None = None,
+    bytes_out: int | None = None,
+    events: int | None = None,
+    error: str | None = None,
+) -> dict[str, Any]:
+    """One turn's facts as the JSON object the turn log writes.
+
+    ``transport``: ``sse``, ``json`` or ``websocket``; ``path`` without its query;
+    ``key``: :func:`client_label`; times are ``time.time()`` values; ``ended``: one of
+    :data:`ENDINGS`; ``verdict``/``decision``/``resolver``/``repairer``: the flow's
+    :class:`wire.verdict.Verdict`, its Decision, the correlator's Resolver and the
+    repairer (each may be None).
+    """
+    up = upstream_counts(verdict, resolver) if verdict is not None else None
+    rec: dict[str, Any] = {
+        "time": _iso(ended_at),
+        "flow": flow_id,
+        "key": key,
+        "api": api,
+        "transport": transport,
+        "path": path.split("?", 1)[0],
+        "model": model,
+        "upstream_model": (up or {}).pop("model", None),
+        "status": status,
+        "ended": ended,
+        "tokens": {"client": client_counts(verdict) if verdict is not None else None, "upstream": up},
+        "verdict": verdict_record(decision),
+        "rules": rules_fired(repairer),
+        "bytes": {"in": bytes_in, "out": bytes_out},
+        "events": events,
+        "ttfb_ms": _ms(started, first_byte_at),
+        "duration_ms": _ms(started, ended_at),
+    }
+    if error:
+        rec["error"] = error
+    return rec
+
+
+# --- writing ----------------------------------------------------------------------------
+
+
+class JsonLineFormatter(logging.Formatter):
+    """A record's ``turn`` dict as one line of JSON (its message otherwise)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        turn = getattr(record, "turn", None)
+        if turn is None:
+            turn = {"time": _iso(record.created), "message": record.getMessage()}
+        return orjson.dumps(turn, default=str).decode()
+
+
+class TurnLogHandler(logging.handlers.WatchedFileHandler):
+    """Appends each formatted record as one line with a single ``os.write`` on an
+    ``O_APPEND`` descriptor; reopens the path when it was rotated away."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path, mode="a", encoding="utf-8", delay=False)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            line = (self.format(record) + "\n").encode("utf-8")
+            self.reopenIfNeeded()
+            if self.stream is None:
+                self.stream = self._open()
+            fd = self.stream.fileno()
+            while line:  # a regular file takes it in one write; the loop is for safety
+                n = os.write(fd, line)
+                line = line[n:]
+        except Exception:
+            self.handleError(record)
+
+
+class TurnLog:
+    """Writes the turn log; see the module docstring."""
+
+    def __init__(self) -> None:
+        self.handler: TurnLogHandler | None = None
+        self.written = 0
+
+    def load(self, loader) -> None:
+        loader.add_option(
+            "streamfix_log",
+            str,
+            "",
+            """Append one JSON line per finished turn to this file (key id or label, API,
+            models, client and upstream token counts, verdict, rules fired, bytes, timing,
+            how it ended). Rotate it with logrotate: the file is reopened when moved.
+            Sum it with python -m streamfix.usage PATH.""",
+        )
+        loader.add_option(
+            "streamfix_key_labels",
+            Sequence[str],
+            [],
+            """Names for client keys in the turn log, as PATTERN=NAME (repeat the option):
+            PATTERN is a key id as the log shows it (12 hex digits) or a key prefix ending
+            in * (sk-team-a*=team-a). Keys without a label appear as their id.""",
+        )
+
+    def configure(self, updated: set[str]) -> None:
+        if "streamfix_key_labels" in updated:
+            labels = []
+            for spec in ctx.options.streamfix_key_labels:
+                pattern, eq, name = spec.partition("=")
+                if not eq or not pattern.strip() or not name.strip():
+                    raise exceptions.OptionsError(f"streamfix_key_labels takes PATTERN=NAME, not {spec!r}")
+                labels.append((pattern.strip(), name.strip()))
+            _labels[:] = labels
+        if "streamfix_log" in updated:
+            self._close()
+            path = ctx.options.streamfix_log
+            if path:
+                try:
+                    self.handler = TurnLogHandler(path)
+                except OSError as e:
+                    raise exceptions.OptionsError(f"streamfix_log: cannot open {path!r}: {e}") from e
+                self.handler.setFormatter(JsonLineFormatter())
+                turns.addHandler(self.handler)
+                shared.add_turn_sink(self.write)
+
+    def write(self, turn: dict[str, Any]) -> None:
+        turns.info("turn", extra={"turn": turn})
+        self.written += 1
+
+    def _close(self) -> None:
+        shared.remove_turn_sink(self.write)
+        if self.handler is not None:
+            turns.removeHandler(self.handler)
+            self.handler.close()
+            self.handler = None
+
+    def done(self) -> None:
+        if self.written:
+            logger.info(f"streamfix: {self.written} turns written to {ctx.options.streamfix_log}")
+        self._close()
+
+
+addons = [TurnLog()]

@@ -1,0 +1,158 @@
+"""addons/repair.py leaves no reference cycle and no per-flow state behind, whichever
+way a flow ends (end of stream, ``response``, ``error`` after an upstream cut or a client
+abort, an undecodable body).
+
+The proof is reference counting alone: with the cyclic garbage collector off, the last
+reference to an ended flow going away must free it (a weak reference to it is dead). A
+cycle through the flow (flow -> response.stream -> FlowStream -> on_eof closure -> flow)
+keeps it alive until a full collection.
+
+mitmproxy's own message constructors leave cycles too (in ``__debug__`` mode,
+``typecheck.check_option_type`` keeps a caught ``TypeError`` whose traceback holds the
+frames that built the message, with their locals): each flow is built first and those
+cycles are collected once before the collector is switched off, so what is measured is
+the addon alone.
+"""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from collections.abc import Callable, Iterator
+
+import orjson
+import pytest
+from mitmproxy import http
+from mitmproxy.test import taddons, tflow
+
+from addons import repair as mod
+from addons import shared
+
+REQUEST = {
+    "model": "devin/swe-2",
+    "stream": True,
+    "input": [{"role": "user", "content": "Write the landing page."}],  # a correlator needle
+}
+BODY = (
+    b'event: response.created\ndata: {"type":"response.created","sequence_number":1,'
+    b'"response":{"id":"r1","object":"response","status":"in_progress","output":[]}}\n\n'
+    b'event: response.output_item.added\ndata: {"type":"response.output_item.added","sequence_number":2,'
+    b'"output_index":0,"item":{"id":"fc_1","type":"function_call","call_id":"c1","name":"f","arguments":""}}\n\n'
+    b'event: response.function_call_arguments.delta\ndata: {"type":"response.function_call_arguments.delta",'
+    b'"sequence_number":3,"output_index":0,"item_id":"fc_1","delta":"{}"}\n\n'
+)
+
+
+def _messages(ctype: str) -> tuple[http.Request, http.Response]:
+    req = http.Request.make("POST", "http://127.0.0.1:8317/v1/responses", orjson.dumps(REQUEST), {})
+    req.headers["content-type"] = "application/json"
+    resp = http.Response.make(200, b"", {"content-type": ctype})
+    resp.raw_content = None  # not yet read: responseheaders of a live flow
+    return req, resp
+
+
+def _flow(ctype: str = "text/event-stream") -> http.HTTPFlow:
+    f = http.HTTPFlow(tflow.tclient_conn(), tflow.tserver_conn())
+    f.request, f.response = _messages(ctype)
+    return f
+
+
+@pytest.fixture
+def addon() -> Iterator[mod.Repair]:
+    shared.reset()
+    a = mod.Repair()
+    with taddons.context(a):
+        yield a
+    shared.reset()
+
+
+def _eof_and_response(a: mod.Repair, f: http.HTTPFlow) -> None:
+    a.responseheaders(f)
+    f.response.stream(BODY)
+    f.response.stream(b"")
+    a.response(f)
+
+
+def _upstream_cut(a: mod.Repair, f: http.HTTPFlow) -> None:
+    """The upstream resets mid-stream: mitmproxy calls ``error`` and never ``stream(b"")``."""
+    a.responseheaders(f)
+    f.response.stream(BODY[:150])
+    f.error = tflow.terr()
+    a.error(f)
+
+
+def _client_abort_before_headers(a: mod.Repair, f: http.HTTPFlow) -> None:
+    f.error = tflow.terr()
+    a.error(f)
+
+
+def _client_abort_mid_stream(a: mod.Repair, f: http.HTTPFlow) -> None:
+    a.responseheaders(f)
+    f.response.stream(BODY)
+    f.error = tflow.terr()
+    a.error(f)
+
+
+def _undecodable(a: mod.Repair, f: http.HTTPFlow) -> None:
+    f.response.headers["content-encoding"] = "x-unknown"
+    a.responseheaders(f)
+    a.response(f)
+
+
+ENDINGS: dict[str, Callable[[mod.Repair, http.HTTPFlow], None]] = {
+    "eof+response": _eof_and_response,
+    "upstream-cut": _upstream_cut,
+    "client-abort-before-headers": _client_abort_before_headers,
+    "client-abort-mid-stream": _client_abort_mid_stream,
+    "undecodable-encoding": _undecodable,
+}
+
+
+@pytest.mark.parametrize("ending", ENDINGS)
+def test_ended_flow_is_freed_without_the_cycle_collector(addon: mod.Repair, ending: str) -> None:
+    f = _flow()
+    addon.requestheaders(f)
+    addon.request(f)
+    assert f.id in addon.flows and f.id in shared.correlator().pending, "the flow has state to forget"
+    gc.collect()  # mitmproxy's own constructor cycles (module docstring), not the addon's
+    gc.disable()
+    try:
+        ENDINGS[ending](addon, f)
+        ref = weakref.ref(f)
+        stream = f.response.stream
+        del f
+        assert ref() is None, f"{ending}: the flow outlived its last reference (a cycle holds it)"
+        if isinstance(stream, mod.FlowStream):
+            assert stream.on_eof is None, "the stream still points back to the flow"
+    finally:
+        gc.enable()
+    assert addon.flows == {}
+    assert not shared.correlator().pending
+
+
+def test_many_aborted_flows_leave_nothing(addon: mod.Repair) -> None:
+    """The per-flow state of 500 flows cut at different points is all gone."""
+    cuts = list(ENDINGS.values())
+    for i in range(500):
+        f = _flow()
+        addon.requestheaders(f)
+        addon.request(f)
+        cuts[i % len(cuts)](addon, f)
+    assert addon.flows == {}
+    assert not shared.correlator().pending
+
+
+def test_stream_finishes_once_even_if_called_again(addon: mod.Repair) -> None:
+    """The end-of-stream callback runs once: a second ``b""`` (never sent by mitmproxy,
+    but harmless) does not log the flow twice."""
+    f = _flow()
+    addon.requestheaders(f)
+    addon.request(f)
+    addon.responseheaders(f)
+    calls = []
+    stream = f.response.stream
+    stream.on_eof = calls.append
+    stream(BODY)
+    stream(b"")
+    stream(b"")
+    assert calls == [stream]
