@@ -30,6 +30,15 @@ unit *ARGS:
 bench *ARGS:
     {{py}} -m streamfix.bench {{ARGS}}
 
+# the pressure suite, long form: 200 concurrent streams, 500 client aborts, upstream faults, garbage
+pressure *ARGS:
+    STREAMFIX_PRESSURE=long {{py}} -m pytest tests/test_pressure.py tests/test_pressure_cycles.py -n 0 -p no:cacheprovider {{ARGS}}
+
+# coverage-guided fuzzing (atheris) of the SSE parser and every repairer; libFuzzer options pass through
+fuzz *ARGS:
+    mkdir -p build/fuzz-corpus
+    {{py}} tests/fuzz.py -artifact_prefix=build/ -rss_limit_mb=2048 {{ARGS}} build/fuzz-corpus
+
 # list the recordings
 recordings:
     {{py}} -m streamfix.recordings list
@@ -38,8 +47,16 @@ recordings:
 offline NAME:
     mkdir -p build
     {{py}} -m streamfix.recordings to-flow {{NAME}} build/{{NAME}}.flow
-    .venv/bin/mitmdump -q -nr build/{{NAME}}.flow -s addons/repair.py -w build/{{NAME}}.repaired.flow
-    @echo "repaired flow: build/{{NAME}}.repaired.flow"
+    .venv/bin/mitmdump -q -nr build/{{NAME}}.flow -s addons/repair.py --set streamfix_keep_bodies=true -w build/{{NAME}}.repaired.flow
+    @echo "repaired flow: build/{{NAME}}.repaired.flow (open it: just web -- -r build/{{NAME}}.repaired.flow)"
+
+# turn a saved flow (sidecar --keep-bodies, -w FILE) into recordings/NAME, secrets left out
+capture FLOW NAME *ARGS:
+    {{py}} -m streamfix.capture {{FLOW}} {{NAME}} {{ARGS}}
+
+# sum a turn log (--set streamfix_log=PATH) per key, model and day
+usage *PATHS:
+    {{py}} -m streamfix.usage {{PATHS}}
 
 # replay upstream alone (port 18317)
 replay *ARGS:

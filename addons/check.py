@@ -59,8 +59,8 @@ class CheckStream:
         return [chunk] if chunk else []  # never b"": that ends an HTTP/1 chunked body
 
     def detach(self) -> None:
-        """The flow is over: drop the closure that points back to it (see
-        ``addons.repair.FlowStream.detach``)."""
+        """The flow is over: drop the closure back to the flow (a reference cycle
+        otherwise), as :meth:`addons.repair.FlowStream.detach` does."""
         self.on_eof = None
 
 

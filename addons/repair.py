@@ -30,14 +30,15 @@ if _ROOT not in sys.path:  # loaded with -s from a checkout that is not pip-inst
 
 from addons import check as checkmode  # noqa: E402  (streamfix_mode=check)
 from addons import shared, turnlog  # noqa: E402  (the correlator shared with addons/upstream.py)
-from addons.redact import Redact  # noqa: E402
+from addons import redact as redact_addon  # noqa: E402
 from addons.websocket import WebSocketRepair  # noqa: E402  (Responses over WebSocket)
 from wire.apis import api_for_path, json_repairer, stream_repairer  # noqa: E402
 from wire.encoding import Decoder, decoder_for  # noqa: E402
 from wire.rules import FlowContext, Rules  # noqa: E402
+from wire.sse import SseParser  # noqa: E402
 from wire.stream import EventRepairer, StreamRepair  # noqa: E402
 from wire.verdict import SOURCES, Verdict  # noqa: E402
-from wire.sse import SseParser  # noqa: E402
+from wire.told import UsageReader, usage_of  # noqa: E402
 
 logger = logging.getLogger("streamfix")
 
@@ -59,13 +60,15 @@ RULE_OPTIONS: dict[str, str] = {
     "streamfix_eof_terminal": "eof_terminal",
     "streamfix_tool_index": "tool_index",
     "streamfix_tool_header": "tool_header",
+    "streamfix_finish_reason": "finish_reason",
 }
 RULE_HELP: dict[str, str] = {
     "status": "Responses: give function_call items a status (in_progress on added, completed on done and in the terminal's output).",
     "item_order": "Responses: close an item still open when the next one is added; drop its late close events.",
     "output_index": "Responses: make output_index dense and equal to the item's position in the final output.",
     "sequence": "Responses: keep sequence_number strictly increasing across inserted and dropped events.",
-    "usage": "Responses: give usage integer input_tokens, output_tokens and total_tokens.",
+    "usage": "Responses: give usage integer input_tokens, output_tokens and total_tokens; every API: fill missing "
+    "or zero usage counts from the upstream leg's (Devin's).",
     "schema_fill": "Responses: fill required fields the gateway leaves out (created_at, model, item_id, summary_index).",
     "terminal_output": "Responses: list the announced items, in order, in the terminal event's output.",
     "response_id": "Responses: keep response.id the same across lifecycle events.",
@@ -77,6 +80,8 @@ RULE_HELP: dict[str, str] = {
     "eof_terminal": "Responses, chat: end a stream that stops without a terminal with a failure (response.failed, continuing sequence_number; chat: an error chunk), never a success.",
     "tool_index": "Chat: renumber tool_calls[].index 0..n-1 per choice by first appearance.",
     "tool_header": "Chat: do not announce a tool call's name twice when the gateway re-sends its header.",
+    "finish_reason": "Chat: map a non-standard finish_reason (CPA's Gemini/Antigravity 'max_tokens', Gemini's "
+    "lower-cased 'safety'...) to the spec's value ('length', 'content_filter').",
 }
 TRUNCATION_CHOICES = ("incomplete", "completed", "off")
 ORIGINAL = "streamfix.original"
@@ -119,6 +124,7 @@ class FlowStream:
 
     __slots__ = (
         "repair", "decoder", "keep", "original", "repaired", "failed", "on_eof", "on_progress", "shown", "first_at",
+        "told",
     )
 
     def __init__(self, repair: StreamRepair, decoder: Decoder | None, keep: bool, on_eof, on_progress=None):
@@ -135,6 +141,8 @@ class FlowStream:
         self.shown = time.monotonic()
         self.first_at: float | None = None
         """When the first body bytes arrived (time.time()), for the turn log."""
+        self.told: UsageReader | None = None
+        """With a turn log: the usage the client is told (wire/told.py)."""
 
     def __call__(self, chunk: bytes) -> list[bytes]:
         eof = chunk == b""
@@ -149,6 +157,11 @@ class FlowStream:
         except Exception as e:  # decoding failed: nothing more can be repaired
             self.failed = e
             out = chunk if isinstance(chunk, bytes) else b""
+        if self.told is not None and out:
+            try:
+                self.told.feed(out)
+            except Exception:  # the turn log's numbers must never break the stream
+                self.told = None
         if self.keep:
             if chunk:
                 self.original.append(chunk)
@@ -267,14 +280,14 @@ class Repair:
             )
 
     # --- hooks -------------------------------------------------------------------
-    def requestheaders(self, flow: http.HTTPFlow) -> None:
-        if not ctx.options.streamfix or api_for_path(flow.request.path) is None or not self._client_leg(flow):
-            return
-        # A client's "Connection: close" would make the gateway close right after the
-        # last byte, and mitmproxy can then lose the tail (the terminal event) of a
-        # streamed body (../shared/reference/mitmproxy.md section 10).
-        if flow.request.headers.get("connection", "").lower() == "close":
-            del flow.request.headers["connection"]
+    # A client's "Connection: close" is left as it came: mitmproxy closes the client
+    # connection right after the response (RFC 9112 section 9.6) and forwards the header,
+    # as a plain mitmdump does. The upstream connection ends with the client's anyway
+    # (mitmproxy closes a client's server connections when it disconnects), and a gateway
+    # that closes with a FIN loses no tail; the tail-loss race of ../shared/reference/
+    # mitmproxy.md section 10 needs a TCP reset, which no request header prevents
+    # (mitmproxy/mitmproxy#8364, closed as TCP-reset behaviour). Tests:
+    # tests/test_http_semantics.py.
 
     def request(self, flow: http.HTTPFlow) -> None:
         if not ctx.options.streamfix or flow.request.method != "POST" or not self._client_leg(flow):
@@ -300,13 +313,17 @@ class Repair:
                 logger.exception("streamfix: correlator bookkeeping failed; upstream evidence off for this flow")
         st = self.flows[flow.id] = FlowState(api, fctx, verdict)
         if shared.has_turn_sinks():
-            st.key = turnlog.client_label(flow.request.headers.get, flow.request.path)
+            st.key = turnlog.client_label(lambda n: redact_addon.original_header(flow, n), redact_addon.original_path(flow))
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         st = self.flows.get(flow.id)
         resp = flow.response
         if st is None or resp is None or not ctx.options.streamfix:
             return
+        if _asks_close(flow.request.headers) and not _asks_close(resp.headers):
+            # mitmproxy closes the client connection after this response; say so (RFC 9112
+            # section 9.6) rather than pass on a gateway's (or a recording's) "keep-alive"
+            resp.headers["connection"] = "close"
         if not resp.headers.get("content-type", "").lower().startswith(SSE):
             return  # JSON (and anything else) is buffered by mitmproxy: see response()
         if resp.raw_content is not None:
@@ -314,7 +331,7 @@ class Repair:
         if ctx.options.streamfix_mode == "check":
             st.stream = checkmode.stream(flow, st.api, lambda c: self._finish_check(flow, st, c))
             if st.stream is None:
-                self.flows.pop(flow.id, None)
+                self._forget(flow)
             else:
                 resp.stream = st.stream
             return
@@ -338,6 +355,8 @@ class Repair:
             lambda s: self._finish_stream(flow, st, s),
             lambda s: _show_progress(flow, s),
         )
+        if shared.has_turn_sinks():
+            st.stream.told = UsageReader(st.api)
         resp.stream = st.stream
 
     def response(self, flow: http.HTTPFlow) -> None:
@@ -480,6 +499,8 @@ class Repair:
         decision = getattr(rep, "decision", None) if rep is not None else st.verdict.decide()
         head, why = receipt(st.api, rep, decision, self.rules.truncation)
         lines = [head] + ([f"why: {why}"] if why else []) + ([f"upstream flow {upstream}"] if upstream else [])
+        if st.verdict.upstream_counts is not None:  # the usage the fill used, with Devin's model
+            lines.append(st.verdict.upstream_counts.detail())
         text = "; ".join(lines)
         if why:
             logger.warning(f"streamfix: {_where(flow)}: {text}")
@@ -551,9 +572,11 @@ def http_turn(flow: http.HTTPFlow, st: FlowState) -> dict:
         ended = "truncated"
     else:
         ended = "complete"
+    told = None
     if s is not None:
         transport, bytes_in, bytes_out, first = "sse", s.repair.bytes_in, s.repair.bytes_out, s.first_at
         events = getattr(s.repair, "events", None)
+        told = s.told.counts if s.told is not None else None
     else:
         transport = "json" if resp is None or "json" in resp.headers.get("content-type", "") else "sse"
         size = len(resp.raw_content) if resp is not None and resp.raw_content is not None else None
@@ -562,6 +585,8 @@ def http_turn(flow: http.HTTPFlow, st: FlowState) -> dict:
         if isinstance(original, bytes):
             bytes_in = len(original)
         first, events = (resp.timestamp_start if resp is not None else None), None
+        if size:
+            told = _told_buffered(st.api, transport, resp.get_content(strict=False) or b"")
     started = flow.request.timestamp_start or time.time()
     ended_at = (resp.timestamp_end if resp is not None and flow.error is None else None) or time.time()
     return turnlog.turn_record(
@@ -569,7 +594,17 @@ def http_turn(flow: http.HTTPFlow, st: FlowState) -> dict:
         model=st.ctx.model, started=started, ended_at=ended_at, ended=ended, first_byte_at=first,
         status=resp.status_code if resp is not None else None, verdict=st.verdict, decision=decision,
         resolver=st.resolver, repairer=rep, bytes_in=bytes_in, bytes_out=bytes_out, events=events, error=error,
+        client_tokens=told,
     )  # fmt: skip
+
+
+def _told_buffered(api: str, transport: str, body: bytes) -> dict | None:
+    """The usage a buffered body tells the client."""
+    if transport == "json":
+        return usage_of(api, _json_object(body))
+    r = UsageReader(api)
+    r.feed(body + b"\n\n")
+    return r.counts
 
 
 def _stream_fault(rep: EventRepairer) -> str | None:
@@ -592,6 +627,10 @@ def _json_object(content: bytes | None) -> dict | None:
     except orjson.JSONDecodeError:
         return None
     return obj if isinstance(obj, dict) else None
+
+
+def _asks_close(headers: http.Headers) -> bool:
+    return any(t.strip().lower() == "close" for v in headers.get_all("connection") for t in v.split(","))
 
 
 def _where(flow: http.HTTPFlow) -> str:
@@ -647,28 +686,21 @@ def _linked_id(flow: mflow.Flow, key: str) -> str | None:
 
 
 def _view():
-    try:
-        return ctx.master.addons.get("view")
-    except Exception:  # no master (tests, offline tools)
-        return None
+    """mitmproxy's flow view (mitmweb, console); None in mitmdump."""
+    master = getattr(ctx, "master", None)
+    return master.addons.get("view") if master is not None else None
 
 
 def _find_flow(flow_id: str) -> mflow.Flow | None:
     view = _view()
-    if view is None:
-        return None
-    try:
-        return view.get_by_id(flow_id)
-    except Exception:
-        return None
+    return view.get_by_id(flow_id) if view is not None else None
 
 
 def _updated(flow: mflow.Flow) -> None:
     """Tell the UIs (mitmweb, console) that a flow changed outside its own hooks."""
-    try:
-        ctx.master.addons.trigger(hooks.UpdateHook([flow]))
-    except Exception:
-        pass
+    master = getattr(ctx, "master", None)
+    if master is not None:
+        master.addons.trigger(hooks.UpdateHook([flow]))
 
 
 def _jump(flows: Sequence[mflow.Flow], key: str) -> str:
@@ -685,4 +717,4 @@ def _jump(flows: Sequence[mflow.Flow], key: str) -> str:
 
 
 _repair = Repair()
-addons = [_repair, WebSocketRepair(_repair), Redact(), turnlog.TurnLog()]
+addons = [_repair, WebSocketRepair(_repair, receipt), redact_addon.Redact(), turnlog.TurnLog()]

@@ -32,10 +32,10 @@ def reset() -> Correlator:
     return _correlator
 
 
-_held: dict[str, list] = {}
+_held: dict[str, Any] = {}
 
 
-def held_secrets() -> dict[str, list]:
+def held_secrets() -> dict[str, Any]:
     """Flow id -> the request secrets ``addons/redact.py`` holds while mitmweb takes its
     redacted copy of a new flow (restored before the request goes out)."""
     return _held
@@ -66,7 +66,7 @@ def turn_finished(turn: dict[str, Any]) -> None:
     ``addons/turnlog.py`` for the keys; build it with ``addons.turnlog.turn_record``) to
     every sink. Any transport calls this once per turn (HTTP from ``addons/repair.py``,
     WebSocket per ``response.create``). Never raises."""
-    for sink in list(_turn_sinks):
+    for sink in _turn_sinks:
         try:
             sink(turn)
         except Exception:

@@ -34,7 +34,7 @@ _ROOT = str(Path(__file__).resolve().parent.parent)
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
-from wire.sse import SseParser  # noqa: E402
+from wire.sse import SseParser
 
 ORIGINAL = "streamfix.original"
 WIDTH = 100
@@ -223,10 +223,7 @@ def stream_diff(original: bytes, repaired: bytes, width: int = WIDTH) -> str:
             block(f"+ #{j} {b[j].kind}{_summary(b[j])} (inserted)", [])
     if not (changed or inserted or dropped):
         return f"(no change: {len(b)} events passed through as they came)\n"
-    head = (
-        f"streamfix: {changed} of {len(a)} events changed, {inserted} inserted, {dropped} dropped"
-        f" ({len(b)} sent)"
-    )
+    head = f"streamfix: {changed} of {len(a)} events changed, {inserted} inserted, {dropped} dropped ({len(b)} sent)"
     if skipped:
         out.append(f"  ... {skipped} unchanged event{'s' if skipped != 1 else ''}")
     return "\n".join([head, *out]) + "\n"

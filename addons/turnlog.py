@@ -25,7 +25,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, is_dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +36,8 @@ _ROOT = str(Path(__file__).resolve().parent.parent)
 if _ROOT not in sys.path:  # loaded with -s from a checkout that is not pip-installed
     sys.path.insert(0, _ROOT)
 
-from addons import shared  # noqa: E402
-from wire import redact  # noqa: E402
+from addons import shared
+from wire import redact
 
 logger = logging.getLogger("streamfix.turnlog")
 turns = logging.getLogger("streamfix.turns")
@@ -52,18 +52,36 @@ terminal event or the connection to it failed (``upstream_error``), the client w
 (``client_abort``), a repairer error passed the rest through unrepaired (``failed_open``)."""
 
 _labels: list[tuple[str, str]] = []
+_label_of_id: dict[str, str] = {}
+"""Key id -> label, for keys labelled by prefix: a flow read after its credentials were
+redacted (a WebSocket turn ends long after) has only the id, which a prefix cannot match."""
+MAX_LABELLED_KEYS = 10_000
 
 
 def client_label(header: Callable[[str], str | None], path: str = "") -> str:
-    """The turn log's name for the key a request carries (``streamfix_key_labels``)."""
-    return redact.key_label(redact.client_key(header, path), _labels)
+    """The turn log's name for the key a request carries (``streamfix_key_labels``); also
+    for a redacted key whose raw form was seen before (:func:`see_key`)."""
+    key = redact.client_key(header, path)
+    label = redact.key_label(key, _labels)
+    if key and not redact.is_redacted(key):
+        if label != redact.key_id(key) and len(_label_of_id) < MAX_LABELLED_KEYS:
+            _label_of_id[redact.key_id(key)] = label
+        return label
+    return _label_of_id.get(label, label)
+
+
+def see_key(header: Callable[[str], str | None], path: str = "") -> None:
+    """Remember the label of a request's raw key before it is redacted (addons/redact.py
+    calls this at ``requestheaders``)."""
+    if _labels:
+        client_label(header, path)
 
 
 # --- the record -------------------------------------------------------------------------
 
 
 def _iso(t: float) -> str:
-    return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _ms(a: float | None, b: float | None) -> int | None:
@@ -149,6 +167,7 @@ def turn_record(
     bytes_out: int | None = None,
     events: int | None = None,
     error: str | None = None,
+    client_tokens: dict[str, int] | None = None,
 ) -> dict[str, Any]:
     """One turn's facts as the JSON object the turn log writes.
 
@@ -156,7 +175,8 @@ def turn_record(
     ``key``: :func:`client_label`; times are ``time.time()`` values; ``ended``: one of
     :data:`ENDINGS`; ``verdict``/``decision``/``resolver``/``repairer``: the flow's
     :class:`wire.verdict.Verdict`, its Decision, the correlator's Resolver and the
-    repairer (each may be None).
+    repairer (each may be None); ``client_tokens``: the usage the client was told
+    (:class:`wire.told.UsageReader`), else the verdict's client-leg output count is used.
     """
     up = upstream_counts(verdict, resolver) if verdict is not None else None
     rec: dict[str, Any] = {
@@ -170,7 +190,10 @@ def turn_record(
         "upstream_model": (up or {}).pop("model", None),
         "status": status,
         "ended": ended,
-        "tokens": {"client": client_counts(verdict) if verdict is not None else None, "upstream": up},
+        "tokens": {
+            "client": client_tokens or (client_counts(verdict) if verdict is not None else None),
+            "upstream": up,
+        },
         "verdict": verdict_record(decision),
         "rules": rules_fired(repairer),
         "bytes": {"in": bytes_in, "out": bytes_out},
@@ -252,6 +275,7 @@ class TurnLog:
                     raise exceptions.OptionsError(f"streamfix_key_labels takes PATTERN=NAME, not {spec!r}")
                 labels.append((pattern.strip(), name.strip()))
             _labels[:] = labels
+            _label_of_id.clear()
         if "streamfix_log" in updated:
             self._close()
             path = ctx.options.streamfix_log

@@ -25,19 +25,28 @@ in place again. See docs/websocket.md.
 Fail open: a repairer error turns the rest of that socket into passthrough (still through
 the outbox while it holds messages): no message is lost or duplicated, the connection
 stays up, one line is logged.
+
+Each turn's receipt reads as an SSE flow's (prefixed ``WebSocket turn N:``) and goes to
+the turn log (``transport: websocket``). With ``streamfix_mode=check`` the messages are
+checked against the contract per turn and never changed.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections import deque
+from dataclasses import replace
 from typing import Any
 
 import orjson
-from mitmproxy import ctx, exceptions, http
+from mitmproxy import contentviews, ctx, exceptions, http
+from mitmproxy.contentviews import Contentview, Metadata
 
-from addons import shared
+from addons import check as checkmode
+from addons import shared, turnlog
 from wire.apis import api_for_path
+from wire.contract import StreamChecker
 from wire.responses import ResponsesRepairer
 from wire.rules import FlowContext
 from wire.sse import SseParser
@@ -48,37 +57,68 @@ logger = logging.getLogger("streamfix")
 
 WEBSOCKET_CHOICES = ("repair", "refuse", "pass")
 TURN_STARTS = frozenset({"response.create", "response.append"})
+WS_NOTES = "streamfix.ws"
+"""flow.metadata key: message index (str) -> what streamfix did to it (keep_bodies only)."""
+TERMINALS = frozenset({"response.completed", "response.incomplete", "response.failed", "error"})
 
 
 class Turn:
-    """One response on the socket: its request facts, repairer and receipt state."""
+    """One response on the socket: its request facts, repairer (or checker) and receipt state."""
 
-    __slots__ = ("key", "n", "orphan", "repair", "reported", "verdict")
+    __slots__ = (
+        "checker",
+        "first_at",
+        "key",
+        "model",
+        "n",
+        "orphan",
+        "repair",
+        "reported",
+        "resolver",
+        "started",
+        "terminal",
+        "verdict",
+    )
 
-    def __init__(self, n: int, key: str, verdict: Verdict, repair: StreamRepair, orphan: bool) -> None:
+    def __init__(
+        self, n: int, key: str, verdict: Verdict, repair: StreamRepair | None, model: str | None, orphan: bool
+    ) -> None:
         self.n = n
         self.key = key
         self.verdict = verdict
         self.repair = repair
+        self.checker: StreamChecker | None = None
+        """Check mode: the contract checker (``repair`` is None)."""
+        self.model = model
         self.orphan = orphan
         """Started by server messages no client request announced."""
         self.reported = False
+        self.resolver = verdict.resolver
+        """The correlator's resolver (the verdict lets go of it once used)."""
+        self.started = time.time()
+        self.first_at: float | None = None
+        self.terminal: str | None = None
+        """Check mode: the terminal event's type, once seen."""
 
     @property
     def finished(self) -> bool:
-        return self.reported or getattr(self.repair.repairer, "finished", False)
+        if self.reported or self.terminal is not None:
+            return True
+        return self.repair is not None and getattr(self.repair.repairer, "finished", False)
 
 
 class Socket:
     """Per-WebSocket state: requests not yet answered, the current turn, the outbox."""
 
-    __slots__ = ("failed", "last_request", "outbox", "pending", "turn", "turns")
+    __slots__ = ("check", "failed", "last_request", "outbox", "pending", "turn", "turns")
 
-    def __init__(self) -> None:
+    def __init__(self, check: bool = False) -> None:
+        self.check = check
+        """``streamfix_mode=check``: each turn is checked against the contract, never changed."""
         self.pending: deque[dict[str, Any]] = deque()
         self.turn: Turn | None = None
         self.turns = 0
-        self.outbox: deque[bytes] = deque()
+        self.outbox: deque[tuple[bytes, Any]] = deque()
         """Outputs waiting for their injected message, in order (ordered mode when non-empty)."""
         self.last_request: dict[str, Any] | None = None
         self.failed = False
@@ -88,11 +128,13 @@ class WebSocketRepair:
     """Repairs Responses events on WebSockets with the client leg's rules.
 
     ``repair`` is the :class:`addons.repair.Repair` instance whose rules, evidence sources
-    and client-leg test apply (its options configure both).
+    and client-leg test apply (its options configure both); ``receipt`` is
+    ``addons.repair.receipt`` (a turn's receipt reads as an SSE flow's).
     """
 
-    def __init__(self, repair) -> None:
+    def __init__(self, repair, receipt=None) -> None:
         self.repair = repair
+        self.receipt = receipt
         self.sockets: dict[str, Socket] = {}
         self.repaired = 0
         self.failed = 0
@@ -102,7 +144,7 @@ class WebSocketRepair:
             "streamfix_websocket",
             str,
             "repair",
-            """Responses over WebSocket (Codex with supports_websockets or OPENAI_BASE_URL):
+            """Responses over WebSocket (Codex with supports_websockets = true):
             'repair' repairs each server message with the SSE rules, one turn per
             response.create; 'refuse' answers the upgrade on a Responses path with HTTP 426,
             so that Codex falls back to HTTPS streaming at once (repaired as SSE); 'pass'
@@ -142,7 +184,7 @@ class WebSocketRepair:
 
     def websocket_start(self, flow: http.HTTPFlow) -> None:
         if ctx.options.streamfix_websocket == "repair" and self._ours(flow):
-            self.sockets[flow.id] = Socket()
+            self.sockets[flow.id] = Socket(check=getattr(ctx.options, "streamfix_mode", "repair") == "check")
 
     def websocket_message(self, flow: http.HTTPFlow) -> None:
         s = self.sockets.get(flow.id)
@@ -156,7 +198,8 @@ class WebSocketRepair:
         if msg.injected:
             # one of ours: it takes the outbox's head (see the module docstring)
             if s.outbox:
-                msg.content = s.outbox.popleft()
+                msg.content, note = s.outbox.popleft()
+                self._note(flow, note)
             return
         if not msg.is_text:
             outputs = [msg.content]  # binary: untouched, but in order
@@ -170,7 +213,7 @@ class WebSocketRepair:
             return
         if s.turn is not None and not s.turn.reported:
             s.turn.repair.close()  # the driver fails open by itself (error kept, never raised)
-            self._report(flow, s, s.turn)
+            self._report(flow, s, s.turn, closed=True)
         if s.outbox:
             logger.warning(
                 f"streamfix: GET {_path(flow)}: the WebSocket closed with {len(s.outbox)} repaired message(s) "
@@ -220,8 +263,19 @@ class WebSocketRepair:
                 verdict.resolver = shared.correlator().resolver(key)
             except Exception:
                 logger.exception("streamfix: correlator bookkeeping failed; upstream evidence off for this turn")
-        rep = ResponsesRepairer(self.repair.rules, fctx, verdict)
-        return Turn(s.turns, key, verdict, StreamRepair(rep), orphan=body is None)
+        if s.check:
+            t = Turn(s.turns, key, verdict, None, fctx.model, orphan=body is None)
+            t.checker = StreamChecker("responses")
+            return t
+        # Two SSE rules have no WebSocket form: ``nonstandard`` keeps a foreign event as an SSE
+        # comment, and a message cannot be a comment (dropping it would lose Codex's own
+        # ``codex.rate_limits``; Codex skips what it does not know); ``eof_terminal`` ends a
+        # stream cut without a terminal with response.failed, but a turn ends that way only
+        # when the socket closes, which Codex reports itself ("closed by server before
+        # response.completed"), and nothing can be sent after the close.
+        rules = replace(self.repair.rules, nonstandard=False, eof_terminal=False)
+        rep = ResponsesRepairer(rules, fctx, verdict)
+        return Turn(s.turns, key, verdict, StreamRepair(rep), fctx.model, orphan=body is None)
 
     def _repair_message(self, flow: http.HTTPFlow, s: Socket, content: bytes) -> list[bytes]:
         """The messages one upstream text message becomes (itself when unchanged)."""
@@ -232,10 +286,15 @@ class WebSocketRepair:
             if t is not None and not t.reported:
                 self._report(flow, s, t)
             t = s.turn = self._start_turn(flow, s)
+        if t.first_at is None:
+            t.first_at = time.time()
         wrapped = b"data: " + content.replace(b"\n", b"\ndata: ") + b"\n\n"
+        if t.repair is None:
+            self._check(flow, s, t, content, wrapped)
+            return [content]
         try:
             out = t.repair.feed(wrapped)
-        except Exception as e:  # StreamRepair fails open itself; this is a last resort
+        except Exception as e:  # noqa: BLE001 - StreamRepair fails open itself; a last resort
             t.repair.error = e
             out = wrapped
         if t.repair.error is not None:
@@ -252,55 +311,202 @@ class WebSocketRepair:
             self._report(flow, s, t)
         return outputs
 
+    def _check(self, flow: http.HTTPFlow, s: Socket, t: Turn, content: bytes, wrapped: bytes) -> None:
+        """Check mode: the message feeds the turn's contract checker; it goes out as it came."""
+        assert t.checker is not None
+        try:
+            t.checker.feed(wrapped)
+            obj = orjson.loads(content)
+        except Exception:  # noqa: BLE001 - not JSON (the checker notes it), or a checker error
+            return
+        typ = obj.get("type") if isinstance(obj, dict) else None
+        if typ in TERMINALS:
+            t.terminal = typ
+            t.checker.close()
+            self._report(flow, s, t)
+
     def _route(self, flow: http.HTTPFlow, s: Socket, msg, outputs: list[bytes]) -> None:
         """Send ``outputs`` in place of ``msg``, in order (see the module docstring)."""
+        original = msg.content
+        # what mitmweb's "streamfix message" view says of each message (keep_bodies only)
+        notes = [_output_note(o, original) for o in outputs] if self._keep(flow) else [None] * len(outputs)
         if not s.outbox:
             if not outputs:
                 msg.drop()
+                self._note(flow, "dropped")
                 return
-            if outputs[0] != msg.content:
+            if outputs[0] != original:
                 msg.content = outputs[0]
-            rest = outputs[1:]
+            self._note(flow, notes[0])
+            rest = list(zip(outputs[1:], notes[1:]))
         else:
             msg.drop()
-            rest = outputs
-        for o in rest:
-            s.outbox.append(o)
-            self._inject(flow, o)
+            self._note(flow, "held" if outputs else "dropped")
+            rest = list(zip(outputs, notes))
+        for o, note in rest:  # a binary message (passed as it came) is injected as binary
+            s.outbox.append((o, note))
+            self._inject(flow, o, msg.is_text)
 
-    def _inject(self, flow: http.HTTPFlow, data: bytes) -> None:
-        ctx.master.commands.call("inject.websocket", flow, True, data, True)
+    def _keep(self, flow: http.HTTPFlow) -> bool:
+        return bool(getattr(ctx.options, "streamfix_keep_bodies", False))
 
-    def _report(self, flow: http.HTTPFlow, s: Socket, t: Turn) -> None:
-        """The turn's receipt: log lines and a flow comment line, as for an SSE flow."""
+    def _note(self, flow: http.HTTPFlow, note: Any) -> None:
+        """Remember what streamfix did to the message just handled (for the view)."""
+        if note is None or flow.websocket is None or not self._keep(flow):
+            return
+        flow.metadata.setdefault(WS_NOTES, {})[str(len(flow.websocket.messages) - 1)] = note
+
+    def _inject(self, flow: http.HTTPFlow, data: bytes, is_text: bool = True) -> None:
+        ctx.master.commands.call("inject.websocket", flow, True, data, is_text)
+
+    def _report(self, flow: http.HTTPFlow, s: Socket, t: Turn, closed: bool = False) -> None:
+        """The turn's receipt (log lines and flow comment lines, as for an SSE flow) and
+        its turn log record. ``closed``: the socket ended before the turn did."""
         t.reported = True
         shared.correlator().forget_client(t.key)
-        rep = t.repair.repairer
         where = f"GET {_path(flow)} (WebSocket turn {t.n})"
+        if t.checker is not None:
+            checkmode.report(flow, "responses", t.checker)
+            self._turn_log(flow, t, closed)
+            return
+        assert t.repair is not None
+        rep = t.repair.repairer
         for n in rep.notes:
             logger.info(f"streamfix: {where}: {n}")
         if t.repair.error is not None:
             self.failed += 1
             err = t.repair.error
             line = (
-                f"streamfix [responses, WebSocket turn {t.n}] repairer failed ({type(err).__name__}: {err}); "
+                f"WebSocket turn {t.n}: repairer failed ({type(err).__name__}: {err}); "
                 f"rest of the WebSocket passed through unchanged"
             )
             logger.error(f"streamfix: {where}: {line}")
-            _comment(flow, line)
+            _comment(flow, f"streamfix: {line}")
+        elif rep.changed:
+            self.repaired += 1
+            flow.marked = ":wrench:"
+            d = getattr(rep, "decision", None)
+            if self.receipt is not None:
+                head, why = self.receipt("responses", rep, d, self.repair.rules.truncation)
+            else:
+                head, why = f"fixed {rep.changed} events (responses)", ""
+            lines = [f"WebSocket turn {t.n}: {head}"] + ([f"why: {why}"] if why else [])
+            text = "; ".join(lines)
+            (logger.warning if why else logger.info)(f"streamfix: GET {_path(flow)}: {text}")
+            for line in lines:
+                _comment(flow, line)
+        self._turn_log(flow, t, closed)
+
+    def _turn_log(self, flow: http.HTTPFlow, t: Turn, closed: bool) -> None:
+        """Hand the finished turn to the turn log (addons/turnlog.py), if one listens."""
+        if not shared.has_turn_sinks():
             return
-        if not rep.changed:
-            return
-        self.repaired += 1
-        flow.marked = ":wrench:"
-        line = f"streamfix [responses, WebSocket turn {t.n}] {rep.changed} events repaired"
-        d = getattr(rep, "decision", None)
-        if d is not None and d.truncated and not d.native and self.repair.rules.truncation != "off":
-            line += f"; {d.receipt()}"
-            logger.warning(f"streamfix: {where}: {d.receipt()}")
+        try:
+            rep = t.repair.repairer if t.repair is not None else None
+            decision = getattr(rep, "decision", None)
+            error = None
+            if t.repair is not None and t.repair.error is not None:
+                ended, error = "failed_open", f"{type(t.repair.error).__name__}: {t.repair.error}"
+            elif closed and not t.finished:
+                by_client = flow.websocket is not None and flow.websocket.closed_by_client
+                ended = "client_abort" if by_client else "upstream_error"
+                error = "the WebSocket closed before the turn's terminal event"
+            elif (rep is not None and decision is None) or t.terminal in ("response.failed", "error"):
+                ended = "upstream_error"  # a failure terminal: no success decision was made
+            elif decision is not None and decision.truncated:
+                ended = "truncated"
+            else:
+                ended = "complete"
+            path = _path(flow)
+            shared.turn_finished(
+                turnlog.turn_record(
+                    flow_id=flow.id,
+                    api="responses",
+                    transport="websocket",
+                    path=path,
+                    key=turnlog.client_label(flow.request.headers.get, path),
+                    model=t.model,
+                    started=t.started,
+                    ended_at=time.time(),
+                    ended=ended,
+                    first_byte_at=t.first_at,
+                    status=flow.response.status_code if flow.response is not None else None,
+                    verdict=t.verdict,
+                    decision=decision,
+                    resolver=t.resolver,
+                    repairer=rep,
+                    bytes_in=t.repair.bytes_in if t.repair is not None else None,
+                    bytes_out=t.repair.bytes_out if t.repair is not None else None,
+                    events=t.repair.events if t.repair is not None else None,
+                    error=error,
+                )
+            )
+        except Exception:
+            logger.exception(f"streamfix: GET {_path(flow)}: building the WebSocket turn record failed")
+
+
+def _output_note(out: bytes, original: bytes) -> Any:
+    """An output's note: unchanged (None), inserted, or changed (with the original)."""
+    if out == original:
+        return None
+    return {"changed": original} if _same_event(out, original) else "inserted"
+
+
+def _same_event(a: bytes, b: bytes) -> bool:
+    """Is ``a`` a rewrite of ``b`` (same event type) rather than an inserted event?"""
+    try:
+        ta, tb = orjson.loads(a).get("type"), orjson.loads(b).get("type")
+    except (orjson.JSONDecodeError, AttributeError):
+        return False
+    return ta == tb or {ta, tb} == {"response.completed", "response.incomplete"}
+
+
+class StreamfixMessage(Contentview):
+    """mitmweb: a WebSocket message with what streamfix did to it (``streamfix_keep_bodies``):
+    changed (each changed JSON field, then the message), inserted, dropped, or held (dropped
+    here and sent, in order, as the injected messages that follow)."""
+
+    name = "streamfix message"
+    syntax_highlight = "yaml"
+
+    def prettify(self, data: bytes, metadata: Metadata) -> str:
+        note = _message_note(metadata)
+        if note is None:
+            return data.decode("utf-8", "replace") + "\n"
+        if isinstance(note, dict):
+            from addons.sseview import field_changes
+
+            old = note.get("changed", b"")
+            try:
+                lines = list(field_changes(orjson.loads(old), orjson.loads(data)))
+            except orjson.JSONDecodeError:
+                lines = [f"- {old!r}"]
+            head = "# changed by streamfix:\n" + "".join(f"#   {line}\n" for line in lines)
         else:
-            logger.info(f"streamfix: {where}: {line}")
-        _comment(flow, line)
+            head = {
+                "inserted": "# inserted by streamfix\n",
+                "dropped": "# dropped by streamfix: not sent to the client\n",
+                "held": "# held by streamfix: sent, in order, as injected messages after this one\n",
+            }.get(note, f"# {note}\n")
+        return head + data.decode("utf-8", "replace") + "\n"
+
+    def render_priority(self, data: bytes, metadata: Metadata) -> float:
+        return 3 if _message_note(metadata) is not None else -1
+
+
+def _message_note(metadata: Metadata) -> Any:
+    msg, flow = metadata.websocket_message, metadata.flow
+    ws = getattr(flow, "websocket", None)
+    notes = flow.metadata.get(WS_NOTES) if flow is not None else None
+    if msg is None or ws is None or not notes:
+        return None
+    for i, m in enumerate(ws.messages):
+        if m is msg:
+            return notes.get(str(i))
+    return None
+
+
+contentviews.add(StreamfixMessage)
 
 
 def _path(flow: http.HTTPFlow) -> str:

@@ -643,7 +643,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="3 runs each, for a smoke run")
     ap.add_argument("--in-process-only", action="store_true", help="skip the mitmdump measurement")
     ap.add_argument("--no-paced", action="store_true", help="skip the paced mitmdump run (the slowest part)")
-    a = ap.parse_args(argv)
+    ap.add_argument(
+        "--capacity",
+        action="store_true",
+        help="latency, capacity and RSS under many concurrent streams instead (python -m streamfix.capacity)",
+    )
+    a, rest = ap.parse_known_args(argv)
+    if a.capacity:
+        from . import capacity
+
+        return capacity.main(rest + (["--quick"] if a.quick else []))
+    if rest:
+        ap.error(f"unrecognized arguments: {' '.join(rest)}")
     rin = a.repeats or (3 if a.quick else 9)
     rmitm = a.repeats or (3 if a.quick else 5)
     t0 = time.monotonic()

@@ -16,7 +16,11 @@ frames into the client's format the way unfixed CPA does (reference: cpa-wire.md
   have no ``status``; chat ``tool_calls[].index`` is the interactions step index;
 * ``max_output_tokens`` on ``/v1/responses`` (and ``max_tokens`` on ``/v1/messages``) is
   dropped: Devin gets the default 128000. Chat maps ``max_tokens``/``max_completion_tokens``;
-* usage comes from Devin's field 7 (input = prompt + cache read).
+* usage comes from Devin's field 7 (input = prompt + cache read), or, when field 7 is
+  missing or zero, from the "Token Usage" display group (field 28), as CPA does. A
+  ``[cpa_usage:MODE]`` marker in the client's last user text drops it on the client leg,
+  as CPA builds do when Devin's usage frame is late or never copied: ``zero`` writes the
+  zeros unfixed CPA writes then (no ``total_tokens``), ``omit`` writes no usage at all.
 
 JSON is written like Go's ``encoding/json`` (compact, ``<``, ``>``, ``&`` escaped). Text
 and argument deltas are passed on verbatim, as CPA does, so the sidecar can match the two
@@ -28,6 +32,7 @@ error payloads are approximations; nothing here repairs anything.
 from __future__ import annotations
 
 import argparse
+import re
 import ssl
 import sys
 import time
@@ -45,6 +50,7 @@ from wire.devin import CHAT_PATH
 from .aioserve import serve_forever, start_app
 
 DEFAULT_MAX_TOKENS = 128000
+_USAGE_MARK = re.compile(r"\[cpa_usage:(zero|omit)\]")
 
 
 def go_json(obj: Any) -> bytes:
@@ -174,7 +180,9 @@ class Executor:
     StopReason ignored, function-call steps closed only at the end of the stream, text
     after a call held back until the calls are closed."""
 
-    def __init__(self, model: str) -> None:
+    def __init__(self, model: str, usage_mode: str = "") -> None:
+        self.usage_mode = usage_mode  # "" (copy Devin's), "zero" or "omit" (the drop knob)
+        self.usage28: tuple[int, int, int] | None = None  # "Token Usage": input, output, cached
         self.id = "interaction_" + str(uuid.uuid4())[:12]
         self.model = model
         self.next_index = 0
@@ -231,7 +239,29 @@ class Executor:
                            "delta": {"type": "arguments_delta", "arguments": a}})  # fmt: skip
         if m.HasField("usage"):
             self.usage = m.usage
+        for g in m.dimension_groups:
+            if g.title == b"Token Usage" and self.usage28 is None:
+                vals = {mt.key: int(mt.value.value) for mt in g.metrics}
+                self.usage28 = (vals.get(b"input_tokens", 0), vals.get(b"output_tokens", 0),
+                                vals.get(b"cached_input_tokens", 0))  # fmt: skip
         return ev
+
+    def _usage(self) -> dict[str, int] | None:
+        """CPA's usage: field 7; field 28 when 7 is missing or zero; zeros without either."""
+        if self.usage_mode == "omit":
+            return None
+        usage: dict[str, int] = {"total_input_tokens": 0, "total_output_tokens": 0, "total_cached_tokens": 0}
+        if self.usage_mode == "zero":
+            return usage
+        u = self.usage
+        if u is not None and (u.prompt_tokens or u.output_tokens or u.cache_read_tokens):
+            inp, out, cached = u.prompt_tokens + u.cache_read_tokens, u.output_tokens, u.cache_read_tokens
+        elif self.usage28 is not None:
+            inp, out, cached = self.usage28
+        else:
+            return usage
+        return {"total_input_tokens": inp, "total_output_tokens": out, "total_cached_tokens": cached,
+                "total_tokens": inp + out}  # fmt: skip
 
     def completed(self) -> list[dict]:
         ev = self._stop_open()
@@ -242,14 +272,11 @@ class Executor:
             ev.append({"event_type": "step.delta", "index": self.open[1],
                        "delta": {"type": "text", "text": "".join(self.held_text)}})  # fmt: skip
             ev += self._stop_open()
-        u = self.usage
-        usage: dict[str, int] = {"total_input_tokens": 0, "total_output_tokens": 0, "total_cached_tokens": 0}
-        if u is not None:
-            inp = u.prompt_tokens + u.cache_read_tokens
-            usage = {"total_input_tokens": inp, "total_output_tokens": u.output_tokens,
-                     "total_cached_tokens": u.cache_read_tokens, "total_tokens": inp + u.output_tokens}  # fmt: skip
-        ev.append({"event_type": "interaction.completed",
-                   "interaction": {"id": self.id, "model": self.model, "status": "completed", "usage": usage}})  # fmt: skip
+        interaction: dict[str, Any] = {"id": self.id, "model": self.model, "status": "completed"}
+        usage = self._usage()
+        if usage is not None:
+            interaction["usage"] = usage
+        ev.append({"event_type": "interaction.completed", "interaction": interaction})
         return ev
 
 
@@ -339,15 +366,18 @@ class ResponsesOut:
                     "response.output_item.done", {"output_index": i, "item": item})  # fmt: skip
             return b""
         if et == "interaction.completed":
-            u = e["interaction"]["usage"]
-            usage: dict[str, Any] = {"input_tokens": u["total_input_tokens"], "output_tokens": u["total_output_tokens"]}
-            if "total_tokens" in u:
-                usage["total_tokens"] = u["total_tokens"]
-            usage["input_tokens_details"] = {"cached_tokens": u["total_cached_tokens"]}
-            out = [self.items[i] for i in sorted(self.items)]
+            u = e["interaction"].get("usage")
+            resp = {"id": self.id, "object": "response", "status": "completed", "model": self.model,
+                    "output": [self.items[i] for i in sorted(self.items)]}  # fmt: skip
+            if u is not None:
+                usage: dict[str, Any] = {"input_tokens": u["total_input_tokens"],
+                                         "output_tokens": u["total_output_tokens"]}  # fmt: skip
+                if "total_tokens" in u:
+                    usage["total_tokens"] = u["total_tokens"]
+                usage["input_tokens_details"] = {"cached_tokens": u["total_cached_tokens"]}
+                resp["usage"] = usage
             # the framer writes nothing after the terminal; the swallowed [DONE] leaves "\n"
-            return self._ev("response.completed", {"response": {"id": self.id, "object": "response",
-                            "status": "completed", "model": self.model, "output": out, "usage": usage}}) + b"\n"  # fmt: skip
+            return self._ev("response.completed", {"response": resp}) + b"\n"
         return b""
 
     def error(self, code: str, message: str) -> bytes:
@@ -356,18 +386,19 @@ class ResponsesOut:
     def body(self, events: list[dict]) -> dict:
         for e in events:
             self.event(e)
-        last = events[-1]["interaction"]["usage"]
+        last = events[-1]["interaction"].get("usage")
         out = []
         for i in sorted(self.items):
             it = self.items[i]
             if it["type"] == "function_call":
                 it = {"type": "function_call", "call_id": it["call_id"], "name": it["name"], "arguments": it["arguments"]}
             out.append(it)
-        usage = {"input_tokens": last["total_input_tokens"], "output_tokens": last["total_output_tokens"],
-                 "total_tokens": last.get("total_tokens", 0),
-                 "input_tokens_details": {"cached_tokens": last["total_cached_tokens"]}}  # fmt: skip
-        return {"id": self.id, "object": "response", "status": "completed", "model": self.model, "output": out,
-                "usage": usage}  # fmt: skip
+        body = {"id": self.id, "object": "response", "status": "completed", "model": self.model, "output": out}
+        if last is not None:
+            body["usage"] = {"input_tokens": last["total_input_tokens"], "output_tokens": last["total_output_tokens"],
+                             "total_tokens": last.get("total_tokens", 0),
+                             "input_tokens_details": {"cached_tokens": last["total_cached_tokens"]}}  # fmt: skip
+        return body
 
 
 class ChatOut:
@@ -403,11 +434,13 @@ class ChatOut:
                 return self._chunk({"tool_calls": [{"index": e["index"], "function": {"arguments": d["arguments"]}}]})
             return b""
         if et == "interaction.completed":
-            u = e["interaction"]["usage"]
-            usage: dict[str, Any] = {"prompt_tokens": u["total_input_tokens"], "completion_tokens": u["total_output_tokens"]}
-            if "total_tokens" in u:
-                usage["total_tokens"] = u["total_tokens"]
-            usage["prompt_tokens_details"] = {"cached_tokens": u["total_cached_tokens"]}
+            u = e["interaction"].get("usage")
+            usage: dict[str, Any] | None = None
+            if u is not None:
+                usage = {"prompt_tokens": u["total_input_tokens"], "completion_tokens": u["total_output_tokens"]}
+                if "total_tokens" in u:
+                    usage["total_tokens"] = u["total_tokens"]
+                usage["prompt_tokens_details"] = {"cached_tokens": u["total_cached_tokens"]}
             finish = "tool_calls" if self.any_call else "stop"
             return self._chunk({}, finish, usage) + b"data: [DONE]\n\n"
         return b""
@@ -419,7 +452,7 @@ class ChatOut:
         content: list[str] = []
         reasoning: list[str] = []
         calls: dict[int, dict] = {}
-        usage: dict = {}
+        usage: dict | None = None
         for e in events:
             et = e["event_type"]
             if et == "interaction.created":
@@ -436,7 +469,7 @@ class ChatOut:
                     reasoning.append(d["text"])
                 elif d["type"] == "arguments_delta":
                     calls[e["index"]]["function"]["arguments"] += d["arguments"]
-            elif et == "interaction.completed":
+            elif et == "interaction.completed" and "usage" in e["interaction"]:
                 u = e["interaction"]["usage"]
                 usage = {"prompt_tokens": u["total_input_tokens"], "completion_tokens": u["total_output_tokens"],
                          "total_tokens": u.get("total_tokens", 0),
@@ -446,9 +479,11 @@ class ChatOut:
             msg["reasoning_content"] = "".join(reasoning)
         if calls:
             msg["tool_calls"] = [calls[i] for i in sorted(calls)]
-        return {"id": self.id, "object": "chat.completion", "created": self.created, "model": self.model,
-                "choices": [{"index": 0, "message": msg, "finish_reason": "tool_calls" if calls else "stop"}],
-                "usage": usage}  # fmt: skip
+        body = {"id": self.id, "object": "chat.completion", "created": self.created, "model": self.model,
+                "choices": [{"index": 0, "message": msg, "finish_reason": "tool_calls" if calls else "stop"}]}  # fmt: skip
+        if usage is not None:
+            body["usage"] = usage
+        return body
 
 
 class MessagesOut:
@@ -499,10 +534,12 @@ class MessagesOut:
             b = self.blocks.get(e["index"])
             return self._ev("content_block_stop", {"index": b}) if b is not None else b""
         if et == "interaction.completed":
-            u = e["interaction"]["usage"]
-            return self._ev("message_delta", {"delta": {"stop_reason": "tool_use" if self.any_call else "end_turn",
-                            "stop_sequence": None}, "usage": {"input_tokens": u["total_input_tokens"],
-                            "output_tokens": u["total_output_tokens"]}}) + self._ev("message_stop", {})  # fmt: skip
+            u = e["interaction"].get("usage")
+            delta: dict[str, Any] = {"delta": {"stop_reason": "tool_use" if self.any_call else "end_turn",
+                                               "stop_sequence": None}}  # fmt: skip
+            if u is not None:
+                delta["usage"] = {"input_tokens": u["total_input_tokens"], "output_tokens": u["total_output_tokens"]}
+            return self._ev("message_delta", delta) + self._ev("message_stop", {})
         return b""
 
     def error(self, code: str, message: str) -> bytes:
@@ -538,7 +575,7 @@ class MessagesOut:
                     blk["text"] += d["text"]
                 elif d["type"] == "arguments_delta":
                     blk["_args"] += d["arguments"]
-            elif et == "interaction.completed":
+            elif et == "interaction.completed" and "usage" in e["interaction"]:
                 u = e["interaction"]["usage"]
                 usage = {"input_tokens": u["total_input_tokens"], "output_tokens": u["total_output_tokens"]}
         for blk in content:
@@ -547,8 +584,11 @@ class MessagesOut:
                     blk["input"] = orjson.loads(blk.pop("_args") or "{}")
                 except orjson.JSONDecodeError:
                     blk["input"] = {}
-        return {"id": self.id, "type": "message", "role": "assistant", "model": self.model, "content": content,
-                "stop_reason": "tool_use" if self.any_call else "end_turn", "stop_sequence": None, "usage": usage}  # fmt: skip
+        body = {"id": self.id, "type": "message", "role": "assistant", "model": self.model, "content": content,
+                "stop_reason": "tool_use" if self.any_call else "end_turn", "stop_sequence": None}  # fmt: skip
+        if usage:
+            body["usage"] = usage
+        return body
 
 
 TRANSLATORS = {"responses": ResponsesOut, "chat": ChatOut, "messages": MessagesOut}
@@ -591,7 +631,9 @@ class Standin:
     async def devin_events(self, api: str, body: dict, n: int = 0):
         """Yield interactions events for one client request, raising UpstreamError."""
         req = build_request(api, body)
-        ex = Executor(str(body.get("model", "devin/swe-2")))
+        users = [p.prompt for p in req.prompts if p.source == pb.CHAT_MESSAGE_SOURCE_USER]
+        knob = _USAGE_MARK.search(users[-1]) if users else None
+        ex = Executor(str(body.get("model", "devin/swe-2")), knob.group(1) if knob else "")
         assert self.session is not None
         headers = {"content-type": "application/connect+proto", "connect-protocol-version": "1", "accept": "*/*",
                    "authorization": "Basic standin-token-standin-token",

@@ -25,12 +25,21 @@ the **last user prompt** (so a test selects it through any client API):
     conversations differ only near their end.
 ``[delay:MS]``
     Pause between envelopes (default ``--delay-ms``).
+``[usage:MODE]``
+    Where the usage goes: ``field7`` (default: the usage message, model ``swe-fake``),
+    ``field28`` (no field 7, only the "Token Usage" display group), ``zero7`` (a field 7
+    with zero counts but the model, then the group: CPA falls back to the group),
+    ``none`` (no usage at all).
+``[prompt_tokens:N]``
+    The uncached prompt tokens to report (default: the prompts' length / 4 + 10); the
+    cache read is always half of it.
 
 The request's max tokens (field 8.2) are honoured: one token is 4 characters of text or
 arguments; when the script would exceed the cap, the output is cut at the cap and the
 stream ends with StopReason 3 MAX_TOKENS (usage output = cap). ``GET /_requests`` lists
 what each request asked for (max tokens, scenario, conversation, model), newest last,
-so tests can check the sidecar's request patch.
+and the usage it sent (``input_tokens`` = prompt + cache read, ``output_tokens``,
+``cached_tokens``, ``model``), so tests can check the sidecar's request patch and usage fill.
 
 Listens on 127.0.0.1 (plain HTTP, or HTTPS with ``--tls-cert``/``--tls-key``).
 """
@@ -55,7 +64,9 @@ from wire.devin import CHAT_PATH, read_request
 from .aioserve import serve_forever, start_app
 
 CHARS_PER_TOKEN = 4
-_MARK = re.compile(r"\[(scenario|conv|delay):([^\]\s]+)\]")
+_MARK = re.compile(r"\[(scenario|conv|delay|usage|prompt_tokens):([^\]\s]+)\]")
+USAGE_MODES = ("field7", "field28", "zero7", "none")
+MODEL = "swe-fake"
 SCENARIOS = ("stop", "tool", "max_tokens", "max_tokens_text", "content_filter", "gzip", "error", "truncated", "long")
 
 
@@ -139,7 +150,27 @@ def apply_cap(s: Script, cap: int) -> tuple[Script, int]:
     return s, -(-used // CHARS_PER_TOKEN)
 
 
-def frames_for(s: Script, output_tokens: int, prompt_tokens: int) -> list[bytes]:
+def usage_frames(mode: str, prompt_tokens: int, output_tokens: int) -> list[pb.GetChatMessageResponse]:
+    """The usage as ``[usage:MODE]`` puts it (see the module docstring)."""
+    R = pb.GetChatMessageResponse
+    cache = prompt_tokens // 2
+    DM, DV = pb.DimensionMetric, pb.DimensionValue
+    group = pb.DimensionGroup(title=b"Token Usage", metrics=[
+        DM(key=b"input_tokens", value=DV(value=prompt_tokens + cache)),
+        DM(key=b"output_tokens", value=DV(value=output_tokens)),
+        DM(key=b"cached_input_tokens", value=DV(value=cache))])  # fmt: skip
+    display = R(dimension_groups=[pb.DimensionGroup(title=b"Latency"), group])
+    if mode == "field28":
+        return [display]
+    if mode == "zero7":
+        return [R(usage=pb.ModelUsage(model=MODEL.encode())), display]
+    if mode == "none":
+        return []
+    return [R(usage=pb.ModelUsage(prompt_tokens=prompt_tokens, output_tokens=output_tokens, cache_read_tokens=cache,
+                                  model=MODEL.encode()))]  # fmt: skip
+
+
+def frames_for(s: Script, output_tokens: int, prompt_tokens: int, usage: str = "field7") -> list[bytes]:
     """The response body as a list of envelopes (the trailer last, unless truncated)."""
     R = pb.GetChatMessageResponse
 
@@ -158,8 +189,7 @@ def frames_for(s: Script, output_tokens: int, prompt_tokens: int) -> list[bytes]
     if s.truncate:
         return out
     out.append(env(R(stop_reason=s.stop_reason, delta_tokens=output_tokens)))
-    out.append(env(R(usage=pb.ModelUsage(prompt_tokens=prompt_tokens, output_tokens=output_tokens,
-                                         cache_read_tokens=prompt_tokens // 2, model=b"swe-fake"))))  # fmt: skip
+    out += [env(m) for m in usage_frames(usage, prompt_tokens, output_tokens)]
     code, msg = s.trailer_error or (None, None)
     out.append(encode_end_stream(code, msg, compress=s.gzip))
     return out
@@ -206,17 +236,24 @@ class FakeDevin:
         scenario = marks.get("scenario", "stop")
         conv = marks.get("conv", "conv")
         delay = float(marks.get("delay", self.delay_ms)) / 1000
-        self.requests.append({"max_tokens": info.max_tokens, "scenario": scenario, "conv": conv,
-                              "model": info.model, "prompts": len(info.prompts),
-                              "authorization": bool(request.headers.get("authorization"))})  # fmt: skip
-        if scenario not in SCENARIOS:
-            return web.Response(status=400, text=f"unknown scenario {scenario}")
+        usage = marks.get("usage", "field7")
+        seen = {"max_tokens": info.max_tokens, "scenario": scenario, "conv": conv, "model": info.model,
+                "prompts": len(info.prompts), "authorization": bool(request.headers.get("authorization"))}  # fmt: skip
+        self.requests.append(seen)
+        if scenario not in SCENARIOS or usage not in USAGE_MODES:
+            return web.Response(status=400, text=f"unknown scenario {scenario} or usage {usage}")
         self.log(n, f"scenario {scenario}, conv {conv}, max_tokens {info.max_tokens}")
         s, out_tokens = apply_cap(script_for(scenario, conv), info.max_tokens or 0)
         prompt_tokens = sum(len(t) for _, t in info.prompts) // CHARS_PER_TOKEN + 10
+        if marks.get("prompt_tokens", "").isdigit():
+            prompt_tokens = int(marks["prompt_tokens"])
+        if usage != "none" and not s.truncate:
+            cache = prompt_tokens // 2
+            seen["usage"] = {"input_tokens": prompt_tokens + cache, "output_tokens": out_tokens,
+                             "cached_tokens": cache, "model": MODEL, "source": usage}  # fmt: skip
         resp = web.StreamResponse(status=200, headers={"content-type": "application/connect+proto"})
         await resp.prepare(request)
-        for i, env in enumerate(frames_for(s, out_tokens, prompt_tokens)):
+        for i, env in enumerate(frames_for(s, out_tokens, prompt_tokens, usage)):
             if i and delay:
                 await asyncio.sleep(delay)
             await resp.write(env)

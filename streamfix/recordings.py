@@ -86,9 +86,19 @@ def all_recordings(root: Path = ROOT) -> list[Recording]:
     return [load(p.name, root) for p in sorted(root.iterdir()) if (p / "recording.json").exists()]
 
 
+CLIENT_MODE = "reverse:http://127.0.0.1:8317@127.0.0.1:8318"
+"""The listener a recording's flow says it came through: the sidecar's client leg."""
+
+
 def to_flow(rec: Recording, out: Path) -> None:
-    """Write the recording as a mitmproxy ``.flow`` file (for ``mitmdump -nr``)."""
+    """Write the recording as a mitmproxy ``.flow`` file (for ``mitmdump -nr``, mitmweb).
+
+    The flow is a client-leg flow as the sidecar sees one (it came through a reverse
+    listener), so the repair addon takes it for the client leg even when the process
+    also has a regular listener (the upstream leg's).
+    """
     from mitmproxy import http, io
+    from mitmproxy.proxy.mode_specs import ProxyMode
     from mitmproxy.test import tflow
 
     r = rec.request
@@ -98,6 +108,7 @@ def to_flow(rec: Recording, out: Path) -> None:
         req.timestamp_start = float(rec.meta["started_at"])
     resp = http.Response.make(rec.status, rec.body, rec.headers)
     f = tflow.tflow(req=req, resp=resp)
+    f.client_conn.proxy_mode = ProxyMode.parse(CLIENT_MODE)
     f.comment = f"streamfix recording {rec.name}"
     with out.open("wb") as fp:
         io.FlowWriter(fp).add(f)

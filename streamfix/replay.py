@@ -158,6 +158,8 @@ class Replay:
         ):
             return await self.websocket(request)
         raw = await request.read()
+        if "x-streamfix-run" in request.headers:  # a client test proves which transport ran
+            print(f"http request on {request.path} run={request.headers['x-streamfix-run']}", flush=True)
         try:
             body = json.loads(raw) if raw else None
         except ValueError:
@@ -219,6 +221,7 @@ class Replay:
         fragment = int(h.get("x-streamfix-ws-fragment", "0"))
         coalesce = h.get("x-streamfix-ws-coalesce") == "1"
         close_after = int(h.get("x-streamfix-ws-close-after", "0"))
+        run = f" run={h['x-streamfix-run']}" if "x-streamfix-run" in h else ""
         last: dict = {}
         turn = 0
         async for msg in ws:
@@ -237,7 +240,7 @@ class Replay:
             last = body
             turn += 1
             if body.get("generate") is False:
-                print(f"websocket turn {turn} on {request.path}: prewarm", flush=True)
+                print(f"websocket turn {turn} on {request.path}: prewarm{run}", flush=True)
                 for m in _prewarm(body):
                     await ws.send_str(m)
                 continue
@@ -252,7 +255,8 @@ class Replay:
                 continue
             messages = ws_messages(rec.body)
             print(
-                f"websocket turn {turn} on {request.path}: recording {rec.name} ({len(messages)} messages)", flush=True
+                f"websocket turn {turn} on {request.path}: recording {rec.name} ({len(messages)} messages){run}",
+                flush=True,
             )
             delay = float(delay_hdr if delay_hdr is not None else rec.delay * 1000) / 1000
             if close_after:

@@ -9,6 +9,8 @@ own id and is safe to call twice.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import functools
 import os
 import re
@@ -17,7 +19,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -210,6 +212,52 @@ def start_mitmdump(
         proc.stop()
         raise
     return proc, int(m.group(1))
+
+
+@dataclasses.dataclass
+class ProxyStack:
+    """A copy of the recordings, the replay upstream serving it, mitmdump in front."""
+
+    root: Path
+    replay: Proc
+    upstream: str
+    mitm: Proc
+    proxy: str
+
+    def rec(self, name: str) -> Recording:
+        from streamfix.recordings import load
+
+        return load(name, self.root)
+
+
+@contextlib.contextmanager
+def replay_and_proxy(
+    root: Path, confdir: Path, *args: str, addons: Sequence[Path] = (REPAIR_ADDON,)
+) -> Iterator[tuple[Proc, str, Proc, str]]:
+    """The replay upstream of ``root`` and a mitmdump in front of it: (replay, its base
+    URL, mitmdump, the proxy's base URL); both stopped at the end."""
+    replay, upstream = start_replay(root)
+    try:
+        mitm, port = start_mitmdump(upstream, confdir, *args, addons=addons)
+    except BaseException:
+        replay.stop()
+        raise
+    try:
+        yield replay, upstream, mitm, f"http://127.0.0.1:{port}"
+    finally:
+        mitm.stop()
+        replay.stop()
+
+
+def no_crash_during(request: pytest.FixtureRequest, mitm: Proc, replay: Proc) -> Iterator[None]:
+    """For an autouse fixture (``yield from``): mitmproxy logs "has crashed" when a hook or
+    stream callable raises, which must never happen during the test; a failing test's
+    report shows what mitmdump and the replay upstream printed meanwhile."""
+    show_logs_on_failure(request, {"mitmdump": mitm, "replay upstream": replay})
+    start = len(mitm.lines)
+    yield
+    new = "\n".join(mitm.lines[start:])
+    assert "has crashed" not in new and "Traceback" not in new, new
 
 
 def run_mitmdump(

@@ -16,7 +16,6 @@ import gzip
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
@@ -25,20 +24,20 @@ from mitmproxy import io
 from support import (
     REPAIR_ADDON,
     ROOT,
-    Proc,
+    ProxyStack,
     Received,
     assert_same,
     fetch,
     live_expected,
+    no_crash_during,
+    replay_and_proxy,
     run_mitmdump,
-    show_logs_on_failure,
     start_mitmdump,
-    start_replay,
 )
 
 from streamfix import bench
 from streamfix.recordings import ROOT as RECORDINGS
-from streamfix.recordings import Recording, all_recordings, load, to_flow
+from streamfix.recordings import Recording, all_recordings, to_flow
 from streamfix.replay import sse_pieces
 
 pytestmark = pytest.mark.e2e
@@ -104,17 +103,7 @@ def _synthetic(root: Path) -> None:
     )
 
 
-@dataclass
-class Stack:
-    root: Path
-    replay: Proc
-    upstream: str
-    mitm: Proc
-    proxy: str
-
-    def rec(self, name: str) -> Recording:
-        return load(name, self.root)
-
+class Stack(ProxyStack):
     def send(
         self,
         rec: Recording,
@@ -152,17 +141,13 @@ def stack(tmp_path_factory: pytest.TempPathFactory):
     root = tmp / "recordings"
     shutil.copytree(RECORDINGS, root)  # a snapshot: recordings may land while we run
     _synthetic(root)
-    replay, upstream = start_replay(root)
-    try:
-        mitm, port = start_mitmdump(upstream, tmp / "confdir", addons=(REPAIR_ADDON, INJECT_ADDON))
-    except BaseException:
-        replay.stop()
-        raise
-    try:
-        yield Stack(root, replay, upstream, mitm, f"http://127.0.0.1:{port}")
-    finally:
-        mitm.stop()
-        replay.stop()
+    with replay_and_proxy(root, tmp / "confdir", addons=(REPAIR_ADDON, INJECT_ADDON)) as (
+        replay,
+        upstream,
+        mitm,
+        proxy,
+    ):
+        yield Stack(root, replay, upstream, mitm, proxy)
 
 
 @pytest.fixture(autouse=True)
@@ -173,11 +158,7 @@ def no_crash(request: pytest.FixtureRequest):
         yield
         return
     st: Stack = request.getfixturevalue("stack")
-    show_logs_on_failure(request, {"mitmdump": st.mitm, "replay upstream": st.replay})
-    start = len(st.mitm.lines)
-    yield
-    new = "\n".join(st.mitm.lines[start:])
-    assert "has crashed" not in new and "Traceback" not in new, new
+    yield from no_crash_during(request, st.mitm, st.replay)
 
 
 # --- the replay upstream does what the tests below rely on --------------------------

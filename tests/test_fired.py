@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import fields, replace
 
 import pytest
-
 from repairkit import run
+
 from streamfix.recordings import all_recordings, load
 from wire.apis import stream_repairer
 from wire.rules import FlowContext, Rules
@@ -85,12 +85,17 @@ def test_chat_resent_header_fires_tool_header():
     def chunk(tc):
         import orjson
 
-        obj = {"id": "c", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"tool_calls": [tc]}, "finish_reason": None}]}
+        obj = {
+            "id": "c",
+            "object": "chat.completion.chunk",
+            "choices": [{"index": 0, "delta": {"tool_calls": [tc]}, "finish_reason": None}],
+        }
         return b"data: " + orjson.dumps(obj) + b"\n\n"
 
     head = {"index": 0, "id": "call_a", "type": "function", "function": {"name": "f", "arguments": ""}}
     body = chunk(head) + chunk({"index": 0, "function": {"arguments": "{}"}}) + chunk(head)
-    _, rep = run(ChatRepairer, body, rules=Rules(eof_terminal=False))  # a snippet: no finish on purpose
+    body += b"data: [DONE]\n\n"  # a whole stream: no eof_terminal error chunk
+    _, rep = run(ChatRepairer, body)
     # the third chunk re-sends the header: its id, type and name are stripped (one event)
     assert dict(rep.fired) == {"tool_header": 1}
     assert rep.changed == 1

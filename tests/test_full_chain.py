@@ -99,6 +99,9 @@ class Chain:
         self.dir = d
         self.procs: dict[str, Proc] = {}
         """Name -> process, in start order."""
+        self.extra: list[str] = []
+        """More mitmdump arguments (other test modules: a turn log, -w)."""
+        self.flow_detail = 0
 
     def start(self, name: str, cmd: list[str], pattern: str) -> tuple[Proc, str]:
         p = Proc(cmd, env=child_env())
@@ -115,14 +118,14 @@ class Chain:
         # picked here; a lost race (port taken meanwhile) is retried with another one
         for attempt in range(3):
             reg = free_port()
-            cmd = [tool("mitmdump"), "--set", f"confdir={confdir}", "--set", "flow_detail=0",
+            cmd = [tool("mitmdump"), "--set", f"confdir={confdir}", "--set", f"flow_detail={self.flow_detail}",
                    "--mode", "reverse:http://standin.test:9@127.0.0.1:0",
                    "--mode", f"regular@127.0.0.1:{reg}",
                    "-s", str(REPAIR), "-s", str(ROOT / "addons" / "upstream.py"),
                    "-s", str(ROOT / "addons" / "views.py"), "-s", str(HOSTMAP),
                    "--set", f"e2e_hostmap_file={self.hostmap}",
                    "--set", "streamfix_upstream_hosts=*.devin.test",
-                   "--set", f"ssl_verify_upstream_trusted_ca={self.ca}"]  # fmt: skip
+                   "--set", f"ssl_verify_upstream_trusted_ca={self.ca}", *self.extra]  # fmt: skip
             self.mitm = Proc(cmd, env=child_env())
             try:
                 m = self.mitm.wait_for(r"reverse proxy to \S+ listening at 127\.0\.0\.1:(\d+)", TIMEOUT)
@@ -378,3 +381,106 @@ async def test_non_streamed_bodies_get_the_upstream_verdict(chain, api):
         assert (obj["status"], obj["incomplete_details"]) == ("incomplete", {"reason": "content_filter"})
     else:
         assert obj["stop_reason"] == "refusal"
+
+
+# --- usage: Devin's numbers reach every client (issue 9) ------------------------------
+def client_usage(api: str, body: bytes, stream: bool = True) -> tuple[int, int, int, int] | None:
+    """(input, output, cached, total) as the client gets them, in Devin's terms: for
+    messages, input is ``input_tokens + cache_read_input_tokens`` (Anthropic counts the
+    cache read apart), read from ``message_delta`` (``message_start`` goes out before Devin
+    has finished: it keeps the gateway's zeros)."""
+    if stream:
+        p = SseParser()
+        objs = [orjson.loads(e.data) for e in p.feed(body) + p.close() if e.data and e.data != b"[DONE]"]
+    else:
+        objs = [orjson.loads(body)]
+    usage = None
+    for o in objs:
+        if api == "responses":
+            u = o.get("response", o).get("usage") if o.get("type", "response").startswith("response") else None
+        elif api == "messages":
+            u = o.get("usage") if o.get("type") in ("message_delta", "message") else None
+        else:
+            u = o.get("usage")
+        if isinstance(u, dict):
+            usage = u
+    if usage is None:
+        return None
+    n = lambda v: v if isinstance(v, int) else 0  # noqa: E731
+    if api == "responses":
+        cached = n((usage.get("input_tokens_details") or {}).get("cached_tokens"))
+        return n(usage.get("input_tokens")), n(usage.get("output_tokens")), cached, n(usage.get("total_tokens"))
+    if api == "chat":
+        cached = n((usage.get("prompt_tokens_details") or {}).get("cached_tokens"))
+        return n(usage.get("prompt_tokens")), n(usage.get("completion_tokens")), cached, n(usage.get("total_tokens"))
+    cached = n(usage.get("cache_read_input_tokens"))
+    inp = n(usage.get("input_tokens")) + cached
+    return inp, n(usage.get("output_tokens")), cached, inp + n(usage.get("output_tokens"))
+
+
+def devin_usage(chain: Chain, conv: str) -> tuple[int, int, int, int]:
+    """What the fake Devin sent for this conversation, in CPA's mapping."""
+    (u,) = [r["usage"] for r in chain.seen() if r["conv"] == conv]
+    return u["input_tokens"], u["output_tokens"], u["cached_tokens"], u["input_tokens"] + u["output_tokens"]
+
+
+async def ask_usage(c: httpx.AsyncClient, chain: Chain, api: str, conv: str, devin: str, cpa: str | None,
+                    prompt_tokens: int, scenario: str = "stop", stream: bool = True, delay: int | None = None) -> bytes:
+    marks = f"[scenario:{scenario}] [conv:{conv}] [usage:{devin}] [prompt_tokens:{prompt_tokens}]"
+    marks += (f" [cpa_usage:{cpa}]" if cpa else "") + (f" [delay:{delay}]" if delay is not None else "")
+    body = request_body(api, f"Count it. {marks}", stream=stream)
+    if api == "chat" and stream:
+        body["stream_options"] = {"include_usage": True}
+    r = await c.post(chain.base + PATHS[api], json=body)
+    assert r.status_code == 200, r.text
+    return r.content
+
+
+@needs_wiring
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+@pytest.mark.parametrize(("devin", "cpa"), [("field7", "zero"), ("field7", "omit"), ("field28", "zero"),
+                                            ("field28", "omit"), ("zero7", "zero")])  # fmt: skip
+@pytest.mark.parametrize("stream", [True, False], ids=["sse", "json"])
+async def test_dropped_usage_is_filled_with_devins_numbers(chain, api, devin, cpa, stream):
+    """CPA dropped the usage on the client leg (zeros, or no usage object at all); Devin
+    sent it in field 7, only in field 28, or as a zero field 7 plus field 28: the client
+    gets Devin's numbers, every field."""
+    conv = f"usage-{api}-{devin}-{cpa}-{'sse' if stream else 'json'}-{uuid.uuid4().hex[:6]}"
+    async with client() as c:
+        body = await ask_usage(c, chain, api, conv, devin, cpa, 1000 + len(conv), stream=stream)
+    want = devin_usage(chain, conv)
+    assert want[0] and want[1] and want[2]
+    assert client_usage(api, body, stream) == want, body.decode()[-800:]
+
+
+@needs_wiring
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+async def test_usage_cpa_already_sent_passes_unchanged(chain, api):
+    """With the usage on the client leg (CPA copied field 7, or fell back to field 28), the
+    client gets exactly CPA's numbers, which are Devin's: nothing is overwritten."""
+    for devin in ("field7", "field28"):
+        conv = f"usage-kept-{api}-{devin}-{uuid.uuid4().hex[:6]}"
+        async with client() as c:
+            body = await ask_usage(c, chain, api, conv, devin, None, 1234)
+        got = client_usage(api, body)
+        if api == "messages":  # CPA writes its total input into input_tokens, no cache read
+            inp, out, cached, total = devin_usage(chain, conv)
+            assert got == (inp, out, 0, total)
+        else:
+            assert got == devin_usage(chain, conv)
+
+
+@needs_wiring
+async def test_twenty_conversations_each_get_their_own_devin_usage(chain):
+    """20 turns at once on every API, usage dropped by CPA, each with its own Devin
+    numbers (distinct prompt sizes; field 7 or field 28): each client gets exactly its own."""
+    apis = ("chat", "responses", "messages")
+    jobs = [(apis[i % 3], f"usage20-{i}-{uuid.uuid4().hex[:6]}", ("field7", "field28")[i % 2],
+             ("zero", "omit")[(i // 2) % 2], 2000 + 97 * i) for i in range(20)]  # fmt: skip
+    async with client() as c:
+        bodies = await asyncio.gather(*(ask_usage(c, chain, api, conv, devin, cpa, pt, delay=10)
+                                        for api, conv, devin, cpa, pt in jobs))  # fmt: skip
+    got = [client_usage(api, b) for (api, *_), b in zip(jobs, bodies)]
+    want = [devin_usage(chain, conv) for _, conv, *_ in jobs]
+    assert len(set(want)) == 20
+    assert got == want

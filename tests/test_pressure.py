@@ -63,6 +63,8 @@ STREAMS = 200 if LONG else 30
 """Concurrent model-paced streams."""
 ABORTS = 500 if LONG else 60
 """Client aborts at random points."""
+BURSTS = (4, 2) if LONG else (2, 1)
+"""Burst-and-close upstreams at once, rounds (each ~2 MB of 8k events: seconds each)."""
 PACE_MS = 20.0
 """Pause between a stream's events: 50 events/s, a fast model."""
 PROBE_ADDON = Path(__file__).with_name("pressure_probe.py")
@@ -104,16 +106,23 @@ GARBAGE: dict[str, tuple[bytes, str]] = {
     # name -> (body, how it is cut into writes)
     "random": (random.Random(12).randbytes(256 * 1024), "bytes:4096"),
     "invalid-utf8": (
-        b'data: {"type":"response.output_text.delta","delta":"\xff\xfe\xc3"}\n\n'
-        b"event: \xe2\x82\ndata: \xed\xa0\x80 lone surrogate\n\n"
-        b'data: {"choices":[{"index":0,"delta":{"content":"\xc0\xaf"}}]}\n\n',
+        (
+            b'data: {"type":"response.output_text.delta","delta":"\xff\xfe\xc3"}\n\n'
+            b"event: \xe2\x82\ndata: \xed\xa0\x80 lone surrogate\n\n"
+            b'data: {"choices":[{"index":0,"delta":{"content":"\xc0\xaf"}}]}\n\n'
+        ),
         "bytes:7",
     ),
-    "nul": (b'data: {"type":"x","a":"\x00"}\n\n\x00\x00\ndata: \x00\n\n: \x00 comment\n\ndata: {"\x00":1}\n\n', "event"),
+    "nul": (
+        b'data: {"type":"x","a":"\x00"}\n\n\x00\x00\ndata: \x00\n\n: \x00 comment\n\ndata: {"\x00":1}\n\n',
+        "event",
+    ),
     "10mb-line": (b"data: " + b"x" * (10 * 1024 * 1024), "bytes:65536"),
     "json-non-objects": (
-        b'data: [1,2,3]\n\ndata: 42\n\ndata: "text"\n\ndata: null\n\ndata: true\n\n'
-        b'data: [{"type":"response.completed"}]\n\ndata: 1e999\n\ndata: {"a":1}garbage\n\n',
+        (
+            b'data: [1,2,3]\n\ndata: 42\n\ndata: "text"\n\ndata: null\n\ndata: true\n\n'
+            b'data: [{"type":"response.completed"}]\n\ndata: 1e999\n\ndata: {"a":1}garbage\n\n'
+        ),
         "event",
     ),
 }
@@ -211,15 +220,18 @@ def get(stack: Stack, rec: Recording, timeout: float = 60.0, **headers: str) -> 
     """The recording's request through the proxy; a body cut off is kept, not raised."""
     reads: list[tuple[float, bytes]] = []
     w0 = time.time()
-    with httpx.Client(timeout=timeout, trust_env=False) as c:
-        with c.stream("POST", stack.proxy + rec.request["path"], content=rec.request_body, headers=_headers(rec, **headers)) as r:
-            complete = True
-            try:
-                for chunk in r.iter_raw():
-                    reads.append((time.monotonic(), chunk))
-            except (httpx.RemoteProtocolError, httpx.ReadError):
-                complete = False
-            return Got(r.status_code, b"".join(c for _, c in reads), complete, reads, (w0, time.time()))
+    url = stack.proxy + rec.request["path"]
+    with (
+        httpx.Client(timeout=timeout, trust_env=False) as client,
+        client.stream("POST", url, content=rec.request_body, headers=_headers(rec, **headers)) as r,
+    ):
+        complete = True
+        try:
+            for chunk in r.iter_raw():
+                reads.append((time.monotonic(), chunk))
+        except (httpx.RemoteProtocolError, httpx.ReadError):
+            complete = False
+        return Got(r.status_code, b"".join(c for _, c in reads), complete, reads, (w0, time.time()))
 
 
 def _masked(body: bytes) -> bytes:
@@ -297,6 +309,7 @@ def _raw_request(rec: Recording, delay_ms: float) -> bytes:
     head = (
         f"POST {rec.request['path']} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
         f"accept-encoding: identity\r\nx-streamfix-recording: {rec.name}\r\nx-streamfix-delay-ms: {delay_ms}\r\n"
+        "connection: close\r\n"  # a reader that wants more than the body gets EOF, not a wait
         f"content-length: {len(body)}\r\n\r\n"
     )
     return head.encode() + body
@@ -476,18 +489,21 @@ def test_garbage_passes_unchanged(stack: Stack, kind: str, api: str) -> None:
 
 # --- burst and close --------------------------------------------------------------
 def test_burst_and_close_concurrent(stack: Stack) -> None:
-    """4 upstreams at once each write ~2 MB in one burst and close: every client gets
-    every repaired byte, terminal included (mitmproxy.md section 10)."""
+    """Several upstreams at once each write ~2 MB in one burst and close: every client
+    gets every repaired byte, terminal included (mitmproxy.md section 10)."""
     rec = stack.rec(BIG)
     want = expected_stream(rec)
 
     async def run() -> list[Got]:
         async with httpx.AsyncClient(timeout=120, trust_env=False) as client:
             return await asyncio.gather(
-                *(_astream(client, stack.proxy + rec.request["path"], rec, 0, **{"x-streamfix-close": "1"}) for _ in range(4))
+                *(
+                    _astream(client, stack.proxy + rec.request["path"], rec, 0, **{"x-streamfix-close": "1"})
+                    for _ in range(BURSTS[0])
+                )
             )
 
-    for _ in range(2):
+    for _ in range(BURSTS[1]):
         for got in asyncio.run(run()):
             assert len(got.body) == len(want)
             assert got.body == want

@@ -49,7 +49,10 @@ def test_key_id_is_stable_short_and_distinct():
 @pytest.mark.parametrize(
     ("path", "want"),
     [
-        ("/v1beta/models/g:streamGenerateContent?alt=sse&key=" + KEY, "/v1beta/models/g:streamGenerateContent?alt=sse&key=<redacted:"),
+        (
+            "/v1beta/models/g:streamGenerateContent?alt=sse&key=" + KEY,
+            "/v1beta/models/g:streamGenerateContent?alt=sse&key=<redacted:",
+        ),
         ("/x?auth_token=" + KEY + "&b=2", "/x?auth_token=<redacted:"),
         ("/x?ACCESS_TOKEN=" + KEY, "/x?ACCESS_TOKEN=<redacted:"),
     ],
@@ -107,7 +110,12 @@ def secret_flow(path="/v1/chat/completions?key=" + KEY):
         "POST",
         "http://127.0.0.1:8317" + path,
         b'{"model":"m"}',
-        {"authorization": f"Bearer {KEY}", "x-api-key": KEY, "cookie": "sid=" + KEY, "content-type": "application/json"},
+        {
+            "authorization": f"Bearer {KEY}",
+            "x-api-key": KEY,
+            "cookie": "sid=" + KEY,
+            "content-type": "application/json",
+        },
     )
     resp = http.Response.make(200, b"{}", {"content-type": "application/json", "set-cookie": "sid=" + KEY})
     return tflow.tflow(req=req, resp=resp)
@@ -125,31 +133,40 @@ def tctx():
         yield tctx
 
 
-def test_display_copy_redacted_request_restored(tctx):
+def test_display_copy_redacted_until_the_request_leaves(tctx):
     a = mod.Redact()
     tctx.master.addons.add(a)
     a.running()
-    assert tctx.master.addons.get(mod.Restore.name) is not None
+    tail = tctx.master.addons.get(mod.Restore.name)
+    assert tail is not None and tctx.master.addons.chain[-1] is tail
     f = secret_flow()
     f.response = None
     a.requestheaders(f)
-    # what mitmweb's view gets at requestheaders: no secret
+    # what mitmweb's view gets at requestheaders and in the update after it: no secret
     assert KEY not in f.request.headers["authorization"] and KEY not in f.request.path
     assert KEY.encode() not in saved(f)
-    tctx.master.addons.get(mod.Restore.name).requestheaders(f)
+    tail.update([f])
+    assert KEY not in f.request.headers["authorization"]
+    # streamfix's own request hooks can still read the client's credentials
+    assert mod.original_header(f, "Authorization") == f"Bearer {KEY}"
+    assert mod.original_path(f).endswith(KEY)
+    a.request(f)
+    assert KEY not in f.request.headers["x-api-key"]  # the view's update after request: still redacted
+    tail.update([f])  # the tail's update, the last thing before the request goes out
     assert f.request.headers["authorization"] == f"Bearer {KEY}" and f.request.path.endswith(KEY)
-    assert f.request.headers["cookie"] == "sid=" + KEY
-    a.request(f)  # nothing left held
+    assert f.request.headers["cookie"] == "sid=" + KEY and f.request.headers["x-api-key"] == KEY
     assert f.id not in shared.held_secrets()
+    assert mod.original_header(f, "x-api-key") == KEY
 
 
-def test_request_hook_restores_when_the_tail_was_skipped(tctx):
+def test_streamed_request_restored_after_requestheaders(tctx):
     a = mod.Redact()
     tctx.master.addons.add(a)
     a.running()
     f = secret_flow()
+    f.request.stream = True  # its headers leave right after requestheaders
     a.requestheaders(f)
-    a.request(f)
+    tctx.master.addons.get(mod.Restore.name).update([f])
     assert f.request.headers["x-api-key"] == KEY and f.request.path.endswith(KEY)
 
 
@@ -199,7 +216,10 @@ def test_devin_body_redacted(tctx):
         {"authorization": f"Basic {TOKEN}-{TOKEN}", "content-type": "application/connect+proto"},
     )  # fmt: skip
     f = tflow.tflow(req=req, resp=http.Response.make(200, b"", {"content-type": "application/connect+proto"}))
+    a.responseheaders(f)  # while the Devin stream runs, mitmweb shows the request: no token in it
+    assert TOKEN.encode() not in f.request.raw_content
     a.response(f)
+    assert f.id not in a._body_done
     out = saved(f)
     assert TOKEN.encode() not in out
     assert f.request.headers["authorization"].startswith("Basic <redacted:")

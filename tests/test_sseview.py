@@ -19,7 +19,7 @@ def sse_flow(body: bytes, original: bytes | None = None, ctype: str = "text/even
 
 def test_sse_events_view():
     with taddons.context():
-        f, md = sse_flow(BODY)
+        _, md = sse_flow(BODY)
         view = sseview.SseEvents()
         assert view.render_priority(BODY, md) > 1
         assert view.prettify(BODY, md) == '# 0\na: {"x":1}\n# 1\n: keep-alive\n# 2\n[DONE]\n'
@@ -28,7 +28,7 @@ def test_sse_events_view():
 def test_sse_events_indented_view():
     with taddons.context():
         body = b'data: {"type":"t","a":{"b":1}}\n\ndata: [DONE]\n\n'
-        f, md = sse_flow(body)
+        _, md = sse_flow(body)
         text = sseview.SseEventsIndented().prettify(body, md)
         assert text == '# 0 t\n{\n  "type": "t",\n  "a": {\n    "b": 1\n  }\n}\n# 1\n[DONE]\n'
 
@@ -52,13 +52,22 @@ LONG = "x" * 900  # a long field the change must not hide behind
 def test_stream_diff_names_renamed_terminal_and_new_field_within_width():
     orig = ev('{"type":"response.created","response":{"id":"r"}}', "response.created")
     for i in range(20):
-        orig += ev(f'{{"type":"response.output_text.delta","delta":"{LONG}","sequence_number":{i}}}',
-                   "response.output_text.delta")
-    done = '{"type":"response.completed","response":{"id":"r","status":"completed","output":[{"text":"%s"}]}}'
-    orig += ev(done % LONG, "response.completed")
-    rep = orig.replace(ev(done % LONG, "response.completed"), ev(
-        '{"type":"response.incomplete","response":{"id":"r","status":"incomplete","output":[{"text":"%s"}],'
-        '"incomplete_details":{"reason":"max_output_tokens"}}}' % LONG, "response.incomplete"))
+        orig += ev(
+            f'{{"type":"response.output_text.delta","delta":"{LONG}","sequence_number":{i}}}',
+            "response.output_text.delta",
+        )
+    done = (
+        f'{{"type":"response.completed","response":{{"id":"r","status":"completed","output":[{{"text":"{LONG}"}}]}}}}'
+    )
+    orig += ev(done, "response.completed")
+    rep = orig.replace(
+        ev(done, "response.completed"),
+        ev(
+            f'{{"type":"response.incomplete","response":{{"id":"r","status":"incomplete","output":[{{"text":"{LONG}"}}],'
+            '"incomplete_details":{"reason":"max_output_tokens"}}}',
+            "response.incomplete",
+        ),
+    )
     text = sseview.stream_diff(orig, rep)
     lines = text.splitlines()
     assert all(len(line) <= sseview.WIDTH for line in lines), max(lines, key=len)
@@ -93,16 +102,16 @@ def test_diff_view_on_a_json_body():
 
 def test_auto_view_is_the_diff_only_when_something_changed():
     with taddons.context():
-        f, md = sse_flow(BODY, BODY)
+        _, md = sse_flow(BODY, BODY)
         assert contentviews.registry.get_view(BODY, md).name == "SSE events"
         changed = BODY.replace(b'"x": 1', b'"x": 2')
-        f, md = sse_flow(changed, BODY)
+        _, md = sse_flow(changed, BODY)
         assert contentviews.registry.get_view(changed, md).name == "streamfix diff"
 
 
 def test_diff_without_original_is_a_one_line_hint():
     with taddons.context():
-        f, md = sse_flow(BODY)
+        _, md = sse_flow(BODY)
         view = sseview.StreamfixDiff()
         assert view.render_priority(BODY, md) < 0
         text = view.prettify(BODY, md)

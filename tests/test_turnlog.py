@@ -49,7 +49,6 @@ def rec_flow(name: str, headers: dict | None = None) -> http.HTTPFlow:
 
 
 def stream_through(r: repair.Repair, f: http.HTTPFlow, body: bytes) -> bytes:
-    r.requestheaders(f)
     r.request(f)
     r.responseheaders(f)
     out = b"".join(b"".join(f.response.stream(body[i : i + 97])) for i in range(0, len(body), 97))
@@ -68,8 +67,8 @@ def test_truncated_stream_turn(logged):
     assert t["model"] == "devin/swe-2"
     assert t["ended"] == "truncated"
     assert t["verdict"]["outcome"] == "max_tokens" and t["verdict"]["evidence"]
-    # the recording's usage (checked by hand in its response.body): output_tokens 400
-    assert t["tokens"]["client"]["output_tokens"] == 400
+    # the recording's usage (read by hand in its expected.body's terminal event)
+    assert t["tokens"]["client"] == {"input_tokens": 584, "output_tokens": 400, "total_tokens": 984, "cached_tokens": 0}
     assert t["tokens"]["upstream"] is None  # no upstream leg in this test
     assert sum(t["rules"].values()) > 0
     body = load("responses-devin-truncated").body
@@ -84,13 +83,19 @@ def test_clean_json_turn(logged):
     r, path = logged
     f = rec_flow("responses-devin-nonstream", {"x-api-key": KEY})
     f.response.raw_content = load("responses-devin-nonstream").body
-    r.requestheaders(f)
     r.request(f)
     r.responseheaders(f)
     r.response(f)
     (t,) = lines(path)
     assert t["transport"] == "json" and t["key"] == redact.key_id(KEY)
     assert t["ttfb_ms"] == 250 and t["duration_ms"] == 1500
+    # its usage, read by hand in the recording's body
+    assert t["tokens"]["client"] == {
+        "input_tokens": 3120,
+        "output_tokens": 58,
+        "total_tokens": 3178,
+        "cached_tokens": 2048,
+    }
     assert t["ended"] in ("complete", "truncated")
 
 
@@ -98,14 +103,12 @@ def test_client_abort_and_upstream_error(logged):
     r, path = logged
     f = rec_flow("chat-devin-index1")
     body = load("chat-devin-index1").body
-    r.requestheaders(f)
     r.request(f)
     r.responseheaders(f)
     f.response.stream(body[:40])
     f.error = tflow.terr("Client disconnected.")
     r.error(f)
     g = rec_flow("chat-devin-index1")
-    r.requestheaders(g)
     r.request(g)
     g.response = None
     g.error = tflow.terr("server closed connection")
@@ -131,8 +134,12 @@ def test_labels(tmp_path: Path):
     r, t = repair.Repair(), turnlog.TurnLog()
     with taddons.context(r, t) as tctx:
         tctx.configure(t, streamfix_log=str(path), streamfix_key_labels=["sk-turnlog-*=ci", "0123456789ab=x"])
-        stream_through(r, rec_flow("chat-devin-index1", {"authorization": f"Bearer {KEY}"}), load("chat-devin-index1").body)
-        stream_through(r, rec_flow("chat-devin-index1", {"authorization": "Bearer other"}), load("chat-devin-index1").body)
+        stream_through(
+            r, rec_flow("chat-devin-index1", {"authorization": f"Bearer {KEY}"}), load("chat-devin-index1").body
+        )
+        stream_through(
+            r, rec_flow("chat-devin-index1", {"authorization": "Bearer other"}), load("chat-devin-index1").body
+        )
         stream_through(r, rec_flow("chat-devin-index1"), load("chat-devin-index1").body)
         with pytest.raises(Exception, match="PATTERN=NAME"):
             tctx.configure(t, streamfix_key_labels=["nolabel"])
@@ -167,11 +174,15 @@ def test_upstream_counts_from_the_matched_record():
     assert turnlog.upstream_counts(V(), None) == {"output_tokens": 7, "source": "devin"}
 
     class V2(V):  # i9's richer counts win, and carry the model Devin used
-        upstream_counts = {"input_tokens": 1, "output_tokens": 2, "model": "swe-fake", "source": "devin"}
+        upstream_counts = {"input_tokens": 1, "output_tokens": 2, "model": "swe-fake", "source": "devin"}  # noqa: RUF012
 
     rec = turnlog.turn_record(flow_id="f", api="chat", transport="sse", path="/v1/chat/completions?key=x",
                               key="-", model="m", started=1.0, ended_at=2.0, ended="complete", verdict=V2())  # fmt: skip
-    assert rec["upstream_model"] == "swe-fake" and rec["tokens"]["upstream"] == {"input_tokens": 1, "output_tokens": 2, "source": "devin"}
+    assert rec["upstream_model"] == "swe-fake" and rec["tokens"]["upstream"] == {
+        "input_tokens": 1,
+        "output_tokens": 2,
+        "source": "devin",
+    }
     assert rec["path"] == "/v1/chat/completions"
 
 
@@ -188,7 +199,16 @@ def test_handler_appends_whole_lines_from_threads(tmp_path: Path):
 
     def writer(h, n):
         for i in range(200):
-            rec = log.makeRecord(log.name, logging.INFO, __file__, 0, "turn", (), None, extra={"turn": {"w": n, "i": i, "pad": "x" * 3000}})
+            rec = log.makeRecord(
+                log.name,
+                logging.INFO,
+                __file__,
+                0,
+                "turn",
+                (),
+                None,
+                extra={"turn": {"w": n, "i": i, "pad": "x" * 3000}},
+            )
             h.setFormatter(fmt)
             h.handle(rec)
 
@@ -209,7 +229,7 @@ def test_handler_reopens_after_rotation(tmp_path: Path):
     path = tmp_path / "t.jsonl"
     h = turnlog.TurnLogHandler(str(path))
     h.setFormatter(turnlog.JsonLineFormatter())
-    mk = lambda i: logging.LogRecord("x", logging.INFO, __file__, 0, "turn", (), None)  # noqa: E731
+    mk = lambda i: logging.LogRecord("x", logging.INFO, __file__, 0, "turn", (), None)
     r1 = mk(1)
     r1.turn = {"n": 1}
     h.handle(r1)
@@ -220,3 +240,23 @@ def test_handler_reopens_after_rotation(tmp_path: Path):
     h.close()
     assert (tmp_path / "t.jsonl.1").read_text() == '{"n":1}\n'
     assert path.read_text() == '{"n":2}\n'
+
+
+def test_prefix_label_survives_redaction(tmp_path: Path):
+    """A WebSocket turn is logged long after its upgrade request was redacted: the label a
+    key prefix gave it is kept by the key's id."""
+    from addons import redact as redact_addon
+
+    r, t, rd = repair.Repair(), turnlog.TurnLog(), redact_addon.Redact()
+    with taddons.context(r, t, rd) as tctx:
+        tctx.configure(t, streamfix_log=str(tmp_path / "t.jsonl"), streamfix_key_labels=["sk-turnlog-*=ci"])
+        f = rec_flow("chat-devin-index1", {"authorization": f"Bearer {KEY}"})
+        rd.requestheaders(f)
+        rd.responseheaders(f)  # redacted for good
+        assert KEY not in f.request.headers["authorization"]
+        assert turnlog.client_label(f.request.headers.get, f.request.path) == "ci"
+        other = rec_flow(
+            "chat-devin-index1", {"authorization": redact.redact_header("authorization", "Bearer sk-other")}
+        )
+        assert turnlog.client_label(other.request.headers.get) == redact.key_id("sk-other")
+        t.done()

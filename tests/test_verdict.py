@@ -364,9 +364,9 @@ def test_fill_total_derived_from_filled_zeros_is_recomputed():
 def test_fill_leaves_a_non_object_in_place_and_zero_for_zero():
     filled, usage = fill({"input_tokens_details": "n/a", "input_tokens": 1, "output_tokens": 1, "total_tokens": 2})
     assert filled == [] and usage["input_tokens_details"] == "n/a"
-    none = UpstreamUsage()
+    none = UpstreamUsage()  # an upstream 0 adds nothing
     assert none.fill({"a": 0}, {"a": "input_tokens"}) == []
-    assert none.fill({}, {"a": "input_tokens"}) == ["a"]  # missing: an integer is due
+    assert none.fill({}, {"a": "input_tokens"}, "t", ("a",)) == []
 
 
 # --- resolver, digest --------------------------------------------------------------------------

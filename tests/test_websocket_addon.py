@@ -36,7 +36,7 @@ class Wire:
         self.ws, self.flow, self.late = ws, flow, late
         self.sent: list[bytes] = []
         self.injected: list[bytes] = []
-        ws._inject = lambda f, data: self.injected.append(data)
+        ws._inject = lambda f, data, is_text=True: self.injected.append((data, is_text))
 
     def _hook(self, m: WebSocketMessage) -> None:
         self.flow.websocket.messages.append(m)
@@ -56,8 +56,8 @@ class Wire:
     def flush(self) -> None:
         """The injected messages come back, last injected first."""
         pending, self.injected = self.injected, []
-        for data in reversed(pending):
-            m = WebSocketMessage(Opcode.TEXT, False, data, injected=True)
+        for data, is_text in reversed(pending):
+            m = WebSocketMessage(Opcode.TEXT if is_text else Opcode.BINARY, False, data, injected=True)
             self._hook(m)
             if not m.dropped:
                 self.sent.append(m.content)
@@ -67,7 +67,7 @@ class Wire:
 def addons():
     shared.reset()
     r = repair_mod.Repair()
-    ws = mod.WebSocketRepair(r)
+    ws = mod.WebSocketRepair(r, repair_mod.receipt)
     with taddons.context(r, ws) as tctx:
         yield r, ws, tctx
 
@@ -139,9 +139,12 @@ def test_turns_share_nothing(addons, caplog) -> None:
     assert t3 == t1
     for got, name in ((t1, "responses-devin-truncated"), (t2, "responses-devin-toolcall")):
         assert got == expected(load(name), got, (0, 2**40))
-    assert f.comment.count("WebSocket turn") == 3
-    assert "[responses, WebSocket turn 1]" in f.comment and "WebSocket turn 3]" in f.comment
-    assert "max_output_tokens" in f.comment.splitlines()[0]
+    heads = [line for line in f.comment.splitlines() if line.startswith("WebSocket turn")]
+    assert [h.split(":")[0] for h in heads] == ["WebSocket turn 1", "WebSocket turn 2", "WebSocket turn 3"]
+    assert heads[0].startswith("WebSocket turn 1: verdict max_tokens; fixed ")
+    assert "verdict" not in heads[1]
+    assert heads[2].startswith("WebSocket turn 3: verdict max_tokens; fixed ")
+    assert f.comment.count("why: ") == 2
     assert not shared.correlator().pending, "each turn forgets its correlation key at its terminal"
 
 
@@ -291,3 +294,115 @@ def test_socket_end_reports_an_unfinished_turn(addons, caplog) -> None:
     assert f.id not in ws.sockets
     assert any("stream ended without a terminal event" in r.getMessage() for r in caplog.records)
     assert not shared.correlator().pending
+
+
+def test_each_turn_goes_to_the_turn_log(addons) -> None:
+    _, ws, _ = addons
+    records: list[dict] = []
+    shared.add_turn_sink(records.append)
+    try:
+        f = ws_flow()
+        ws.websocket_start(f)
+        w = Wire(ws, f)
+        turn(w, "responses-devin-truncated")
+        turn(w, "responses-devin-toolcall", model="model-b")
+        w.client(create("responses-devin-two-calls"))
+        for m in ws_messages(load("responses-devin-two-calls").body)[:3]:
+            w.server(m)
+        w.flush()
+        ws.websocket_end(f)
+    finally:
+        shared.remove_turn_sink(records.append)
+    assert [r["transport"] for r in records] == ["websocket"] * 3
+    assert [r["ended"] for r in records] == ["truncated", "complete", "upstream_error"]
+    assert records[1]["model"] == "model-b"
+    assert all(r["flow"] == f.id and r["api"] == "responses" for r in records)
+
+
+def test_check_mode_reports_and_changes_nothing(addons) -> None:
+    r, ws, tctx = addons
+    tctx.configure(r, streamfix_mode="check")
+    f = ws_flow()
+    ws.websocket_start(f)
+    w = Wire(ws, f)
+    name = "responses-devin-two-calls"
+    assert turn(w, name) == ws_messages(load(name).body)
+    assert turn(w, "responses-openai-clean") == ws_messages(load("responses-openai-clean").body)
+    assert not w.injected
+    receipts = [line for line in f.comment.splitlines() if "check:" in line]
+    assert len(receipts) == 2
+    assert "violation" in receipts[0] and "no violation" in receipts[1]
+
+
+def test_binary_message_keeps_its_place_and_type_in_the_outbox(addons) -> None:
+    """A binary message that arrives while injected events are pending waits its turn
+    and is injected as binary."""
+    _, ws, _ = addons
+    name = "responses-devin-two-calls"
+    f = ws_flow()
+    ws.websocket_start(f)
+    w = Wire(ws, f, late=True)
+    w.client(create(name))
+    raw = ws_messages(load(name).body)
+    k = next(i for i in range(len(raw)) if (w.server(raw[i]) or w.injected))
+    w.server(b"\x00binary", Opcode.BINARY)
+    assert w.injected[-1] == (b"\x00binary", False)
+    for m in raw[k + 1 :]:
+        w.server(m)
+    w.flush()
+    want = expected(load(name), w.sent, (0, 2**40))
+    assert b"\x00binary" in w.sent
+    assert [m for m in w.sent if m != b"\x00binary"] == want
+
+
+def test_mitmweb_view_shows_what_was_done_to_each_message(addons) -> None:
+    """With streamfix_keep_bodies, each message the repair touched is annotated, and the
+    "streamfix message" view (picked automatically) shows it: changed fields, inserted,
+    dropped, held."""
+    from mitmproxy import contentviews
+
+    r, ws, tctx = addons
+    tctx.configure(r, streamfix_keep_bodies=True)
+    name = "responses-devin-two-calls"
+    f = ws_flow()
+    ws.websocket_start(f)
+    w = Wire(ws, f, late=False)
+    turn(w, name)
+    notes = f.metadata[mod.WS_NOTES]
+    msgs = f.websocket.messages
+    texts = {}
+    for i, note in notes.items():
+        res = contentviews.prettify_message(msgs[int(i)], f)
+        assert res.view_name == "streamfix message"
+        kind = "changed" if isinstance(note, dict) else note
+        texts.setdefault(kind, res.text)
+    assert set(texts) >= {"changed", "inserted", "dropped"}
+    assert texts["inserted"].startswith("# inserted by streamfix\n{")
+    assert texts["dropped"].startswith("# dropped by streamfix")
+    assert texts["changed"].startswith("# changed by streamfix:\n#   ")
+    assert "status" in texts["changed"] or "sequence_number" in texts["changed"]
+    untouched = next(m for i, m in enumerate(msgs) if str(i) not in notes and not m.from_client)
+    assert contentviews.prettify_message(untouched, f).view_name != "streamfix message"
+
+
+def test_no_notes_without_keep_bodies(addons) -> None:
+    _, ws, _ = addons
+    f = ws_flow()
+    ws.websocket_start(f)
+    turn(Wire(ws, f), "responses-devin-two-calls")
+    assert mod.WS_NOTES not in f.metadata
+
+
+@pytest.mark.parametrize("name", ["responses-eof-no-terminal", "responses-keepalive-ping"])
+def test_sse_only_rules_stay_off(addons, name: str) -> None:
+    """A foreign message (``{"type":"keepalive"}``) has no comment form on a WebSocket: it
+    passes as it came (SSE turns it into a comment); a turn without a terminal gets no
+    synthesized response.failed (the socket's close ends it). The other rules still apply."""
+    _, ws, _ = addons
+    f = ws_flow()
+    ws.websocket_start(f)
+    w = Wire(ws, f, late=False)
+    raw = ws_messages(load(name).body)
+    assert any(orjson.loads(m).get("type") == "keepalive" for m in raw) or name.endswith("no-terminal")
+    # both streams are otherwise spec-correct: every message passes byte for byte
+    assert turn(w, name) == raw

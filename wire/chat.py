@@ -67,6 +67,7 @@ at the finish); the hold queue is bounded by :data:`HOLD_LIMIT`.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import orjson
@@ -85,6 +86,31 @@ HOLD_LIMIT = 64
 
 _NATIVE = {"length": "max_tokens", "content_filter": "content_filter"}
 _FINISH = {"max_tokens": "length", "content_filter": "content_filter"}
+FINISH_ALIASES = {
+    # CPA's Gemini and Antigravity chat translators, stream (MAX_TOKENS -> "max_tokens")
+    # and non-stream (Gemini's finishReason lower-cased), v7.2.140:
+    # internal/translator/{gemini,antigravity}/openai/chat-completions/*_openai_response.go
+    "max_tokens": "length",
+    "safety": "content_filter",
+    "recitation": "content_filter",
+    "blocklist": "content_filter",
+    "prohibited_content": "content_filter",
+    "spii": "content_filter",
+    "image_safety": "content_filter",
+}
+"""Non-standard ``finish_reason`` -> the spec's value (rule ``finish_reason``). Gemini's
+other reasons (``malformed_function_call``, ``other``, ``language``...) have no spec
+equivalent and pass as they came."""
+
+
+def spec_finish(ch: dict[str, Any], rules: Rules) -> str | None:
+    """Map a choice's non-standard ``finish_reason`` in place; returns the original
+    value when it was mapped (the gateway's own, native, signal), else None."""
+    fr = ch.get("finish_reason")
+    if not rules.finish_reason or not isinstance(fr, str) or fr not in FINISH_ALIASES:
+        return None
+    ch["finish_reason"] = FINISH_ALIASES[fr]
+    return fr
 
 
 def _text(v: Any) -> str | None:
@@ -108,10 +134,31 @@ class _Call:
         """A header with a non-blank name has gone (or will go) out for this call."""
 
 
+class _Said:
+    """Rule replay: the content a choice streamed, as a length and a running hash (O(1)
+    memory and O(delta) work per delta; keeping the text itself would copy it per delta)."""
+
+    __slots__ = ("length", "deltas", "_hash")
+
+    def __init__(self) -> None:
+        self.length = 0
+        self.deltas = 0
+        self._hash = hashlib.blake2b()
+
+    def add(self, content: str) -> None:
+        self.length += len(content)
+        self.deltas += 1
+        self._hash.update(content.encode("utf-8", "surrogatepass"))
+
+    def same(self, content: str) -> bool:
+        """Is ``content`` (of the same length) everything streamed so far?"""
+        return hashlib.blake2b(content.encode("utf-8", "surrogatepass")).digest() == self._hash.digest()
+
+
 class _Rec:
     """An event in the out queue: its parsed data, whether it changed, what it waits for."""
 
-    __slots__ = ("ev", "obj", "dirty", "wait", "rules")
+    __slots__ = ("ev", "obj", "dirty", "wait", "rules", "sent")
 
     def __init__(self, ev: Event, obj: dict[str, Any] | None) -> None:
         self.ev = ev
@@ -119,6 +166,7 @@ class _Rec:
         self.dirty = False
         self.rules: tuple[str, ...] = ()  # the rules that changed it (EventRepairer.fired)
         self.wait: str | None = None  # "name" | "finish"
+        self.sent = False  # flushed to the client
 
     def mark(self, rule: str) -> None:
         self.dirty = True
@@ -134,13 +182,14 @@ class ChatRepairer(ApiRepairer):
         self._order: list[_Call] = []  # all calls, in order of first appearance
         self._awaiting: dict[_Call, tuple[_Rec, dict[str, Any]]] = {}  # nameless headers
         self._finish: tuple[_Rec, list[dict[str, Any]]] | None = None
+        self._usage: tuple[_Rec, dict[str, Any]] | None = None  # the last usage object seen
         self._settled = False
         self._choices: set[int] = set()
         self._finished = False
         self._errored = False
         self._done = False  # data: [DONE] came
         self._eol: bytes | None = None  # the stream's line end (a synthesized error chunk)
-        self._said: dict[int, tuple[str, int]] = {}  # rule replay: choice -> (content, deltas)
+        self._said: dict[int, _Said] = {}  # rule replay: choice -> what it streamed
         self._noted_foreign = False
 
     # --- EventRepairer -----------------------------------------------------------
@@ -217,11 +266,13 @@ class ChatRepairer(ApiRepairer):
     def _replay(self, ci: int, delta: dict[str, Any], content: str) -> bool:
         """Rule replay (LiteLLM #41109): a content delta equal to the whole content already
         streamed for the choice (after two deltas or more) is a replay; True to drop it."""
-        said, k = self._said.get(ci, ("", 0))
-        if k >= 2 and len(content) == len(said) and content == said:
+        said = self._said.get(ci)
+        if said is None:
+            said = self._said[ci] = _Said()
+        if said.deltas >= 2 and len(content) == said.length and said.same(content):
             self.note(f"dropped a content delta replaying the whole text (choice {ci})")
             return True
-        self._said[ci] = (said + content, k + 1)
+        said.add(content)
         return False
 
     # --- the rules -------------------------------------------------------------
@@ -255,6 +306,7 @@ class ChatRepairer(ApiRepairer):
         has_usage = isinstance(usage, dict)
         if has_usage:
             self.verdict.usage(usage.get("completion_tokens"))
+            self._usage = (rec, usage)
         if self._finish is not None and not self._settled and rec.ev.data is not None:
             self._settle()  # the event after a held finish chunk (usage counted above)
         if finishing:
@@ -341,9 +393,13 @@ class ChatRepairer(ApiRepairer):
 
     def _on_finish(self, rec: _Rec, finishing: list[dict[str, Any]], has_usage: bool) -> None:
         for ch in finishing:
+            orig = spec_finish(ch, self.rules)
+            if orig is not None:
+                rec.mark("finish_reason")
+                self.note(f"finish_reason {orig!r} (not in the spec) written as {ch['finish_reason']!r}")
             fr = ch.get("finish_reason")
-            if fr in _NATIVE:
-                self.verdict.native(_NATIVE[fr], f"finish_reason {fr!r}")
+            if isinstance(fr, str) and fr in _NATIVE:  # a list or object here is not hashable
+                self.verdict.native(_NATIVE[fr], f"finish_reason {orig or fr!r}")
         self._give_up_names("the finish chunk")
         if self._finish is not None:
             if len(self._choices) <= 1:
@@ -362,6 +418,7 @@ class ChatRepairer(ApiRepairer):
         rec.wait = None
         self._report_args()
         d = self.decision = self.verdict.decide()
+        self._fill_usage(rec)
         if not d.truncated or d.native or self.rules.truncation == "off":
             return
         if len(self._choices) > 1:
@@ -372,6 +429,27 @@ class ChatRepairer(ApiRepairer):
             if ch.get("finish_reason") != new:
                 ch["finish_reason"] = new
                 rec.mark("truncation")
+
+    def _fill_usage(self, finish: _Rec) -> None:
+        """Missing or zero usage counts from the upstream's (``usage`` rule): in the usage
+        object still held (on the finish chunk, or the usage-only chunk that settled it),
+        or, when the stream had none, a new one on the finish chunk, where CPA puts it."""
+        if self.verdict.upstream_counts is None or not self.rules.usage:
+            return
+        if self._usage is None:
+            if finish.obj is None:
+                return
+            rec, usage = finish, {}
+        else:
+            rec, usage = self._usage
+            if rec.sent:
+                return  # a usage object already sent (before the finish): not ours to change
+        filled = fill_chat_usage(usage, self.verdict)
+        if filled:
+            if usage is not rec.obj.get("usage"):
+                rec.obj["usage"] = usage
+            rec.mark("usage")
+            self.note(filled)
 
     def _report_args(self) -> None:
         for call in self._order:
@@ -398,6 +476,7 @@ class ChatRepairer(ApiRepairer):
         n = 0
         while n < len(recs) and recs[n].wait is None:
             r = recs[n]
+            r.sent = True
             if r.dirty and r.obj is not None:
                 out.append(self.dump(r.ev, r.obj, r.rules))
             else:
@@ -407,6 +486,21 @@ class ChatRepairer(ApiRepairer):
             del recs[:n]
             del self.held[:n]
         return out
+
+
+USAGE_FIELDS = {
+    "prompt_tokens": "input_tokens",
+    "completion_tokens": "output_tokens",
+    "prompt_tokens_details.cached_tokens": "cached_tokens",
+}
+"""Chat usage key -> :class:`wire.verdict.UpstreamUsage` attribute (CPA's mapping)."""
+
+
+def fill_chat_usage(usage: dict[str, Any], verdict: Verdict) -> str | None:
+    """Fill missing or zero counts of ``usage`` (in place) from the verdict's upstream
+    counts; the note for the receipt, or None when nothing was filled."""
+    filled = verdict.fill_usage(usage, USAGE_FIELDS, "total_tokens", ("prompt_tokens", "completion_tokens"))
+    return verdict.upstream_counts.note(filled) if filled else None
 
 
 def repair_chat_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdict: Verdict) -> bool:
@@ -431,9 +525,11 @@ def repair_chat_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdic
         verdict.usage(usage.get("completion_tokens"))
     dicts = [ch for ch in choices if isinstance(ch, dict)]
     for ch in dicts:
+        orig = spec_finish(ch, rules)
+        changed |= orig is not None
         fr = ch.get("finish_reason")
-        if fr in _NATIVE:
-            verdict.native(_NATIVE[fr], f"finish_reason {fr!r}")
+        if isinstance(fr, str) and fr in _NATIVE:  # a list or object here is not hashable
+            verdict.native(_NATIVE[fr], f"finish_reason {orig or fr!r}")
         msg = ch.get("message")
         if not isinstance(msg, dict):
             continue
@@ -453,6 +549,11 @@ def repair_chat_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdic
         if rules.tool_index:
             changed |= unique_ids(calls, "call_")
     d = verdict.decide()
+    if rules.usage and verdict.upstream_counts is not None:
+        u = usage if isinstance(usage, dict) else {}
+        if fill_chat_usage(u, verdict):
+            obj["usage"] = u
+            changed = True
     if d.truncated and not d.native and rules.truncation != "off" and len(dicts) == 1:
         new = _FINISH[d.outcome]
         if dicts[0].get("finish_reason") != new:

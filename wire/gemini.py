@@ -103,6 +103,7 @@ class GeminiRepairer(ApiRepairer):
         self._candidates: set[int] = set()
         self._finished = False
         self._errored = False
+        self._usage_after = False  # the event settling a held finish carries usageMetadata
 
     def event(self, ev: Event) -> list[bytes]:
         obj = self.parse(ev)
@@ -129,7 +130,9 @@ class GeminiRepairer(ApiRepairer):
                     self.held.append(ev)
                     return out
         if ev.data is not None or len(self.held) >= HOLD_LIMIT:
+            self._usage_after = obj is not None and isinstance(obj.get("usageMetadata"), dict)
             out += self._settle()
+            self._usage_after = False
         if self._finish is not None:
             self.held.append(ev)
             return out
@@ -156,21 +159,52 @@ class GeminiRepairer(ApiRepairer):
 
     def _apply(self, ev: Event, obj: dict[str, Any], finishing: list[dict[str, Any]]) -> bytes:
         d = self.decision = self.verdict.decide()
-        if not d.truncated or d.native or self.rules.truncation == "off":
-            return ev.raw
-        if len(self._candidates) > 1:
-            self.note(f"{d.receipt()}; not applied: the stream has several candidates")
-            return ev.raw
-        new = _FINISH[d.outcome]
         dirty = False
+        if self.rules.usage and self.verdict.upstream_counts is not None and not self._usage_after:
+            note = fill_gemini_usage(obj, self.verdict)
+            if note:
+                self.note(note)
+                self.fire("usage")
+                dirty = True
+        if not d.truncated or d.native or self.rules.truncation == "off" or len(self._candidates) > 1:
+            if d.truncated and not d.native and self.rules.truncation != "off":
+                self.note(f"{d.receipt()}; not applied: the stream has several candidates")
+            return self._dump(ev, obj, dirty)
+        new = _FINISH[d.outcome]
         for cand in finishing:
             if cand.get("finishReason") != new:
                 cand["finishReason"] = new
+                self.fire("truncation")
                 dirty = True
+        return self._dump(ev, obj, dirty)
+
+    def _dump(self, ev: Event, obj: dict[str, Any], dirty: bool) -> bytes:
         if not dirty:
             return ev.raw
-        self.count("truncation")
+        self.count()
         return ev.with_data(orjson.dumps(obj))
+
+
+USAGE_FIELDS = {
+    "promptTokenCount": "input_tokens",
+    "candidatesTokenCount": "output_tokens",
+    "cachedContentTokenCount": "cached_tokens",
+}
+"""Gemini ``usageMetadata`` key -> :class:`wire.verdict.UpstreamUsage` attribute (CPA's
+mapping: ``promptTokenCount`` includes the cached part, as Gemini's does)."""
+
+
+def fill_gemini_usage(obj: dict[str, Any], verdict: Verdict) -> str | None:
+    """Fill missing or zero ``usageMetadata`` counts of a finishing chunk (or body) in
+    place from the verdict's upstream counts; the note, or None when nothing was filled."""
+    um = obj.get("usageMetadata")
+    u = um if isinstance(um, dict) else {}
+    parts = ("promptTokenCount", "candidatesTokenCount", "thoughtsTokenCount")
+    filled = verdict.fill_usage(u, USAGE_FIELDS, "totalTokenCount", parts)
+    if not filled:
+        return None
+    obj["usageMetadata"] = u
+    return verdict.upstream_counts.note(filled)
 
 
 def repair_gemini_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdict: Verdict) -> bool:
@@ -185,12 +219,13 @@ def repair_gemini_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verd
         _observe(verdict, cand)
         _native(verdict, cand.get("finishReason"))
     d = verdict.decide()
+    filled = rules.usage and verdict.upstream_counts is not None and fill_gemini_usage(obj, verdict) is not None
     if not d.truncated or d.native or rules.truncation == "off" or len(cands) != 1:
-        return False
+        return filled
     if cands[0].get("finishReason") is None:
-        return False  # no finish to correct: never invent one
+        return filled  # no finish to correct: never invent one
     new = _FINISH[d.outcome]
     if cands[0].get("finishReason") == new:
-        return False
+        return filled
     cands[0]["finishReason"] = new
     return True

@@ -260,7 +260,7 @@ class MessagesRepairer(ApiRepairer):
         delta = obj.get("delta")
         delta = delta if isinstance(delta, dict) else {}
         sr = delta.get("stop_reason")
-        if sr in _NATIVE:
+        if isinstance(sr, str) and sr in _NATIVE:  # a list or object here is not hashable
             self.verdict.native(_NATIVE[sr], f"stop_reason {sr!r}")
         usage = obj.get("usage")
         if isinstance(usage, dict):
@@ -270,6 +270,13 @@ class MessagesRepairer(ApiRepairer):
             return
         self._report_args()
         d = self.decision = self.verdict.decide()
+        if self.rules.usage and self.verdict.upstream_counts is not None:
+            u = usage if isinstance(usage, dict) else {}
+            filled = fill_messages_usage(u, self.verdict)
+            if filled:
+                obj["usage"] = u
+                rec.mark("usage")
+                self.note(filled)
         if d.truncated and not d.native and self.rules.truncation != "off":
             new = _STOP[d.outcome]
             if sr != new and isinstance(obj.get("delta"), dict):
@@ -317,6 +324,25 @@ class MessagesRepairer(ApiRepairer):
         return out
 
 
+def fill_messages_usage(usage: dict[str, Any], verdict: Verdict) -> str | None:
+    """Fill missing or zero counts of a ``message_delta`` (or message) ``usage`` in place
+    from the verdict's upstream counts, in Anthropic's terms: ``input_tokens`` is the
+    input not read from a cache (Devin 7.2), ``cache_read_input_tokens`` the cache read
+    (7.5), so that their sum is CPA's total input; ``output_tokens`` is 7.3. When the
+    gateway already wrote a non-zero ``input_tokens`` (CPA writes its *total* input
+    there), no cache read is added beside it: it would count the cached part twice.
+    Returns the note for the receipt, or None when nothing was filled."""
+    fields = {"output_tokens": "output_tokens"}
+    if not _count(usage.get("input_tokens")):
+        fields = {"input_tokens": "uncached_input_tokens", "cache_read_input_tokens": "cached_tokens", **fields}
+    filled = verdict.fill_usage(usage, fields)
+    return verdict.upstream_counts.note(filled) if filled else None
+
+
+def _count(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v != 0
+
+
 def repair_messages_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdict: Verdict) -> bool:
     """Repair a non-streaming Anthropic ``message`` body in place; True if it changed.
 
@@ -341,12 +367,17 @@ def repair_messages_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, ve
     if rules.tool_index:
         changed |= unique_ids([b for b in blocks if b.get("type") == "tool_use"], "toolu_")
     sr = obj.get("stop_reason")
-    if sr in _NATIVE:
+    if isinstance(sr, str) and sr in _NATIVE:  # a list or object here is not hashable
         verdict.native(_NATIVE[sr], f"stop_reason {sr!r}")
     usage = obj.get("usage")
     if isinstance(usage, dict):
         verdict.usage(usage.get("output_tokens"))
     d = verdict.decide()
+    if rules.usage and verdict.upstream_counts is not None:
+        u = usage if isinstance(usage, dict) else {}
+        if fill_messages_usage(u, verdict):
+            obj["usage"] = u
+            changed = True
     if d.truncated and not d.native and rules.truncation != "off" and "stop_reason" in obj:
         new = _STOP[d.outcome]
         if sr != new:

@@ -31,17 +31,17 @@ from . import devin_pb2 as pb
 from .connect import decode_body, encode_frame
 
 __all__ = [
+    "QUERY_KEYS",
     "REQUEST_HEADERS",
     "RESPONSE_HEADERS",
-    "QUERY_KEYS",
-    "key_id",
-    "placeholder",
+    "client_key",
     "is_redacted",
+    "key_id",
+    "key_label",
+    "placeholder",
+    "redact_devin_request",
     "redact_header",
     "redact_query",
-    "redact_devin_request",
-    "client_key",
-    "key_label",
 ]
 
 REQUEST_HEADERS = ("authorization", "proxy-authorization", "x-api-key", "x-goog-api-key", "cookie")

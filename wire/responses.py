@@ -222,6 +222,27 @@ def fix_usage(usage: Any, output_tokens: int | None = None) -> tuple[dict[str, A
     return usage, changed
 
 
+USAGE_FIELDS = {
+    "input_tokens": "input_tokens",
+    "output_tokens": "output_tokens",
+    "input_tokens_details.cached_tokens": "cached_tokens",
+}
+"""Responses usage key -> :class:`wire.verdict.UpstreamUsage` attribute."""
+
+
+def fill_upstream_usage(usage: Any, verdict: Verdict) -> tuple[Any, str | None]:
+    """Fill missing or zero counts of a terminal's ``usage`` from the upstream's (the
+    verdict's ``upstream_counts``; decide first); returns (usage, note or None)."""
+    if verdict.upstream_counts is None:
+        return usage, None
+    fresh = not isinstance(usage, dict)
+    u: dict[str, Any] = {} if fresh else usage
+    filled = verdict.fill_usage(u, USAGE_FIELDS, "total_tokens", ("input_tokens", "output_tokens"))
+    if not filled:
+        return usage, None
+    return u, verdict.upstream_counts.note(filled)
+
+
 class _Part:
     """One content part of a message item."""
 
@@ -409,7 +430,7 @@ class ResponsesRepairer(ApiRepairer):
             "usage": None,
         }
         self.note("stream ended without a terminal event: ended it with response.failed")
-        return self._synth(ev, "response.failed", {"response": resp}, rule="eof_terminal")
+        return self._synth(ev, "response.failed", {"response": resp}, "eof_terminal")
 
     # --- output and numbering -----------------------------------------------------
     def _out(self, ev: Event, obj: dict[str, Any], dirty: bool, event: str | None = None) -> bytes:
@@ -709,8 +730,9 @@ class ResponsesRepairer(ApiRepairer):
                 args = it.arguments()
             if isinstance(args, str):
                 self.verdict.tool_args(args)
-        if it is not None and self.rules.replay and it.type == "message":
-            dirty |= self._unreplay(it, item)
+        if it is not None and self.rules.replay and it.type == "message" and self._unreplay(it, item):
+            dirty = True
+            self.fire("replay")
         if it is None:
             self.note("output_item.done for an item never added, passed through")
         else:
@@ -732,7 +754,6 @@ class ResponsesRepairer(ApiRepairer):
             if content[ci].get("text") == text * 2:
                 content[ci]["text"] = text
                 dirty = True
-                self.fire("replay")
         return dirty
 
     def _announce(self, ev: Event, obj: dict[str, Any], typ: str) -> tuple[list[bytes], _Item | None]:
@@ -764,7 +785,7 @@ class ResponsesRepairer(ApiRepairer):
         if type(raw) is int:
             self._by_raw[raw] = it
         added = {"output_index": self._index(it), "item": dict(item)}
-        out.append(self._synth(ev, "response.output_item.added", added, rule="announce"))
+        out.append(self._synth(ev, "response.output_item.added", added, "announce"))
         self._note_once("announced an item the gateway never added", it)
         return out, it
 
@@ -884,7 +905,7 @@ class ResponsesRepairer(ApiRepairer):
                     shape = {"type": "output_text", "annotations": [], "text": ""}
                     idx = self._index(it)
                     fields = {"item_id": it.id, "output_index": idx, "content_index": ci, "part": shape}
-                    out.append(self._synth(ev, _PART_ADDED, fields, rule="announce"))
+                    out.append(self._synth(ev, _PART_ADDED, fields, "announce"))
                     self._note_once("announced a content part the gateway never added", it)
             if typ == _PART_ADDED:
                 part = obj.get("part")
@@ -928,7 +949,6 @@ class ResponsesRepairer(ApiRepairer):
                     if p.replayed and part.get("text") == "".join(p.chunks) * 2:
                         part["text"] = "".join(p.chunks)
                         dirty = True
-                        self.fire("replay")
                     if it.root is not None:
                         text = p.text if p.text is not None else "".join(p.chunks)
                         if part.get("text") != text:
@@ -1026,7 +1046,11 @@ class ResponsesRepairer(ApiRepairer):
         # ``incomplete_details: null`` is no evidence: CPA's templates write it unconditionally
         self.decision = d = self.verdict.decide()
         if self.rules.usage:
+            usage, filled = fill_upstream_usage(usage, self.verdict)
+            if filled:
+                self.note(filled)
             usage, changed = fix_usage(usage, self._upstream_output_tokens(usage))
+            changed |= bool(filled)
             if changed:
                 resp["usage"] = usage
                 dirty = True
@@ -1201,6 +1225,10 @@ def _repair_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdict: V
     failed = obj.get("status") == "failed" or bool(obj.get("error"))
     d = None if failed else verdict.decide()
     if rules.usage:
+        usage, filled = fill_upstream_usage(usage, verdict)
+        if filled:
+            obj["usage"] = usage
+            changed = True
         known = None
         if not (isinstance(usage, dict) and _int(usage.get("output_tokens")) is not None):
             tokens, where = verdict.output_tokens_best

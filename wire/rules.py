@@ -51,6 +51,10 @@ class Rules:
     """``tool_calls[].index`` renumbered 0..n-1 per choice by first appearance."""
     tool_header: bool = True
     """A re-sent tool-call header does not announce the call's name twice."""
+    finish_reason: bool = True
+    """A ``finish_reason`` outside the spec that a gateway translated from another API
+    (CPA's Gemini/Antigravity ``max_tokens``, Gemini's lower-cased ``safety``...) becomes
+    the spec's value (``length``, ``content_filter``)."""
     # truncation (all APIs)
     truncation: TruncationPolicy = "incomplete"
     """What a truncation verdict does to a Responses terminal: ``incomplete`` (the spec),

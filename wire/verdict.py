@@ -104,6 +104,11 @@ class UpstreamUsage:
     model: str = ""
     source: Literal["field7", "field28"] = "field7"
 
+    @property
+    def uncached_input_tokens(self) -> int:
+        """The input not read from a cache (Devin 7.2): Anthropic's ``input_tokens``."""
+        return max(self.input_tokens - self.cached_tokens, 0)
+
     def detail(self) -> str:
         """For a receipt (numbers and the model name, no content)."""
         s = (
@@ -121,8 +126,9 @@ class UpstreamUsage:
 
         ``fields`` maps a key (dotted for a nested one: ``"input_tokens_details.
         cached_tokens"``) to the attribute of this object that holds its value. A key that
-        is missing, not an integer, or 0 is filled; a present non-zero integer is never
-        overwritten (the client leg's own count wins). ``total`` (with the ``parts`` it
+        is missing, not an integer, or 0 is filled with a non-zero upstream count; a
+        present non-zero integer is never overwritten (the client leg's own count wins),
+        and an upstream 0 adds nothing (a missing count already reads as 0). ``total`` (with the ``parts`` it
         sums) is filled when it is missing or 0, and also when it was the sum of the parts
         before they were filled (then it was derived from the zeros just corrected).
         Returns the keys filled, in order; ``[]`` when nothing changed.
@@ -132,9 +138,7 @@ class UpstreamUsage:
         for key, attr in fields.items():
             want = getattr(self, attr)
             cur = _get(usage, key)
-            if _int(cur):  # present and non-zero: the client leg's own number
-                continue
-            if _int(cur) == 0 and want == 0:
+            if _int(cur) or not want:  # the client leg's own non-zero number; or nothing to add
                 continue
             if _put(usage, key, want):
                 filled.append(key)
@@ -142,9 +146,13 @@ class UpstreamUsage:
             cur = _int(_get(usage, total))
             new_sum = sum(_int(_get(usage, k)) or 0 for k in parts)
             derived = cur == old_sum and any(k in filled for k in parts)
-            if (not cur or derived) and cur != new_sum and _put(usage, total, new_sum):
+            if (not cur or derived) and new_sum and cur != new_sum and _put(usage, total, new_sum):
                 filled.append(total)
         return filled
+
+    def note(self, filled: list[str]) -> str:
+        """The repairer's note (and receipt line) for keys :meth:`fill` filled."""
+        return f"usage {', '.join(filled)} filled from the {self.detail()}"
 
 
 def _get(obj: dict[str, Any], key: str) -> Any:
@@ -268,6 +276,14 @@ class Verdict:
         v = _int(usage)
         if v is not None and v >= 0:
             self.upstream_output_tokens = v
+
+    def fill_usage(
+        self, usage: dict[str, Any], fields: dict[str, str], total: str | None = None, parts: tuple[str, ...] = ()
+    ) -> list[str]:
+        """:meth:`UpstreamUsage.fill` with :attr:`upstream_counts` (nothing without them).
+        Call it after :meth:`decide`, which runs the resolver that finds them."""
+        c = self.upstream_counts
+        return [] if c is None else c.fill(usage, fields, total, parts)
 
     @property
     def output_tokens_best(self) -> tuple[int | None, str | None]:

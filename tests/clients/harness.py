@@ -24,6 +24,7 @@ import argparse
 import sys
 import tempfile
 import time
+import uuid
 from collections import defaultdict
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -178,13 +179,24 @@ def run_matrix(
                         pick = f"{r.name},{FOLLOWUP}" if c.family == "codex" else r.name
                         root_seg = API_ROOT.get(r.api, "v1")
                         runs.append(Run(mode, c, r, expected[r.name], f"{st.bases[mode]}/rec/{pick}/{root_seg}"))
-            _execute(runs, scratch)
+            _execute(runs, scratch, st.procs[0])
             for run in runs:
                 run.outcome = judge(run.client, run.expected, run.result or {})
     return Matrix(runs, recs, skipped, missing, time.monotonic() - started)
 
 
-def _execute(runs: list[Run], scratch: Path) -> None:
+def transport_counts(replay: Any, run_id: str) -> dict[str, int]:
+    """How many WebSocket turns (prewarms apart) and HTTP requests the replay upstream
+    logged for one run (its ``X-Streamfix-Run`` header)."""
+    tag = f" run={run_id}"
+    lines = [ln for ln in list(replay.lines) if ln.endswith(tag)]
+    return {
+        "ws_turns": sum(1 for ln in lines if ln.startswith("websocket turn") and ": recording " in ln),
+        "http_requests": sum(1 for ln in lines if ln.startswith("http request")),
+    }
+
+
+def _execute(runs: list[Run], scratch: Path, replay: Any) -> None:
     batches: dict[tuple[str, str], list[Run]] = defaultdict(list)
     singles: list[Run] = []
     for run in runs:
@@ -211,7 +223,10 @@ def _execute(runs: list[Run], scratch: Path) -> None:
 
     def single(run: Run) -> None:
         if run.client.family == "codex":
-            run.result = run_codex(run.base_url, scratch)
+            run_id = uuid.uuid4().hex[:12]
+            run.result = run_codex(run.base_url, scratch, websocket=run.client.variant == "ws", run_id=run_id)
+            time.sleep(0.2)  # the replay upstream's last log line may still be on its way
+            run.result.update(transport_counts(replay, run_id))
         else:
             tools = tools_for(run.recording.request.get("body"), run.expected.calls)
             cap = output_cap(run.recording.request.get("body"))

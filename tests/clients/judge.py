@@ -54,7 +54,7 @@ def judge(client: Client, exp: Expected, result: dict[str, Any]) -> Outcome:
         return _aisdk(exp, result)
     if client.family == "openai-py":
         return _openai_py(client, exp, result)
-    return _codex(exp, result)
+    return _codex(exp, result, websocket=client.variant == "ws")
 
 
 def _fail(*symptoms: str) -> Outcome:
@@ -176,7 +176,20 @@ def _exc(r: dict[str, Any]) -> str:
     return f"{r['exception']}: {_short(r.get('message', ''), 50)}"
 
 
-def _codex(exp: Expected, r: dict[str, Any]) -> Outcome:
+def _codex(exp: Expected, r: dict[str, Any], websocket: bool = False) -> Outcome:
+    out = _codex_run(exp, r)
+    if not websocket or not out.ok:
+        return out
+    # the WebSocket row must really use it; Codex falls back to HTTPS after a failed turn,
+    # which is right when the turn is meant to fail (a failed or truncated stream)
+    if not r.get("ws_turns"):
+        return _fail("no WebSocket turn logged upstream")
+    if r.get("http_requests") and not (exp.failed or exp.truncated):
+        return _fail("WebSocket turn failed, fell back to HTTP")
+    return out
+
+
+def _codex_run(exp: Expected, r: dict[str, Any]) -> Outcome:
     rc = r.get("rc")
     failures = [f for f in r.get("failures") or [] if f]
     if rc == "timeout":

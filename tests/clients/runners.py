@@ -11,7 +11,8 @@ Three families:
 - **Codex** (``codex exec``, ``.cache/clients/codex``): one process per case with a
   throwaway ``CODEX_HOME`` whose model provider is the base URL (wire_api responses, no
   retries, short idle timeout), in its own working directory, so the tool it calls
-  really runs there.
+  really runs there; the ``codex-ws`` row's provider has ``supports_websockets = true``
+  (Responses over a WebSocket).
 
 Every run is bounded by a timeout; a run never raises, it returns a result dict (what
 the client saw, or what went wrong) for ``judge.py``.
@@ -77,6 +78,7 @@ CLIENT_LIST: tuple[Client, ...] = (
     Client("openai-py/chat", "openai-py", "chat", "raw"),
     Client("openai-py/chat.stream", "openai-py", "chat", "helper"),
     Client("codex", "codex", "responses", "exec", "codex"),
+    Client("codex-ws", "codex", "responses", "ws", "codex"),
 )
 
 
@@ -301,17 +303,29 @@ wire_api = "responses"
 request_max_retries = 0
 stream_max_retries = 0
 stream_idle_timeout_ms = {idle}
+http_headers = {{ "x-streamfix-run" = "{run_id}" }}
 """
+CODEX_WEBSOCKET = "supports_websockets = true\n"
+"""Added to the provider for the ``codex-ws`` row: Codex then speaks Responses over a
+WebSocket on ``<base_url>/responses`` (a ``generate: false`` prewarm, then one
+``response.create`` per request) and falls back to HTTPS only after failures."""
 
 
-def run_codex(base_url: str, scratch: Path, timeout: float = CASE_TIMEOUT) -> dict[str, Any]:
-    """``codex exec`` once; ``base_url`` should name a follow-up recording for turn 2."""
+def run_codex(
+    base_url: str, scratch: Path, timeout: float = CASE_TIMEOUT, websocket: bool = False, run_id: str = ""
+) -> dict[str, Any]:
+    """``codex exec`` once; ``base_url`` should name a follow-up recording for turn 2.
+
+    ``websocket``: the provider supports WebSockets (the ``codex-ws`` row). ``run_id`` goes
+    out as the ``X-Streamfix-Run`` header of every request and handshake, so the replay
+    upstream's log shows which transport this run really used."""
     binary = CLIENTS / "codex" / "node_modules" / ".bin" / "codex"
     run = Path(tempfile.mkdtemp(prefix="codex-", dir=scratch))
     home, work = run / "home", run / "work"
     home.mkdir()
     work.mkdir()
-    (home / "config.toml").write_text(CODEX_CONFIG.format(base_url=base_url, idle=CODEX_IDLE_MS))
+    config = CODEX_CONFIG.format(base_url=base_url, idle=CODEX_IDLE_MS, run_id=run_id or run.name)
+    (home / "config.toml").write_text(config + (CODEX_WEBSOCKET if websocket else ""))
     env = dict(os.environ, CODEX_HOME=str(home), STREAMFIX_TEST_KEY="test-key", NO_COLOR="1")
     env.pop("OPENAI_API_KEY", None)
     last = run / "last.txt"

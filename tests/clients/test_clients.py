@@ -19,14 +19,17 @@ off in turn, and which client run catches it.
 from __future__ import annotations
 
 import os
+import tempfile
+import uuid
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from expect import FOLLOWUP, MARKER_FILE, Call, Expected, expected_from_body, output_cap, tools_for
-from harness import ABLATIONS, problems, proves_nothing, run_matrix
+from harness import ABLATIONS, SCRATCH, problems, proves_nothing, run_matrix, stack, transport_counts
 from judge import judge
 from report import ABL_BEGIN, ABL_END, BEGIN, DOC, END, ablation_table, render_markdown, render_text
-from runners import CLIENT_LIST, CLIENTS, installed
+from runners import CLIENT_LIST, CLIENTS, installed, run_codex
 
 from streamfix.recordings import load
 from streamfix.replay import Replay
@@ -226,6 +229,11 @@ FAILED = Expected("responses", (), "response.failed", None, "Partial")
         ("openai-py/responses.stream", FAILED, {"status": "completed", "calls": []}, False),
         ("codex", FAILED, {"rc": 1, "failures": ["stream disconnected before completion: cut"]}, True),
         ("codex", FAILED, {"rc": 0, "last": "Partial", "failures": []}, False),
+        ("codex-ws", TOOLS, {"rc": 0, "last": "ALL DONE", "failures": [], "ws_turns": 2, "http_requests": 0}, True),
+        ("codex-ws", TOOLS, {"rc": 0, "last": "ALL DONE", "failures": [], "ws_turns": 1, "http_requests": 1}, False),
+        ("codex-ws", TOOLS, {"rc": 0, "last": "ALL DONE", "failures": [], "ws_turns": 0, "http_requests": 2}, False),
+        ("codex-ws", FAILED, {"rc": 1, "failures": ["closed"], "ws_turns": 1, "http_requests": 1}, True),
+        ("codex-ws", FAILED, {"rc": 1, "failures": ["closed"], "ws_turns": 0, "http_requests": 2}, False),
     ],
 )
 def test_judge(client, exp, result, ok):
@@ -276,3 +284,35 @@ def test_which_client_catches_each_rule(record_property):
         "docs/clients.md's ablation table is stale; run "
         "`.venv/bin/python tests/clients/harness.py --ablate --write-docs`\n" + table
     )
+
+
+@pytest.mark.parametrize("recording", ["responses-devin-emptyusage", "responses-devin-truncated"])
+def test_codex_websocket_refused_falls_back_to_https(recording):
+    """``streamfix_websocket=refuse``: the real Codex with a WebSocket provider gets a 426
+    for its upgrade, falls back to HTTPS streaming at once and gets the repaired SSE
+    stream (the replay upstream logs HTTP requests for the run and no WebSocket turn);
+    with the default policy the same run stays on the WebSocket and is repaired there."""
+    codex = _client("codex-ws")
+    if not installed(codex):
+        pytest.skip("run scripts/install-clients")
+    rec = load(recording)
+    exp = expected_from_body(rec.api, rec.expected, rec.streaming)
+    SCRATCH.mkdir(parents=True, exist_ok=True)
+    # under .cache, not /tmp: Codex refuses to set up a CODEX_HOME under the temp dir
+    with tempfile.TemporaryDirectory(prefix="refuse-", dir=SCRATCH) as tmp:
+        scratch = Path(tmp)
+        with stack({"refuse": ("streamfix_websocket=refuse",), "repaired": ()}, scratch) as st:
+            replay = st.procs[0]
+            refusing = next(p for p in st.procs if "streamfix_websocket=refuse" in p.cmd)
+            for mode in ("refuse", "repaired"):
+                run_id = uuid.uuid4().hex[:12]
+                base = f"{st.bases[mode]}/rec/{rec.name},{FOLLOWUP}/v1"
+                result = run_codex(base, scratch, websocket=True, run_id=run_id)
+                replay.wait_for(rf"run={run_id}$", 5)
+                counts = transport_counts(replay, run_id)
+                assert judge(_client("codex"), exp, result).ok, (mode, result)
+                if mode == "refuse":
+                    assert counts["ws_turns"] == 0 and counts["http_requests"] >= 1, counts
+                    refusing.wait_for(r"WebSocket upgrade refused with 426", 10)
+                else:
+                    assert counts["ws_turns"] >= 1 and counts["http_requests"] == 0, counts

@@ -1,0 +1,332 @@
+"""Latency, capacity and memory under many concurrent model-paced streams.
+
+    python -m streamfix.capacity            # `just bench --capacity`; a few minutes
+    python -m streamfix.capacity --quick    # a smoke run
+
+Three targets, measured one after the other against the same upstream: the upstream
+directly, a mitmdump with ``stream = True`` (``streamfix/bench_addon.py``, the cheapest
+way mitmproxy streams) and a mitmdump with ``addons/repair.py``.
+
+The upstream (``--serve``, started as its own process) answers every request with a
+Devin-style ``/v1/responses`` turn as unfixed CPA emits it (``streamfix.bench``'s
+builder: reasoning, text and two function calls, which the addon repairs), one event
+per HTTP/1.1 chunk, ``--pace-ms`` apart (20 ms: 50 events/s). Each event starts with a
+comment line ``: t=<CLOCK_MONOTONIC ns>`` written the moment it is sent; the repairer
+keeps comment lines in place, so the client (asyncio, in this process) reads the send
+time of every upstream event it receives, and its latency is arrival minus send.
+Events the repairer inserts carry no stamp and are not counted.
+
+Reported per target and concurrency (1, 50, 100, 200 streams): p50 and p99 latency per
+event, and the *added* latency of each proxy (its percentile minus the direct one at
+the same concurrency). Capacity: the most concurrent streams (on a ladder) at 50
+events/s whose p99 added latency stays under 50 ms, addon and passthrough, and their
+ratio. Memory: mitmdump's RSS before and after 2,000 client aborts at random points.
+
+Upstream, proxies and client share the machine's CPUs; the figures are only comparable
+within one run (``docs/benchmarks.md`` says how to read them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import re
+import socket
+import struct
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from . import bench
+
+ROOT = Path(__file__).resolve().parent.parent
+LEVELS = (1, 50, 100, 200)
+LADDER = (25, 50, 75, 100, 150, 200, 300)
+BUDGET_MS = 50.0
+_STAMP = re.compile(rb": t=(\d+)\n")
+
+
+# --- the timed upstream ---------------------------------------------------------------
+def _events() -> list[bytes]:
+    body = bench.devin_responses_stream(calls=(60, 30), reasoning=20, text=40, keepalive_every=0)
+    return bench.events_of(body)
+
+
+async def _answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, events: list[bytes], pace: float):
+    try:
+        head = await reader.readuntil(b"\r\n\r\n")
+        m = re.search(rb"(?i)\r\ncontent-length:\s*(\d+)", head)
+        if m:
+            await reader.readexactly(int(m.group(1)))
+        writer.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n"
+            b"connection: close\r\n\r\n"
+        )
+        for i, ev in enumerate(events):
+            if i:
+                await asyncio.sleep(pace)
+            data = b": t=%d\n" % time.monotonic_ns() + ev
+            writer.write(b"%x\r\n%s\r\n" % (len(data), data))
+            await writer.drain()
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+    except (ConnectionError, asyncio.IncompleteReadError):
+        pass
+    finally:
+        writer.close()
+
+
+async def _serve(port: int, pace_ms: float) -> None:
+    events = _events()
+    server = await asyncio.start_server(
+        lambda r, w: _answer(r, w, events, pace_ms / 1000), "127.0.0.1", port, backlog=1024
+    )
+    print(f"capacity upstream listening on http://127.0.0.1:{server.sockets[0].getsockname()[1]}", flush=True)
+    async with server:
+        await server.serve_forever()
+
+
+# --- the client -----------------------------------------------------------------------
+REQUEST = b'{"model":"devin/swe-2","stream":true,"input":[{"role":"user","content":"Build the page."}]}'
+
+
+def _request() -> bytes:
+    return (
+        b"POST /v1/responses HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+        b"accept-encoding: identity\r\nconnection: close\r\ncontent-length: %d\r\n\r\n" % len(REQUEST)
+    ) + REQUEST
+
+
+async def _one_stream(port: int, delay: float, lat: list[float]) -> int:
+    """One streamed request; appends each stamped event's latency (ms); returns events."""
+    await asyncio.sleep(delay)
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    n = 0
+    tail = b""
+    try:
+        writer.write(_request())
+        await writer.drain()
+        while True:
+            chunk = await reader.read(65536)
+            now = time.monotonic_ns()
+            if not chunk:
+                break
+            data = tail + chunk
+            end = 0
+            for m in _STAMP.finditer(data):
+                lat.append((now - int(m.group(1))) / 1e6)
+                n += 1
+                end = m.end()
+            tail = data[max(end, len(data) - 64) :]
+    finally:
+        writer.close()
+    return n
+
+
+async def _load(port: int, streams: int, pace_ms: float) -> tuple[list[float], int]:
+    lat: list[float] = []
+    counts = await asyncio.gather(*(_one_stream(port, random.uniform(0, pace_ms / 1000), lat) for _ in range(streams)))
+    return lat, sum(counts)
+
+
+async def _abort(port: int, rng: random.Random) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(_request())
+        await writer.drain()
+        want = rng.randrange(0, 20000)
+        got = 0
+        while got < want:
+            chunk = await asyncio.wait_for(reader.read(4096), 30)
+            if not chunk:
+                break
+            got += len(chunk)
+    finally:
+        if rng.random() < 0.5:
+            sock = writer.get_extra_info("socket")
+            if sock is not None:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        writer.transport.abort()
+
+
+async def _aborts(port: int, n: int, seed: int = 5) -> None:
+    rng = random.Random(seed)
+    for start in range(0, n, 50):
+        await asyncio.gather(*(_abort(port, rng) for _ in range(min(50, n - start))))
+
+
+# --- running it -------------------------------------------------------------------------
+def _pct(xs: list[float], q: float) -> float:
+    if not xs:
+        return float("nan")
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))]
+
+
+def _rss_kb(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return -1
+
+
+def run(quick: bool = False, pace_ms: float = 20.0, aborts: int = 2000) -> dict[str, Any]:
+    levels = (1, 50) if quick else LEVELS
+    ladder = (25, 50) if quick else LADDER
+    aborts = 200 if quick else aborts
+    out: dict[str, Any] = {"levels": {}, "ladder": {}, "rss": {}, "pace_ms": pace_ms, "aborts": aborts}
+    with tempfile.TemporaryDirectory(prefix="streamfix-capacity-") as tmp:
+        tmpd = Path(tmp)
+        procs: list[bench._Proc] = []
+        try:
+            up = bench._Proc(
+                [sys.executable, "-m", "streamfix.capacity", "--serve", "--pace-ms", str(pace_ms)], tmpd / "up.log"
+            )
+            procs.append(up)
+            upstream = up.wait_for(r"listening on (http://\S+)").group(1)
+            ports = {"direct": int(upstream.rsplit(":", 1)[1])}
+            pids = {}
+            for label, addon in (
+                ("passthrough", ROOT / "streamfix" / "bench_addon.py"),
+                ("addon", ROOT / "addons" / "repair.py"),
+            ):
+                p = bench._Proc(
+                    [
+                        bench._tool("mitmdump"),
+                        "--mode",
+                        f"reverse:{upstream}@127.0.0.1:0",
+                        "--set",
+                        f"confdir={tmpd / 'conf'}",
+                        "--set",
+                        "flow_detail=0",
+                        "-s",
+                        str(addon),
+                    ],
+                    tmpd / f"mitm-{label}.log",
+                )
+                procs.append(p)
+                ports[label] = int(p.wait_for(r"listening at 127\.0\.0\.1:(\d+)").group(1))
+                pids[label] = p.p.pid
+            for port in ports.values():  # warm-up
+                asyncio.run(_load(port, 2, pace_ms))
+
+            def measure(n: int) -> dict[str, dict[str, float]]:
+                row = {}
+                for label in ("direct", "passthrough", "addon"):
+                    t0 = time.monotonic()
+                    lat, events = asyncio.run(_load(ports[label], n, pace_ms))
+                    row[label] = {
+                        "p50": _pct(lat, 0.5),
+                        "p99": _pct(lat, 0.99),
+                        "events": events,
+                        "seconds": time.monotonic() - t0,
+                    }
+                for label in ("passthrough", "addon"):
+                    row[label]["added_p50"] = row[label]["p50"] - row["direct"]["p50"]
+                    row[label]["added_p99"] = row[label]["p99"] - row["direct"]["p99"]
+                return row
+
+            for n in levels:
+                out["levels"][n] = measure(n)
+                print(f"  {n} streams: {_fmt_row(out['levels'][n])}", file=sys.stderr, flush=True)
+            for n in ladder:
+                out["ladder"][n] = out["levels"].get(n) or measure(n)
+                print(f"  ladder {n}: {_fmt_row(out['ladder'][n])}", file=sys.stderr, flush=True)
+            for label in ("passthrough", "addon"):
+                before = _rss_kb(pids[label])
+                asyncio.run(_aborts(ports[label], aborts // 10))  # warm the pools up
+                mid = _rss_kb(pids[label])
+                asyncio.run(_aborts(ports[label], aborts))
+                time.sleep(1)
+                out["rss"][label] = {"start": before, "warm": mid, "after": _rss_kb(pids[label])}
+            alive = {label: procs[i + 1].p.poll() is None for i, label in enumerate(("passthrough", "addon"))}
+            out["alive"] = alive
+        finally:
+            for p in reversed(procs):
+                p.stop()
+    for label in ("passthrough", "addon"):
+        ok = [n for n, row in out["ladder"].items() if row[label]["added_p99"] < BUDGET_MS]
+        out.setdefault("capacity", {})[label] = max(ok) if ok else 0
+    return out
+
+
+def _fmt_row(row: dict[str, dict[str, float]]) -> str:
+    return "; ".join(
+        f"{k} p50 {v['p50']:.1f} p99 {v['p99']:.1f} ms" + (f" (+{v['added_p99']:.1f})" if "added_p99" in v else "")
+        for k, v in row.items()
+    )
+
+
+def report(r: dict[str, Any]) -> str:
+    m = bench.machine()
+    lines = [
+        f"machine: {m['nproc']} CPUs, {m['cpu']}; Python {m['python']}; mitmproxy {m['mitmproxy']}; {m['platform']}",
+        f"model-paced streams: one event per chunk, {r['pace_ms']:g} ms apart ({1000 / r['pace_ms']:g} events/s)",
+        "",
+        "latency per event, ms (added = the proxy's percentile minus direct's at the same concurrency)",
+        (
+            "| streams | direct p50 | direct p99 | passthrough p50 | passthrough p99 | addon p50 | addon p99 | "
+            "added p50 pass / addon | added p99 pass / addon |"
+        ),
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for n, row in r["levels"].items():
+        d, p, a = row["direct"], row["passthrough"], row["addon"]
+        lines.append(
+            f"| {n} | {d['p50']:.1f} | {d['p99']:.1f} | {p['p50']:.1f} | {p['p99']:.1f} | {a['p50']:.1f} | "
+            f"{a['p99']:.1f} | {p['added_p50']:+.1f} / {a['added_p50']:+.1f} | {p['added_p99']:+.1f} / {a['added_p99']:+.1f} |"
+        )
+    lines += ["", f"capacity ladder: p99 added latency (ms) per concurrency; budget {BUDGET_MS:g} ms"]
+    lines.append("| streams | " + " | ".join(str(n) for n in r["ladder"]) + " |")
+    lines.append("|---|" + "---:|" * len(r["ladder"]))
+    for label in ("passthrough", "addon"):
+        lines.append(
+            f"| {label} | " + " | ".join(f"{row[label]['added_p99']:+.1f}" for row in r["ladder"].values()) + " |"
+        )
+    cap = r["capacity"]
+    ratio = cap["addon"] / cap["passthrough"] if cap["passthrough"] else float("nan")
+    lines += [
+        "",
+        (
+            f"capacity (most streams with p99 added < {BUDGET_MS:g} ms): addon {cap['addon']}, "
+            f"passthrough {cap['passthrough']}, ratio {ratio:.2f}"
+        ),
+        "",
+        f"RSS over {r['aborts']} client aborts (kB): "
+        + "; ".join(
+            f"{label} start {v['start']}, after warm-up {v['warm']}, after {v['after']} "
+            f"({(v['after'] - v['warm']) / 1024:+.1f} MB)"
+            for label, v in r["rss"].items()
+        ),
+        f"both proxies alive at the end: {all(r['alive'].values())}",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m streamfix.capacity", description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="1 and 50 streams, a short ladder, 200 aborts")
+    ap.add_argument("--pace-ms", type=float, default=20.0, help="pause between a stream's events (default 20)")
+    ap.add_argument("--aborts", type=int, default=2000)
+    ap.add_argument("--serve", action="store_true", help="run the timed upstream (used by the benchmark)")
+    ap.add_argument("--port", type=int, default=0)
+    a = ap.parse_args(argv)
+    if a.serve:
+        try:
+            asyncio.run(_serve(a.port, a.pace_ms))
+        except KeyboardInterrupt:
+            pass
+        return 0
+    t0 = time.monotonic()
+    r = run(quick=a.quick, pace_ms=a.pace_ms, aborts=a.aborts)
+    print(report(r))
+    print(f"\n(capacity benchmark took {time.monotonic() - t0:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
