@@ -2,8 +2,9 @@
 
     python -m streamfix.cpa_standin --devin http://devin.test:PORT --proxy http://127.0.0.1:8080 --port 0
 
-Takes client requests on ``/v1/chat/completions``, ``/v1/responses`` and ``/v1/messages``
-(streaming or not), builds a GetChatMessageRequest from ``wire/devin.proto``, sends it to
+Takes client requests on ``/v1/chat/completions``, ``/v1/responses``, ``/v1/messages`` and
+Gemini's ``/v1beta/models/MODEL:streamGenerateContent`` / ``:generateContent`` (streaming or
+not), builds a GetChatMessageRequest from ``wire/devin.proto``, sends it to
 Devin (``--devin``, a fake one in tests) through an explicit HTTP proxy (``--proxy``, like
 CPA's ``proxy-url``; the sidecar's regular-mode listener), and translates the Connect
 frames into the client's format the way unfixed CPA does (reference: cpa-wire.md sections
@@ -11,7 +12,8 @@ frames into the client's format the way unfixed CPA does (reference: cpa-wire.md
 
 * StopReason is read and ignored: Responses always ends in ``response.completed``, chat in
   ``finish_reason`` ``tool_calls``/``stop``, messages in ``stop_reason``
-  ``tool_use``/``end_turn``;
+  ``tool_use``/``end_turn``, Gemini in ``finishReason: "STOP"`` (its function calls are
+  not modelled: text and thinking only);
 * function calls stay open until the end of the stream; Responses function_call items
   have no ``status``; chat ``tool_calls[].index`` is the interactions step index;
 * ``max_output_tokens`` on ``/v1/responses`` (and ``max_tokens`` on ``/v1/messages``) is
@@ -122,6 +124,15 @@ def build_request(api: str, body: dict[str, Any]) -> pb.GetChatMessageRequest:
                 tools.append(pb.ChatToolDefinition(name=tool.get("name", ""), description=tool.get("description", ""),
                                                    json_schema=orjson.dumps(tool.get("parameters", {})).decode()))  # fmt: skip
         # the bug: max_output_tokens is dropped for Devin
+    elif api == "gemini":
+        si = body.get("systemInstruction") or body.get("system_instruction")
+        if isinstance(si, dict):
+            system.append("\n".join(str(p.get("text", "")) for p in si.get("parts") or [] if isinstance(p, dict)))
+        for c in body.get("contents") or []:
+            if not isinstance(c, dict):
+                continue
+            text = "\n".join(str(p.get("text", "")) for p in c.get("parts") or [] if isinstance(p, dict) and "text" in p)
+            prompts.append(P(message_id=mid(), source=ASSISTANT if c.get("role") == "model" else USER, prompt=text))
     else:
         if api == "messages":
             sys_field = body.get("system")
@@ -591,8 +602,76 @@ class MessagesOut:
         return body
 
 
-TRANSLATORS = {"responses": ResponsesOut, "chat": ChatOut, "messages": MessagesOut}
+class GeminiOut:
+    """interactions -> Gemini (cpa-wire.md section 6): a chunk per delta, a final chunk with
+    an empty text part, ``finishReason: "STOP"`` always, and ``usageMetadata``."""
+
+    def __init__(self) -> None:
+        self.id = self.model = ""
+
+    def _obj(self, parts: list[dict], final: dict | None = None) -> dict:
+        cand: dict[str, Any] = {"content": {"parts": parts, "role": "model"}}
+        if final is not None:
+            cand["finishReason"] = "STOP"
+        cand["index"] = 0
+        obj: dict[str, Any] = {"candidates": [cand], "modelVersion": self.model, "responseId": self.id}
+        if final:
+            obj["usageMetadata"] = final
+        return obj
+
+    @staticmethod
+    def _usage(e: dict) -> dict:
+        u = e["interaction"].get("usage")
+        if u is None:
+            return {}
+        inp, out = u["total_input_tokens"], u["total_output_tokens"]
+        return {"promptTokenCount": inp, "promptTokensDetails": [{"modality": "TEXT", "tokenCount": inp}],
+                "candidatesTokenCount": out, "totalTokenCount": u.get("total_tokens", 0),
+                "cachedContentTokenCount": u["total_cached_tokens"]}  # fmt: skip
+
+    @staticmethod
+    def _part(e: dict) -> dict | None:
+        d = e["delta"]
+        if d["type"] == "thought_summary" and d["text"]:
+            return {"text": d["text"], "thought": True}
+        if d["type"] == "text" and d["text"]:
+            return {"text": d["text"]}
+        return None  # argument deltas: Gemini's functionCall parts are not modelled here
+
+    def event(self, e: dict) -> bytes:
+        et = e["event_type"]
+        if et == "interaction.created":
+            self.id, self.model = e["interaction"]["id"], e["interaction"]["model"]
+        elif et == "step.delta" and (part := self._part(e)) is not None:
+            return b"data: " + go_json(self._obj([part])) + b"\n\n"
+        elif et == "interaction.completed":
+            return b"data: " + go_json(self._obj([{"text": ""}], self._usage(e))) + b"\n\n"
+        return b""
+
+    def error(self, code: str, message: str) -> bytes:
+        return b"data: " + go_json({"error": {"code": 502, "message": message, "status": code}}) + b"\n\n"
+
+    def body(self, events: list[dict]) -> dict:
+        parts: list[dict] = []
+        usage: dict = {}
+        for e in events:
+            et = e["event_type"]
+            if et == "interaction.created":
+                self.id, self.model = e["interaction"]["id"], e["interaction"]["model"]
+            elif et == "step.delta" and (part := self._part(e)) is not None:
+                if parts and parts[-1].get("thought") == part.get("thought"):
+                    parts[-1]["text"] += part["text"]
+                else:
+                    parts.append(part)
+            elif et == "interaction.completed":
+                usage = self._usage(e)
+        return self._obj(parts or [{"text": ""}], usage)
+
+
+TRANSLATORS = {"responses": ResponsesOut, "chat": ChatOut, "messages": MessagesOut, "gemini": GeminiOut}
 ROUTES = {"/v1/responses": "responses", "/v1/chat/completions": "chat", "/v1/messages": "messages"}
+GEMINI_ROUTE = "/v1beta/models/{action}"
+"""``/v1beta/models/MODEL:streamGenerateContent`` (streamed) or ``:generateContent``."""
 
 
 class UpstreamError(Exception):
@@ -681,7 +760,7 @@ class Standin:
         return resp
 
     async def _handle(self, request: web.Request, n: int) -> web.StreamResponse:
-        api = ROUTES[request.path]
+        api = ROUTES.get(request.path, "gemini")
         self.log(n, f"{request.method} {request.path}, calling Devin")
         try:
             body = orjson.loads(await request.read())
@@ -689,7 +768,8 @@ class Standin:
         except (orjson.JSONDecodeError, AssertionError):
             return web.json_response({"error": {"message": "invalid JSON body"}}, status=400)
         out = TRANSLATORS[api]()
-        if not body.get("stream"):
+        streaming = request.path.endswith(":streamGenerateContent") if api == "gemini" else body.get("stream")
+        if not streaming:
             events: list[dict] = []
             try:
                 async for evs in self.devin_events(api, body, n):
@@ -720,6 +800,7 @@ class Standin:
         app = web.Application()
         for path in ROUTES:
             app.router.add_post(path, self.handle)
+        app.router.add_post(GEMINI_ROUTE, self.handle)
         app.on_startup.append(self.start)
         app.on_cleanup.append(self.stop)
         return app

@@ -16,8 +16,8 @@ STOP/MAX_TOKENS/SAFETY/OTHER; Responses: incomplete_details max_output_tokens/co
 from __future__ import annotations
 
 import pytest
-
 from repairkit import events, run, sse
+
 from wire.chat import FINISH_ALIASES, ChatRepairer, repair_chat_json
 from wire.rules import FlowContext, Rules
 from wire.verdict import Verdict

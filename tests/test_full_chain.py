@@ -189,7 +189,9 @@ def chain(chain_procs: Chain, request: pytest.FixtureRequest) -> Chain:
 
 
 # --- requests and terminals -----------------------------------------------------------
-PATHS = {"chat": "/v1/chat/completions", "responses": "/v1/responses", "messages": "/v1/messages"}
+PATHS = {"chat": "/v1/chat/completions", "responses": "/v1/responses", "messages": "/v1/messages",
+         "gemini": "/v1beta/models/devin-swe-2:streamGenerateContent?alt=sse"}  # fmt: skip
+GEMINI_JSON = "/v1beta/models/devin-swe-2:generateContent"
 
 
 def request_body(api: str, prompt: str, cap: int | None = None, stream: bool = True) -> dict:
@@ -201,6 +203,10 @@ def request_body(api: str, prompt: str, cap: int | None = None, stream: bool = T
         body = {"model": "devin/swe-2", "stream": stream, "messages": [{"role": "user", "content": prompt}]}
         if cap:
             body["max_tokens"] = cap
+    elif api == "gemini":
+        body = {"contents": [{"role": "user", "parts": [{"text": prompt}]}]}
+        if cap:
+            body["generationConfig"] = {"maxOutputTokens": cap}
     else:
         body = {"model": "devin/swe-2", "stream": stream, "max_tokens": cap or 32000,
                 "messages": [{"role": "user", "content": [{"type": "text", "text": prompt}]}]}  # fmt: skip
@@ -400,6 +406,8 @@ def client_usage(api: str, body: bytes, stream: bool = True) -> tuple[int, int, 
             u = o.get("response", o).get("usage") if o.get("type", "response").startswith("response") else None
         elif api == "messages":
             u = o.get("usage") if o.get("type") in ("message_delta", "message") else None
+        elif api == "gemini":
+            u = o.get("usageMetadata")
         else:
             u = o.get("usage")
         if isinstance(u, dict):
@@ -413,6 +421,10 @@ def client_usage(api: str, body: bytes, stream: bool = True) -> tuple[int, int, 
     if api == "chat":
         cached = n((usage.get("prompt_tokens_details") or {}).get("cached_tokens"))
         return n(usage.get("prompt_tokens")), n(usage.get("completion_tokens")), cached, n(usage.get("total_tokens"))
+    if api == "gemini":
+        u = usage
+        return (n(u.get("promptTokenCount")), n(u.get("candidatesTokenCount")), n(u.get("cachedContentTokenCount")),
+                n(u.get("totalTokenCount")))  # fmt: skip
     cached = n(usage.get("cache_read_input_tokens"))
     inp = n(usage.get("input_tokens")) + cached
     return inp, n(usage.get("output_tokens")), cached, inp + n(usage.get("output_tokens"))
@@ -431,13 +443,14 @@ async def ask_usage(c: httpx.AsyncClient, chain: Chain, api: str, conv: str, dev
     body = request_body(api, f"Count it. {marks}", stream=stream)
     if api == "chat" and stream:
         body["stream_options"] = {"include_usage": True}
-    r = await c.post(chain.base + PATHS[api], json=body)
+    path = GEMINI_JSON if (api, stream) == ("gemini", False) else PATHS[api]
+    r = await c.post(chain.base + path, json=body)
     assert r.status_code == 200, r.text
     return r.content
 
 
 @needs_wiring
-@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+@pytest.mark.parametrize("api", ["chat", "responses", "messages", "gemini"])
 @pytest.mark.parametrize(("devin", "cpa"), [("field7", "zero"), ("field7", "omit"), ("field28", "zero"),
                                             ("field28", "omit"), ("zero7", "zero")])  # fmt: skip
 @pytest.mark.parametrize("stream", [True, False], ids=["sse", "json"])
@@ -454,7 +467,7 @@ async def test_dropped_usage_is_filled_with_devins_numbers(chain, api, devin, cp
 
 
 @needs_wiring
-@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+@pytest.mark.parametrize("api", ["chat", "responses", "messages", "gemini"])
 async def test_usage_cpa_already_sent_passes_unchanged(chain, api):
     """With the usage on the client leg (CPA copied field 7, or fell back to field 28), the
     client gets exactly CPA's numbers, which are Devin's: nothing is overwritten."""
@@ -464,7 +477,7 @@ async def test_usage_cpa_already_sent_passes_unchanged(chain, api):
             body = await ask_usage(c, chain, api, conv, devin, None, 1234)
         got = client_usage(api, body)
         if api == "messages":  # CPA writes its total input into input_tokens, no cache read
-            inp, out, cached, total = devin_usage(chain, conv)
+            inp, out, _, total = devin_usage(chain, conv)
             assert got == (inp, out, 0, total)
         else:
             assert got == devin_usage(chain, conv)
@@ -474,9 +487,9 @@ async def test_usage_cpa_already_sent_passes_unchanged(chain, api):
 async def test_twenty_conversations_each_get_their_own_devin_usage(chain):
     """20 turns at once on every API, usage dropped by CPA, each with its own Devin
     numbers (distinct prompt sizes; field 7 or field 28): each client gets exactly its own."""
-    apis = ("chat", "responses", "messages")
-    jobs = [(apis[i % 3], f"usage20-{i}-{uuid.uuid4().hex[:6]}", ("field7", "field28")[i % 2],
-             ("zero", "omit")[(i // 2) % 2], 2000 + 97 * i) for i in range(20)]  # fmt: skip
+    apis = ("chat", "responses", "messages", "gemini")
+    jobs = [(apis[i % 4], f"usage20-{i}-{uuid.uuid4().hex[:6]}", ("field7", "field28")[(i // 4) % 2],
+             ("zero", "omit")[(i // 8) % 2], 2000 + 97 * i) for i in range(20)]  # fmt: skip
     async with client() as c:
         bodies = await asyncio.gather(*(ask_usage(c, chain, api, conv, devin, cpa, pt, delay=10)
                                         for api, conv, devin, cpa, pt in jobs))  # fmt: skip
@@ -484,3 +497,62 @@ async def test_twenty_conversations_each_get_their_own_devin_usage(chain):
     want = [devin_usage(chain, conv) for _, conv, *_ in jobs]
     assert len(set(want)) == 20
     assert got == want
+
+
+@needs_wiring
+@pytest.mark.clients
+async def test_real_clients_report_devins_usage(chain):
+    """AI SDK 7 (chat, Responses, Anthropic; streamText and generateText) and
+    openai-python's helpers (``chat.completions.stream``, ``responses.stream``) through the
+    whole chain with the usage dropped by CPA: each reports its own Devin numbers."""
+    sys.path.insert(0, str(Path(__file__).with_name("clients")))
+    from runners import CLIENTS, run_aisdk_batch
+
+    install = CLIENTS / "aisdk7"
+    assert (install / ".streamfix-installed").exists(), "run scripts/install-clients"
+
+    def prompt(conv: str, i: int, scenario: str = "stop") -> str:
+        marks = f"[scenario:{scenario}] [conv:{conv}] [usage:field7] [prompt_tokens:{3000 + 61 * i}] [cpa_usage:omit]"
+        return f"Count it. {marks}"
+
+    cases = []
+    for i, (api, stream) in enumerate((a, s) for a in ("chat", "responses", "anthropic") for s in (True, False)):
+        conv = f"client-{api}-{'sse' if stream else 'json'}-{uuid.uuid4().hex[:6]}"
+        # a non-streamed Anthropic message with a thinking block fails the AI SDK's schema
+        # (CPA's non-stream translator writes no signature): a turn without thinking
+        scenario = "content_filter" if (api, stream) == ("anthropic", False) else "stop"
+        cases.append({"id": conv, "api": api, "baseURL": chain.base + "/v1", "stream": stream, "tools": [],
+                      "prompt": prompt(conv, i, scenario)})  # fmt: skip
+    results = await asyncio.to_thread(run_aisdk_batch, install, cases)
+    for c in cases:
+        r = results[c["id"]]
+        u = r.get("usage") or {}
+        inp, out, cached, total = devin_usage(chain, c["id"])
+        got_cached = (u.get("inputTokenDetails") or {}).get("cacheReadTokens", u.get("cachedInputTokens"))
+        assert (u.get("inputTokens"), u.get("outputTokens"), u.get("totalTokens"), got_cached) == (
+            inp, out, total, cached), json.dumps(r)[:2000]  # fmt: skip
+
+    import openai
+
+    oa = openai.OpenAI(base_url=chain.base + "/v1", api_key="test-key", max_retries=0, timeout=TIMEOUT)
+    chat_conv, resp_conv = (f"client-py-{k}-{uuid.uuid4().hex[:6]}" for k in ("chat", "responses"))
+
+    def chat_final():
+        with oa.chat.completions.stream(model="devin/swe-2", stream_options={"include_usage": True},
+                                        messages=[{"role": "user", "content": prompt(chat_conv, 7)}]) as s:  # fmt: skip
+            return s.get_final_completion()
+
+    def responses_final():
+        with oa.responses.stream(model="devin/swe-2", input=prompt(resp_conv, 8)) as s:
+            return s.get_final_response()
+
+    chat = await asyncio.to_thread(chat_final)
+    inp, out, cached, total = devin_usage(chain, chat_conv)
+    u = chat.usage
+    assert (u.prompt_tokens, u.completion_tokens, u.total_tokens, u.prompt_tokens_details.cached_tokens) == (
+        inp, out, total, cached)  # fmt: skip
+    resp = await asyncio.to_thread(responses_final)
+    inp, out, cached, total = devin_usage(chain, resp_conv)
+    u = resp.usage
+    assert (u.input_tokens, u.output_tokens, u.total_tokens, u.input_tokens_details.cached_tokens) == (
+        inp, out, total, cached)  # fmt: skip

@@ -10,8 +10,8 @@ from typing import Any
 
 import orjson
 import pytest
-
 from repairkit import events, run, sse
+
 from wire.chat import ChatRepairer, repair_chat_json
 from wire.gemini import GeminiRepairer, repair_gemini_json
 from wire.messages import MessagesRepairer, repair_messages_json
@@ -164,8 +164,13 @@ def test_chat_stream_without_upstream_is_untouched():
 
 
 def test_chat_json_usage_filled():
-    obj = {"id": "i", "object": "chat.completion", "created": 1, "model": "m",
-           "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}]}
+    obj = {
+        "id": "i",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "m",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}],
+    }
     assert repair_chat_json(obj, Rules(), FlowContext(), upstream())
     assert {k: obj["usage"][k] for k in CHAT_WANT} == CHAT_WANT
     obj["usage"] = {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3,
@@ -210,8 +215,15 @@ def test_messages_stream_gateway_input_kept_without_double_counting():
 
 
 def test_messages_json_usage_filled():
-    obj = {"id": "i", "type": "message", "role": "assistant", "model": "m", "stop_reason": "end_turn",
-           "content": [{"type": "text", "text": "hi"}], "usage": {"input_tokens": 0, "output_tokens": 0}}
+    obj = {
+        "id": "i",
+        "type": "message",
+        "role": "assistant",
+        "model": "m",
+        "stop_reason": "end_turn",
+        "content": [{"type": "text", "text": "hi"}],
+        "usage": {"input_tokens": 0, "output_tokens": 0},
+    }
     assert repair_messages_json(obj, Rules(), FlowContext(), upstream())
     assert obj["usage"] == MESSAGES_WANT
 

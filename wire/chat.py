@@ -196,11 +196,14 @@ class ChatRepairer(ApiRepairer):
     def event(self, ev: Event) -> list[bytes]:
         ev = self._foreign(ev)
         if ev.data is not None:
-            self._eol = self._eol or ev.eol
             self._done = self._done or ev.data.strip() == b"[DONE]"
         obj = self.parse(ev)
         rec = _Rec(ev, obj)
         if obj is not None:
+            if self._eol is None and isinstance(obj.get("choices"), list):
+                # a chat stream (rule eof_terminal ends only those: a body that never was
+                # one, e.g. garbage or another API's events, passes as it came)
+                self._eol = ev.eol
             if "error" in obj and "choices" not in obj:
                 self._errored = True
                 self._release_all("an error event")

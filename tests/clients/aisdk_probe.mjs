@@ -8,9 +8,11 @@
 //
 //   {"id": "...", "api": "responses" | "chat" | "compatible", "baseURL": "http://.../v1",
 //    "tools": [{"name", "description", "parameters": <JSON schema>}], "timeoutMs": 20000,
-//    "stream": true, "maxOutputTokens": 400}
+//    "stream": true, "maxOutputTokens": 400, "prompt": "Do the task."}
 //
 // "stream": false runs generateText (a non-streamed request) instead of streamText.
+// "prompt" (default "Do the task.") is the user message (the full-chain tests put the
+// fake Devin's markers there); the result's `usage` is the SDK's unified usage.
 //
 // "compatible" is chat completions through @ai-sdk/openai-compatible (what opencode uses
 // for a custom OpenAI-compatible provider such as a CLIProxyAPI endpoint); "anthropic" is
@@ -90,7 +92,7 @@ async function runCase(c) {
   }
   const seen = new Set();
   const options = {
-    model: modelFor(c), prompt: 'Do the task.', tools, maxRetries: 0,
+    model: modelFor(c), prompt: c.prompt ?? 'Do the task.', tools, maxRetries: 0,
     abortSignal: AbortSignal.timeout(c.timeoutMs ?? 20000),
     ...(c.maxOutputTokens ? { maxOutputTokens: c.maxOutputTokens } : {}),
   };
@@ -113,8 +115,9 @@ async function runCase(c) {
   if (result) {
     // each promise on its own: one rejecting must not hide the others. Once the stream
     // is over they settle at once, unless the SDK lost track (AI SDK 5 after a throw).
-    const [finish, calls, text] = await Promise.allSettled(
-      [result.finishReason, result.toolCalls, result.text].map(p => settled(p)));
+    const [finish, calls, text, usage] = await Promise.allSettled(
+      [result.finishReason, result.toolCalls, result.text, result.usage].map(p => settled(p)));
+    if (usage.status === 'fulfilled') out.usage = usage.value;
     if (finish.status === 'fulfilled') out.finishReason = finish.value; else out.finishError = short(finish.reason);
     if (calls.status === 'fulfilled') {
       out.toolCalls = calls.value.map(t => ({
@@ -142,6 +145,7 @@ async function generate(c, out, options, started) {
     }));
     out.toolErrors = r.content.filter(p => p.type === 'tool-error').map(p => short(p.error, 200));
     out.text = r.text;
+    out.usage = r.usage;
   } catch (e) {
     out.thrown = short(e);
   }

@@ -141,6 +141,8 @@ def _openai_py(client: Client, exp: Expected, r: dict[str, Any]) -> Outcome:
         elif exc == "LengthFinishReasonError":
             return OK
         return _fail(_exc(r) or "truncation not reported", "" if r.get("exception") else _finish_label(client, exp, r))
+    if helper and client.api == "chat" and exp.finish == "content_filter" and exc == "ContentFilterFinishReasonError":
+        return OK  # the chat helpers' documented report of a filtered answer
     if exc:
         return _fail(_exc(r))
     symptoms = [_finish_label(client, exp, r)]
