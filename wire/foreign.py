@@ -46,7 +46,7 @@ def foreign(api: str, ev: Event) -> tuple[str, str] | None:
     if not isinstance(obj, dict):
         return None
     t = obj.get("type")
-    if t not in KEEPALIVE or "choices" in obj or "error" in obj:
+    if not isinstance(t, str) or t not in KEEPALIVE or "choices" in obj or "error" in obj:
         return None
     what = "a Responses stream event" if api == "responses" else "a chat completion chunk"
     return "sse.nonstandard", f"type {t!r} is not {what}"
