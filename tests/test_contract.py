@@ -225,5 +225,7 @@ def test_any_json_value_where_an_id_or_index_goes_never_breaks_the_checker():
         evs.append({"type": v, "sequence_number": 99})
         body = sse(*evs[:-1]) + b"data: " + orjson.dumps(evs[-1]) + b"\n\n"
         assert contract.check("responses", body)  # reported, not raised
-        chat_body = b"data: " + orjson.dumps({"choices": [{"index": v, "delta": {"tool_calls": [{"index": v}]}}]}) + b"\n\n"
+        chat_body = (
+            b"data: " + orjson.dumps({"choices": [{"index": v, "delta": {"tool_calls": [{"index": v}]}}]}) + b"\n\n"
+        )
         contract.check("chat", chat_body)
