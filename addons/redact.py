@@ -155,10 +155,10 @@ class Redact:
             "streamfix_redact",
             bool,
             True,
-            """Redact secrets (Authorization, Proxy-Authorization, X-Api-Key, X-Goog-Api-Key,
-            Cookie and Set-Cookie headers, ?key=-style query values, Devin's session token)
-            in saved flows (-w, mitmweb's save) and in mitmweb. The request to the upstream
-            keeps them. false keeps everything as it was sent.""",
+            "Redact secrets (Authorization, Proxy-Authorization, X-Api-Key, X-Goog-Api-Key, "
+            "Cookie and Set-Cookie headers, ?key=-style query values, Devin's session token) "
+            "in saved flows (-w, mitmweb's save) and in mitmweb. The request to the upstream "
+            "keeps them. false keeps everything as it was sent.",
         )
 
     def running(self) -> None:

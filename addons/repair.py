@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -125,7 +126,7 @@ class FlowStream:
     __slots__ = (
         "repair", "decoder", "keep", "original", "repaired", "failed", "on_eof", "on_progress", "shown", "first_at",
         "told",
-    )
+    )  # fmt: skip
 
     def __init__(self, repair: StreamRepair, decoder: Decoder | None, keep: bool, on_eof, on_progress=None):
         self.repair = repair
@@ -381,6 +382,7 @@ class Repair:
         s = st.stream
         if not isinstance(s, FlowStream) or flow.response is None:
             return  # not streamed, or check mode (addons/check.py reports its own flows)
+        _log_undelivered(flow, s)
         rep = s.repair.repairer
         n = None
         if s.keep:
@@ -444,11 +446,12 @@ class Repair:
                 obj = _json_object(content)
                 if obj is None:
                     return
-                if json_repairer(st.api)(obj, self.rules, st.ctx, st.verdict):
+                fired: Counter[str] = Counter()
+                if json_repairer(st.api)(obj, self.rules, st.ctx, st.verdict, fired=fired):
                     if ctx.options.streamfix_keep_bodies:
                         flow.metadata[ORIGINAL] = content
                     resp.content = orjson.dumps(obj)
-                    self._receipt(flow, st, None, changed=True)
+                    self._receipt(flow, st, None, changed=True, fired=fired)
         except Exception as e:
             self.failed += 1
             logger.error(f"streamfix: {_where(flow)}: repair failed ({type(e).__name__}: {e}); body unchanged")
@@ -484,7 +487,9 @@ class Repair:
             return
         self._receipt(flow, st, rep, changed=rep.changed > 0)
 
-    def _receipt(self, flow, st: FlowState, rep: EventRepairer | None, changed: bool) -> None:
+    def _receipt(
+        self, flow, st: FlowState, rep: EventRepairer | None, changed: bool, fired: Counter[str] | None = None
+    ) -> None:
         """Verdict first, then the rules that fired with their counts; the evidence and
         the linked upstream flow on lines of their own (mitmweb's comment column shows
         the first). The same text, on one line, is logged."""
@@ -497,7 +502,7 @@ class Repair:
         flow.marked = ":wrench:"
         # stream repairers keep their Decision; for a JSON body ask the verdict
         decision = getattr(rep, "decision", None) if rep is not None else st.verdict.decide()
-        head, why = receipt(st.api, rep, decision, self.rules.truncation)
+        head, why = receipt(st.api, rep, decision, self.rules.truncation, fired)
         lines = [head] + ([f"why: {why}"] if why else []) + ([f"upstream flow {upstream}"] if upstream else [])
         if st.verdict.upstream_counts is not None:  # the usage the fill used, with Devin's model
             lines.append(st.verdict.upstream_counts.detail())
@@ -547,6 +552,22 @@ class Repair:
     def _keep_bodies(self, flow: http.HTTPFlow, s: FlowStream) -> None:
         flow.metadata[ORIGINAL] = b"".join(s.original)
         flow.response.content = b"".join(s.repaired)
+
+
+def _log_undelivered(flow: http.HTTPFlow, s: FlowStream) -> None:
+    """A streamed flow that failed (upstream reset or closed mid-body): mitmproxy 12.3.1
+    sends the client the error without a last call of the stream callable
+    (``proxy/layers/http/__init__.py`` ``HttpStream.handle_protocol_error``: the error hook,
+    then ``SendHttp(ResponseProtocolError)``, which closes an HTTP/1 client connection), so
+    what the repairer still holds cannot be delivered. Say how much, so it is not silent."""
+    events, held, partial = s.repair.undelivered()
+    if held or partial:
+        err = flow.error.msg if flow.error is not None else "flow failed"
+        logger.warning(
+            f"streamfix: {_where(flow)}: {err}; not delivered: {events} held event(s) ({held} bytes) "
+            f"and {partial} bytes of an unfinished event (mitmproxy ends a failed stream without "
+            "a last call to the stream callable)"
+        )
 
 
 def http_turn(flow: http.HTTPFlow, st: FlowState) -> dict:
@@ -610,12 +631,15 @@ def _told_buffered(api: str, transport: str, body: bytes) -> dict | None:
 def _stream_fault(rep: EventRepairer) -> str | None:
     """Why a repaired stream did not end well (an error event, no terminal event), or None.
     Reads the repairers' own flags (responses, chat, Gemini ``_finished``; messages
-    ``_delta_seen``; ``_errored``); a repairer without them is taken as ended well."""
+    ``_delta_seen``; ``_errored``; a Responses stream that finished without a decision
+    ended on ``response.failed``/``error``); a repairer without them is taken as ended well."""
     if getattr(rep, "_errored", False):
         return "the stream carried an error event"
     done = getattr(rep, "_finished", getattr(rep, "_delta_seen", None))
     if done is False:
         return "stream ended without a terminal event"
+    if done is True and getattr(rep, "decision", "n/a") is None:
+        return "the stream ended with a failure event"  # Responses: response.failed / error
     return None
 
 
@@ -663,15 +687,19 @@ def _why_ended(flow: http.HTTPFlow) -> str:
     return f"upstream reset ({msg})" if msg else "upstream reset"
 
 
-def receipt(api: str, rep: EventRepairer | None, decision, truncation: str) -> tuple[str, str]:
-    """The receipt's first line (verdict, rules fired with counts) and its evidence."""
+def receipt(
+    api: str, rep: EventRepairer | None, decision, truncation: str, body_fired: Counter[str] | None = None
+) -> tuple[str, str]:
+    """The receipt's first line (verdict, rules fired with counts) and its evidence; for
+    a JSON body (no ``rep``) the rules that changed it (``body_fired``), once each."""
     head = ""
     why = ""
     if decision is not None and decision.truncated and not decision.native and truncation != "off":
         head = f"verdict {decision.outcome}; "
         why = "; ".join(f"{e.source}: {e.detail}" for e in decision.evidence) or "no evidence"
     if rep is None:
-        return f"{head}fixed the body ({api})", why
+        rules = ", ".join(sorted(body_fired or ()))
+        return f"{head}fixed {rules or 'the body'} (body, {api})", why
     fired = ", ".join(f"{rule} {n}" for rule, n in rep.fired.most_common())
     events = f"{rep.changed} event{'s' if rep.changed != 1 else ''}"
     return (f"{head}fixed {fired} ({events}, {api})" if fired else f"{head}fixed {events} ({api})"), why

@@ -236,7 +236,7 @@ class TurnLogHandler(logging.handlers.WatchedFileHandler):
             while line:  # a regular file takes it in one write; the loop is for safety
                 n = os.write(fd, line)
                 line = line[n:]
-        except Exception:
+        except Exception:  # noqa: BLE001 - logging's own contract: handleError, never raise
             self.handleError(record)
 
 
@@ -252,18 +252,18 @@ class TurnLog:
             "streamfix_log",
             str,
             "",
-            """Append one JSON line per finished turn to this file (key id or label, API,
-            models, client and upstream token counts, verdict, rules fired, bytes, timing,
-            how it ended). Rotate it with logrotate: the file is reopened when moved.
-            Sum it with python -m streamfix.usage PATH.""",
+            "Append one JSON line per finished turn to this file (key id or label, API, "
+            "models, client and upstream token counts, verdict, rules fired, bytes, timing, "
+            "how it ended). Rotate it with logrotate: the file is reopened when moved. "
+            "Sum it with python -m streamfix.usage PATH.",
         )
         loader.add_option(
             "streamfix_key_labels",
             Sequence[str],
             [],
-            """Names for client keys in the turn log, as PATTERN=NAME (repeat the option):
-            PATTERN is a key id as the log shows it (12 hex digits) or a key prefix ending
-            in * (sk-team-a*=team-a). Keys without a label appear as their id.""",
+            "Names for client keys in the turn log, as PATTERN=NAME (repeat the option): "
+            "PATTERN is a key id as the log shows it (12 hex digits) or a key prefix ending "
+            "in * (sk-team-a*=team-a). Keys without a label appear as their id.",
         )
 
     def configure(self, updated: set[str]) -> None:

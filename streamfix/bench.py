@@ -13,10 +13,14 @@ do not depend on how fast or how loaded the machine is), repeated and reported a
 (b) In mitmdump: the proxy process's CPU (utime+stime from ``/proc/<pid>/stat``) with
     ``addons/repair.py`` against mitmdump with a ``stream = True`` passthrough
     (``streamfix/bench_addon.py``), on the same upstream stream served by the replay
-    upstream, one event per upstream write and batched (16 KiB writes).
+    upstream, one event per upstream write (back to back and 1 ms apart) and batched
+    (16 KiB writes).
+(c) The same at a model's pace, 20 ms apart: every stream at once through each proxy.
+(d) Memory: each mitmdump's RSS around one 100,000-event Responses stream (before, after
+    the deltas at 75 % of the bytes, peak, after).
 
-The streams are long synthetic Devin turns as unfixed CPA emits them (cpa-wire.md sections
-2 and 3): reasoning and text deltas, several write_file calls with thousands of argument
+The streams are long synthetic turns as unfixed CPA emits them (cpa-wire.md sections
+2, 3 and 6; Devin on Responses, chat and messages, and the Claude path on Responses): reasoning and text deltas, several write_file calls with thousands of argument
 deltas (all calls closed at the end, Go-escaped ``\\u003c``), usage on the terminal.
 The builders are public: the end-to-end tests use them for their large bodies.
 """
@@ -296,10 +300,171 @@ def devin_chat_stream(
     return b"".join(out)
 
 
+def claude_responses_stream(text: int = 600, calls: Sequence[int] = CALLS, seed: int = 2) -> bytes:
+    """A Claude/Kiro turn on unfixed CPA's ``/v1/responses`` (v7.1.64..v7.2.89): a message
+    whose text streams first and is closed only at the end, after the function calls
+    (each closed in place), so every call's ``output_item.added`` arrives while the message
+    is open; ``event:`` lines, ``sequence_number`` after ``type``."""
+    rng = random.Random(seed)
+    out: list[bytes] = []
+    seq = 0
+    rid = "msg_01HqA9ZkT3vF8w2bXyR7cD4e"
+    mid = f"msg_{rid}_0"
+
+    def emit(type_: str, **fields: Any) -> None:
+        nonlocal seq
+        seq += 1
+        obj = {"type": type_, "sequence_number": seq, **fields}
+        out.append(b"event: " + type_.encode() + b"\ndata: " + _go(orjson.dumps(obj)) + b"\n\n")
+
+    resp = {
+        "id": rid,
+        "object": "response",
+        "created_at": 1789012400,
+        "status": "in_progress",
+        "model": "claude-sonnet-4-5",
+    }
+    emit("response.created", response={**resp, "output": []})
+    emit("response.in_progress", response=resp)
+    emit(
+        "response.output_item.added",
+        output_index=0,
+        item={"id": mid, "type": "message", "status": "in_progress", "content": [], "role": "assistant"},
+    )
+    part = {"type": "output_text", "annotations": [], "logprobs": [], "text": ""}
+    emit("response.content_part.added", item_id=mid, output_index=0, content_index=0, part=part)
+    tdeltas = _deltas(rng, text)
+    for d in tdeltas:
+        emit("response.output_text.delta", item_id=mid, output_index=0, content_index=0, delta=d, logprobs=[])
+    full = "".join(tdeltas)
+    items = []
+    for k, (cid, args, pieces) in enumerate(_calls(rng, calls)):
+        fid = f"fc_{cid}"
+        item = {
+            "id": fid,
+            "type": "function_call",
+            "status": "in_progress",
+            "arguments": "",
+            "call_id": cid,
+            "name": "write_file",
+        }
+        emit("response.output_item.added", output_index=1 + k, item=item)
+        for piece in pieces:
+            emit("response.function_call_arguments.delta", item_id=fid, output_index=1 + k, delta=piece)
+        emit("response.function_call_arguments.done", item_id=fid, output_index=1 + k, arguments=args)
+        done = {**item, "status": "completed", "arguments": args}
+        emit("response.output_item.done", output_index=1 + k, item=done)
+        items.append(done)
+    emit("response.output_text.done", item_id=mid, output_index=0, content_index=0, text=full, logprobs=[])
+    emit("response.content_part.done", item_id=mid, output_index=0, content_index=0, part={**part, "text": full})
+    message = {
+        "id": mid,
+        "type": "message",
+        "status": "completed",
+        "content": [{**part, "text": full}],
+        "role": "assistant",
+    }
+    emit("response.output_item.done", output_index=0, item=message)
+    n_out = (len(full) + sum(len(i["arguments"]) for i in items)) // 4
+    emit(
+        "response.completed",
+        response={
+            **resp,
+            "status": "completed",
+            "output": [message, *items],
+            "usage": {"input_tokens": 9120, "output_tokens": n_out, "total_tokens": 9120 + n_out},
+        },
+    )
+    return b"".join(out)
+
+
+def devin_messages_stream(calls: Sequence[int] = CALLS, reasoning: int = 300, text: int = 400, seed: int = 3) -> bytes:
+    """The Devin turn on unfixed CPA's ``/v1/messages``: CPA's "three newlines" framing, a
+    thinking block, a text block, tool_use blocks with input_json_delta, message_delta
+    with ``stop_reason: tool_use`` and usage, message_stop."""
+    rng = random.Random(seed)
+    out: list[bytes] = []
+
+    def emit(obj: dict[str, Any]) -> None:
+        out.append(b"event: " + obj["type"].encode() + b"\ndata: " + _go(orjson.dumps(obj)) + b"\n\n\n")
+
+    emit(
+        {
+            "type": "message_start",
+            "message": {
+                "id": INTERACTION_ID,
+                "type": "message",
+                "role": "assistant",
+                "content": [],
+                "model": MODEL,
+                "stop_reason": None,
+                "stop_sequence": None,
+                "usage": {"input_tokens": 12850, "output_tokens": 0},
+            },
+        }
+    )
+    emit({"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": ""}})
+    for d in _deltas(rng, reasoning):
+        emit({"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": d}})
+    emit({"type": "content_block_stop", "index": 0})
+    emit({"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}})
+    tdeltas = _deltas(rng, text)
+    for d in tdeltas:
+        emit({"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": d}})
+    emit({"type": "content_block_stop", "index": 1})
+    n_args = 0
+    for k, (cid, args, pieces) in enumerate(_calls(rng, calls)):
+        emit(
+            {
+                "type": "content_block_start",
+                "index": 2 + k,
+                "content_block": {"type": "tool_use", "id": cid, "name": "write_file", "input": {}},
+            }
+        )
+        for piece in pieces:
+            emit(
+                {
+                    "type": "content_block_delta",
+                    "index": 2 + k,
+                    "delta": {"type": "input_json_delta", "partial_json": piece},
+                }
+            )
+        emit({"type": "content_block_stop", "index": 2 + k})
+        n_args += len(args)
+    n_out = (len("".join(tdeltas)) + n_args) // 4
+    emit(
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+            "usage": {"input_tokens": 12850, "output_tokens": n_out},
+        }
+    )
+    emit({"type": "message_stop"})
+    return b"".join(out)
+
+
+MESSAGES_REQUEST: dict[str, Any] = {
+    "model": MODEL,
+    "stream": True,
+    "max_tokens": 32000,
+    "messages": [{"role": "user", "content": "Build the landing pages."}],
+    "tools": [{"name": "write_file", "input_schema": RESPONSES_REQUEST["tools"][0]["parameters"]}],
+}
+CLAUDE_RESPONSES_REQUEST: dict[str, Any] = {**RESPONSES_REQUEST, "model": "claude-sonnet-4-5"}
+
+
+def long_responses_stream(events: int = 100_000) -> bytes:
+    """``events`` text deltas into one message (Devin path, closed only by the terminal):
+    the memory figure's stream (the open item's text is all that may grow)."""
+    return devin_responses_stream(calls=(), reasoning=0, text=events, keepalive_every=0)
+
+
 STREAMS: dict[str, tuple[str, str, dict[str, Any], Callable[[], bytes]]] = {
     # name -> (api, path, request body, builder)
     "responses": ("responses", "/v1/responses", RESPONSES_REQUEST, devin_responses_stream),
+    "responses-claude": ("responses", "/v1/responses", CLAUDE_RESPONSES_REQUEST, claude_responses_stream),
     "chat": ("chat", "/v1/chat/completions", CHAT_REQUEST, devin_chat_stream),
+    "messages": ("messages", "/v1/messages", MESSAGES_REQUEST, devin_messages_stream),
 }
 
 
@@ -463,6 +628,29 @@ def _write_recordings(root: Path) -> dict[str, tuple[str, bytes, int]]:
                 )
             )
             out[rec.name] = (path, body, len(events_of(body)))
+    body = long_responses_stream()
+    rec = root / "bench-long-responses"
+    rec.mkdir(parents=True)
+    (rec / "response.body").write_bytes(body)
+    (rec / "recording.json").write_text(
+        json.dumps(
+            {
+                "description": "streamfix.bench: 100,000 text deltas into one message, for the memory figure",
+                "api": "responses",
+                "kind": "buggy",
+                "source": "streamfix.bench (synthetic)",
+                "request": {
+                    "method": "POST",
+                    "path": "/v1/responses",
+                    "headers": {"content-type": "application/json"},
+                    "body": RESPONSES_REQUEST,
+                },
+                "response": {"status": 200, "headers": {"content-type": "text/event-stream"}},
+                "pacing": {"delay_ms": 0, "chunk": "bytes:4096"},
+            }
+        )
+    )
+    out[rec.name] = ("/v1/responses", body, len(events_of(body)))
     return out
 
 
@@ -490,10 +678,109 @@ def _masked(body: bytes) -> bytes:
     return re.sub(rb'"created_at":\d+', b'"created_at":0', body)
 
 
-def bench_mitmdump(repeats: int, paced: bool = True) -> list[dict[str, Any]]:
+SLOW_PACE_MS = 20.0
+"""The model-paced run at a realistic pace: every stream at once (one 2.5k-event stream
+alone would take 50 s), both proxies side by side, one round."""
+
+
+def _rss_kb(pid: int, field: str = "VmRSS") -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def _slow_paced(proxies: dict[str, Any], recs: dict[str, Any]) -> dict[str, Any]:
+    """Every bench stream, one event per write 20 ms apart, all at once through each proxy
+    (both proxies at the same time): mitmdump CPU per event, summed over the streams."""
+    import concurrent.futures
+
+    import httpx
+
+    jobs = []
+    for label, (proc, base) in proxies.items():
+        for name, (_api, path, request, _build) in STREAMS.items():
+            jobs.append((label, base + path, json.dumps(request).encode(), f"bench-{name}-event"))
+    cpu0 = {label: _cpu_seconds(proc.p.pid) for label, (proc, _) in proxies.items()}
+
+    def one(job: tuple[str, str, bytes, str]) -> tuple[str, int]:
+        label, url, body, rec = job
+        headers = {
+            "content-type": "application/json",
+            "accept-encoding": "identity",
+            "x-streamfix-recording": rec,
+            "x-streamfix-delay-ms": str(SLOW_PACE_MS),
+        }
+        with httpx.Client(timeout=600) as client:
+            got, _ = _fetch(client, url, body, headers)
+        return label, len(got)
+
+    with concurrent.futures.ThreadPoolExecutor(len(jobs)) as pool:
+        list(pool.map(one, jobs))
+    events = sum(recs[f"bench-{name}-event"][2] for name in STREAMS)
+    cpu = {label: _cpu_seconds(proc.p.pid) - cpu0[label] for label, (proc, _) in proxies.items()}
+    return {
+        "streams": len(STREAMS),
+        "events": events,
+        "repair_us": cpu["repair"] / events * 1e6,
+        "passthrough_us": cpu["passthrough"] / events * 1e6,
+        "ratio": cpu["repair"] / cpu["passthrough"] if cpu["passthrough"] else float("nan"),
+    }
+
+
+def _memory(proxies: dict[str, Any], recs: dict[str, Any]) -> list[dict[str, Any]]:
+    """RSS of each mitmdump around one 100,000-event Responses stream: VmRSS before (after
+    warm-up), peak (VmHWM) and after."""
+    import httpx
+
+    _, body, n_events = recs["bench-long-responses"]
+    reqbody = json.dumps(RESPONSES_REQUEST).encode()
+    rows = []
+    with httpx.Client(timeout=600) as client:
+        for label, (proc, base) in proxies.items():
+            headers = {"content-type": "application/json", "accept-encoding": "identity", "x-streamfix-delay-ms": "0"}
+            # warm-up: the small stream once, so imports and caches are in the baseline
+            _fetch(
+                client, base + "/v1/responses", reqbody, {**headers, "x-streamfix-recording": "bench-responses-batched"}
+            )
+            before = _rss_kb(proc.p.pid)
+            # VmHWM is the peak since start: reset it (Linux >= 4.0), else it may be the warm-up's
+            try:
+                with open(f"/proc/{proc.p.pid}/clear_refs", "w") as f:
+                    f.write("5")
+            except OSError:
+                pass
+            parts: list[bytes] = []
+            got_n, at90 = 0, 0
+            h = {**headers, "x-streamfix-recording": "bench-long-responses"}
+            with client.stream("POST", base + "/v1/responses", content=reqbody, headers=h) as r:
+                for part in r.iter_raw():
+                    parts.append(part)
+                    got_n += len(part)
+                    if not at90 and got_n >= 0.75 * len(body):  # the deltas, before the closing events
+                        at90 = _rss_kb(proc.p.pid)
+            got = b"".join(parts)
+            rows.append(
+                {
+                    "proxy": label,
+                    "events": n_events,
+                    "mb": len(body) / 1e6,
+                    "before_mb": before / 1024,
+                    "at90_mb": at90 / 1024,
+                    "peak_mb": _rss_kb(proc.p.pid, "VmHWM") / 1024,
+                    "after_mb": _rss_kb(proc.p.pid) / 1024,
+                    "bytes_ok": len(got) >= len(body) if label == "repair" else got == body,
+                }
+            )
+    return rows
+
+
+def bench_mitmdump(repeats: int, paced: bool = True, memory_only: bool = False) -> list[dict[str, Any]]:
     import httpx
 
     rows = []
+    EXTRA.clear()
     with tempfile.TemporaryDirectory(prefix="streamfix-bench-") as tmp:
         tmpd = Path(tmp)
         recs = _write_recordings(tmpd / "recordings")
@@ -530,7 +817,7 @@ def bench_mitmdump(repeats: int, paced: bool = True) -> list[dict[str, Any]]:
                     raise RuntimeError(f"{addon} failed to load:\n{p.log.read_text()}")
                 proxies[label] = (p, f"http://127.0.0.1:{port}")
             with httpx.Client(timeout=120) as client:
-                for name, (api, path, request, _build) in STREAMS.items():
+                for name, (api, path, request, _build) in () if memory_only else STREAMS.items():
                     reqbody = json.dumps(request).encode()
                     expect = _masked(repair_in_process(api, request, events_of(recs[f"bench-{name}-event"][1]))[0])
                     for mode, suffix, pause_ms in MODES:
@@ -579,10 +866,17 @@ def bench_mitmdump(repeats: int, paced: bool = True) -> list[dict[str, Any]]:
                                 "bodies_ok": ok,
                             }
                         )
+            EXTRA["memory"] = _memory(proxies, recs)
+            if paced and not memory_only:
+                EXTRA["slow"] = _slow_paced(proxies, recs)
         finally:
             for p in reversed(procs):
                 p.stop()
     return rows
+
+
+EXTRA: dict[str, Any] = {}
+"""bench_mitmdump's other figures: ``memory`` (rows), ``slow`` (the 20 ms run)."""
 
 
 # --- report -------------------------------------------------------------------------
@@ -634,6 +928,28 @@ def report(inproc: list[dict[str, Any]], mitm: list[dict[str, Any]], r_in: int, 
                 f"| {r['stream']} | {r['mode']} | {r['events']} | {r['events_per_read']:.1f} | {r['passthrough_us']:.1f} | "
                 f"{r['repair_us']:.1f} | {r['ratio']:.2f} | {r['extra_us']:+.1f} | {'ok' if r['bodies_ok'] else 'MISMATCH'} |"
             )
+    slow = EXTRA.get("slow")
+    if slow:
+        lines += [
+            "",
+            f"(c) mitmdump CPU, model-paced {SLOW_PACE_MS:.0f} ms apart: all {slow['streams']} streams at once through each proxy",
+            "| events | passthrough µs/ev | repair µs/ev | repair/passthrough |",
+            "|---:|---:|---:|---:|",
+            f"| {slow['events']} | {slow['passthrough_us']:.1f} | {slow['repair_us']:.1f} | {slow['ratio']:.2f} |",
+        ]
+    mem = EXTRA.get("memory")
+    if mem:
+        lines += [
+            "",
+            f"(d) mitmdump RSS around one {mem[0]['events']:,}-event Responses stream ({mem[0]['mb']:.0f} MB, 4 KiB writes)",
+            "| proxy | RSS before MB | after the deltas (75 % of the bytes) | peak MB | after MB | peak - before MB | bytes |",
+            "|---|---:|---:|---:|---:|---:|---|",
+        ]
+        for r in mem:
+            lines.append(
+                f"| {r['proxy']} | {r['before_mb']:.1f} | {r['at90_mb'] - r['before_mb']:+.1f} | {r['peak_mb']:.1f} | {r['after_mb']:.1f} | "
+                f"{r['peak_mb'] - r['before_mb']:+.1f} | {'ok' if r['bytes_ok'] else 'MISMATCH'} |"
+            )
     return "\n".join(lines)
 
 
@@ -642,7 +958,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=None, help="runs per figure (default 9 in process, 5 in mitmdump)")
     ap.add_argument("--quick", action="store_true", help="3 runs each, for a smoke run")
     ap.add_argument("--in-process-only", action="store_true", help="skip the mitmdump measurement")
-    ap.add_argument("--no-paced", action="store_true", help="skip the paced mitmdump run (the slowest part)")
+    ap.add_argument("--no-paced", action="store_true", help="skip the paced mitmdump runs (the slowest part)")
+    ap.add_argument("--memory-only", action="store_true", help="only the RSS figure (d)")
     ap.add_argument(
         "--capacity",
         action="store_true",
@@ -658,8 +975,8 @@ def main(argv: list[str] | None = None) -> int:
     rin = a.repeats or (3 if a.quick else 9)
     rmitm = a.repeats or (3 if a.quick else 5)
     t0 = time.monotonic()
-    inproc = bench_in_process(rin)
-    mitm = [] if a.in_process_only else bench_mitmdump(rmitm, paced=not a.no_paced)
+    inproc = [] if a.memory_only else bench_in_process(rin)
+    mitm = [] if a.in_process_only else bench_mitmdump(rmitm, paced=not a.no_paced, memory_only=a.memory_only)
     print(report(inproc, mitm, rin, rmitm))
     print(f"\n(bench took {time.monotonic() - t0:.0f} s)")
     return 0

@@ -287,6 +287,36 @@ def test_finish_without_usage_is_held_until_the_next_event():
     assert s.feed(sse(DONE)).count(b"data: ") == 2
 
 
+@pytest.mark.parametrize(
+    ("req", "reason", "evidence"),
+    [
+        ({"model": "m", "messages": []}, "stop", None),  # no cap: usage cannot decide
+        (REQ, "length", None),  # the gateway's own verdict: native evidence wins
+        (REQ, "stop", frozenset({"tool_args", "native", "request_cap"})),  # usage evidence off
+    ],
+    ids=["no-cap", "native-length", "usage-evidence-off"],
+)
+def test_finish_is_not_held_when_usage_cannot_change_the_verdict(req, reason, evidence):
+    """A held event is lost if the upstream is cut, so the finish chunk goes out in the
+    read that brought it whenever a later usage chunk could not change the verdict."""
+    from wire.stream import StreamRepair
+
+    v = Verdict() if evidence is None else Verdict(enabled=evidence)
+    s = StreamRepair(ChatRepairer(Rules(), FlowContext(request=req), v))
+    fin = sse(chunk(finish=reason))
+    assert s.feed(fin) == fin
+
+
+def test_finish_reason_of_any_json_type_is_no_crash():
+    """Found by the fuzz target: a list as finish_reason (unhashable) went into a dict lookup."""
+    from wire.stream import StreamRepair
+
+    s = StreamRepair(ChatRepairer(Rules(), FlowContext(request=REQ), Verdict()))
+    body = sse(chunk({"content": "a"}), chunk(finish=[1, "a"]), DONE)
+    out = s.feed(body) + s.close()
+    assert s.error is None and out == body
+
+
 def test_finish_without_usage_at_the_end_of_stream_is_decided():
     evs, rep, _ = fix(args(0, CUT), chunk(finish="tool_calls"), rules=Rules(tool_index=False))
     assert finish_reasons(evs) == ["length"] and rep.decision is not None

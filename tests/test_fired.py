@@ -6,6 +6,7 @@ say which events); they are not the repairer's output copied back.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import fields, replace
 
 import pytest
@@ -99,3 +100,27 @@ def test_chat_resent_header_fires_tool_header():
     # the third chunk re-sends the header: its id, type and name are stripped (one event)
     assert dict(rep.fired) == {"tool_header": 1}
     assert rep.changed == 1
+
+
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        # ids on the three output items, annotations on the text part, created_at
+        # (schema_fill); status on the function_call (status); once each per body
+        ("responses-devin-nonstream", {"schema_fill": 1, "status": 1}),
+        # one call cut at max_tokens 300 with completion_tokens 300: finish_reason length
+        ("chat-devin-nonstream", {"truncation": 1}),
+    ],
+)
+def test_json_bodies_count_each_rule_once(name, expected):
+    import orjson
+
+    from wire.apis import json_repairer
+
+    rec = load(name)
+    req = rec.request.get("body")
+    v = Verdict()
+    v.request(req)
+    fired = Counter()
+    assert json_repairer(rec.api)(orjson.loads(rec.body), Rules(), FlowContext(request=req), v, fired=fired)
+    assert dict(fired) == expected

@@ -500,6 +500,21 @@ async def test_twenty_conversations_each_get_their_own_devin_usage(chain):
 
 
 @needs_wiring
+async def test_receipt_names_the_upstream_flow_that_decided_it(chain):
+    """The correlator's record links the client flow to the Devin flow whose StopReason
+    decided it: the receipt (log line, flow comment) names that flow's id."""
+    start = len(chain.mitm.lines)
+    async with client() as c:
+        await ask(c, chain, "responses", "content_filter", f"link-{uuid.uuid4().hex[:8]}")
+    chain.mitm.wait_for(
+        r"/v1/responses: verdict content_filter; fixed [^;]*truncation 1[^;]*; why: [^\n]*upstream: [^\n]*"
+        r"; upstream flow [0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
+        10,
+        start,
+    )
+
+
+@needs_wiring
 @pytest.mark.clients
 async def test_real_clients_report_devins_usage(chain):
     """AI SDK 7 (chat, Responses, Anthropic; streamText and generateText) and

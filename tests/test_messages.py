@@ -196,11 +196,21 @@ def test_a_different_call_is_not_merged():
 
 
 def test_tool_use_stop_is_held_until_the_next_data_event():
+    """Only while the block's input is not whole JSON (a re-sent start may follow)."""
     s = StreamRepair(MessagesRepairer(Rules(), FlowContext(request=REQ), Verdict()))
-    s.feed(body(START, block_start(0, "tool_use"), part(0, "{}")))
+    s.feed(body(START, block_start(0, "tool_use"), part(0, '{"a":')))
     assert s.feed(body(block_stop(0), nl=2)) == b""
     assert s.feed(b": ping\n\n") == b""
     assert s.feed(body(message_delta(), nl=2)).count(b"data: ") == 2
+
+
+def test_stop_of_a_whole_call_is_not_held():
+    """A call whose input is complete JSON cannot be re-sent: its stop goes out in the
+    read that brought it (a held event would be lost if the upstream were cut here)."""
+    s = StreamRepair(MessagesRepairer(Rules(), FlowContext(request=REQ), Verdict()))
+    s.feed(body(START, block_start(0, "tool_use"), part(0, '{"a":'), part(0, "1}")))
+    stop = body(block_stop(0), nl=2)
+    assert s.feed(stop) == stop
 
 
 def test_nameless_start_is_held_until_named():

@@ -158,3 +158,18 @@ def test_no_progress_body_without_kept_bodies(monkeypatch):
         start(addon, f)
         f.response.stream(split_events(rec.body)[0])
         assert f.response.raw_content is None
+
+
+def test_json_body_receipt_names_the_rules():
+    rec = load("chat-devin-nonstream")
+    addon = mod.Repair()
+    with taddons.context(addon):
+        req = http.Request.make("POST", "http://127.0.0.1:8317" + rec.request["path"], rec.request_body,
+                                {"content-type": "application/json"})  # fmt: skip
+        f = tflow.tflow(req=req, resp=http.Response.make(rec.status, rec.body, rec.headers))
+        addon.request(f)
+        addon.responseheaders(f)
+        addon.response(f)
+    lines = f.comment.split("\n")
+    assert lines[0] == "verdict max_tokens; fixed truncation (body, chat)"
+    assert lines[1].startswith("why: ") and "300" in lines[1]

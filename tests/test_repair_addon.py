@@ -37,7 +37,7 @@ class Marker(EventRepairer):
         return [ev.with_data(orjson.dumps(obj))]
 
 
-def marker_json(obj, rules, ctx, verdict):
+def marker_json(obj, rules, ctx, verdict, fired=None):
     obj["fixed"] = True
     return True
 

@@ -23,6 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import wire.responses as responses_mod
+import wire.sse as sse_mod
 import wire.stream as stream_mod
 from streamfix.recordings import Recording, all_recordings
 from wire.invariants import check, json_events
@@ -1025,6 +1026,7 @@ def test_one_parse_per_event_and_no_reserialization_of_unchanged(monkeypatch):
             return real_dumps(o)
 
     monkeypatch.setattr(stream_mod, "orjson", CountingLoads)
+    monkeypatch.setattr(sse_mod, "orjson", CountingLoads)  # Event.json: the one loads per event
     monkeypatch.setattr(responses_mod, "orjson", CountingDumps)
     rep = ResponsesRepairer(Rules(), rec_ctx(rec), Verdict())
     repair_body(rep, rec.body)

@@ -3,8 +3,8 @@
 import orjson
 import pytest
 
-from wire.sse import Event
-from wire.stream import EventRepairer, StreamRepair, repair_body
+from wire.sse import Event, SseParser
+from wire.stream import EventRepairer, Streamed, StreamRepair, repair_body
 
 BODY = b"".join(b'data: {"n":%d}\n\n' % i for i in range(6)) + b"data: [DONE]\n\n"
 
@@ -71,7 +71,7 @@ def test_after_failure_later_chunks_pass_unchanged():
     s = StreamRepair(Upper(boom=0))
     first = s.feed(b'data: {"n":0}\n\ndata: {"n"')
     assert first == b'data: {"n":0}\n\ndata: {"n"'
-    assert s.feed(b':2}\n\n') == b':2}\n\n'
+    assert s.feed(b":2}\n\n") == b":2}\n\n"
     assert s.close() == b""
 
 
@@ -84,3 +84,114 @@ def test_non_json_noted_not_lost():
     rep = Upper()
     out, _ = run(rep, [b"data: not json\n\n"])
     assert out == b"data: not json\n\n" and rep.notes
+
+
+# --- Streamed: what an open item keeps of its deltas ----------------------------------
+
+
+def test_streamed_joins_appends_and_keeps_every_character():
+    s = Streamed("pre ")
+    assert s
+    for d in ["héllo", " ✓", "", " \ud800 lone surrogate", " end"]:
+        s.append(d)
+    assert s.text() == "pre héllo ✓ \ud800 lone surrogate end"
+    s.append("!")  # appending after a read keeps both
+    assert s.text() == "pre héllo ✓ \ud800 lone surrogate end!"
+    s.set("whole")
+    assert s.text() == "whole" and not Streamed()
+
+
+def test_open_item_memory_is_its_text_not_a_string_per_delta():
+    """50,000 text deltas of 10 characters into one open message: what the repairer holds
+    grows by about the text (500 kB), not by a string object per delta (~3.3 MB)."""
+    import tracemalloc
+
+    from wire.responses import ResponsesRepairer
+    from wire.rules import FlowContext, Rules
+    from wire.verdict import Verdict
+
+    def ev(obj):
+        return b"data: " + orjson.dumps(obj) + b"\n\n"
+
+    s = StreamRepair(ResponsesRepairer(Rules(), FlowContext(model="m"), Verdict()))
+    s.feed(
+        ev({"type": "response.created", "sequence_number": 0, "response": {"id": "r", "created_at": 1, "model": "m"}})
+    )
+    item = {"id": "m1", "type": "message", "status": "in_progress", "role": "assistant", "content": []}
+    s.feed(ev({"type": "response.output_item.added", "sequence_number": 1, "output_index": 0, "item": item}))
+    part = {"type": "output_text", "text": "", "annotations": []}
+    s.feed(
+        ev(
+            {
+                "type": "response.content_part.added",
+                "sequence_number": 2,
+                "item_id": "m1",
+                "output_index": 0,
+                "content_index": 0,
+                "part": part,
+            }
+        )
+    )
+    deltas = [
+        ev(
+            {
+                "type": "response.output_text.delta",
+                "sequence_number": 3 + i,
+                "item_id": "m1",
+                "output_index": 0,
+                "content_index": 0,
+                "delta": f"{i:09d} ",
+            }
+        )
+        for i in range(50_000)
+    ]
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for d in deltas:
+            assert s.feed(d) == d  # unchanged deltas pass as their bytes
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert grown < 1_000_000, grown
+    # and the close synthesized at the terminal carries the whole text
+    out = s.feed(
+        ev(
+            {
+                "type": "response.completed",
+                "sequence_number": 60_000,
+                "response": {"id": "r", "output": [], "usage": None},
+            }
+        )
+    )
+    assert b"".join(f"{i:09d} ".encode() for i in range(50_000)) in out
+
+
+@pytest.mark.parametrize("api", ["responses", "chat"])
+def test_at_most_one_json_parse_per_event(monkeypatch, api):
+    """The repairer and the checks before it (non-standard events) share one
+    ``orjson.loads`` per event (``Event.json``); the verdict's one parse of the last
+    call's arguments at the end is the only other."""
+    from streamfix import bench
+    from wire.apis import stream_repairer
+    from wire.rules import FlowContext, Rules
+    from wire.verdict import Verdict
+
+    _, _, request, build = bench.STREAMS[api]
+    chunks = bench.events_of(build())
+    calls = []
+    real = orjson.loads
+
+    def counting(data):
+        calls.append(len(data))
+        return real(data)
+
+    monkeypatch.setattr(orjson, "loads", counting)
+    s = StreamRepair(stream_repairer(api, Rules(), FlowContext(model="m", request=request), Verdict()))
+    for c in chunks:
+        s.feed(c)
+    s.close()
+    p = SseParser()
+    with_data = sum(1 for c in chunks for e in p.feed(c) if e.data is not None)
+    assert s.error is None
+    assert with_data > 2000 and len(calls) <= with_data + 1

@@ -260,3 +260,17 @@ def test_prefix_label_survives_redaction(tmp_path: Path):
         )
         assert turnlog.client_label(other.request.headers.get) == redact.key_id("sk-other")
         t.done()
+
+
+def test_responses_failure_terminal_is_an_upstream_error(logged):
+    r, path = logged
+    body = (
+        b'event: response.created\ndata: {"type":"response.created","sequence_number":0,"response":'
+        b'{"id":"r1","object":"response","created_at":1,"status":"in_progress","model":"m","output":[]}}\n\n'
+        b'event: response.failed\ndata: {"type":"response.failed","sequence_number":1,"response":'
+        b'{"id":"r1","object":"response","created_at":1,"status":"failed","model":"m","output":[],'
+        b'"error":{"code":"server_error","message":"upstream quota"}}}\n\n'
+    )
+    stream_through(r, rec_flow("responses-devin-toolcall"), body)
+    (t,) = lines(path)
+    assert t["ended"] == "upstream_error" and "failure" in t["error"]

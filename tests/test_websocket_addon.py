@@ -11,6 +11,7 @@ the worst case, and the client must still see the repaired stream in order.
 from __future__ import annotations
 
 import logging
+import re
 
 import orjson
 import pytest
@@ -136,7 +137,10 @@ def test_turns_share_nothing(addons, caplog) -> None:
     t3 = turn(w, "responses-devin-truncated")
     assert orjson.loads(t1[-1])["type"] == "response.incomplete"
     assert orjson.loads(t2[-1])["type"] == "response.completed"
-    assert t3 == t1
+    # the same turn again gives the same messages (created_at, filled from each turn's own
+    # clock second, may differ by a second boundary)
+    mask = lambda msgs: [re.sub(rb'"created_at":\d+', b'"created_at":0', m) for m in msgs]  # noqa: E731
+    assert mask(t3) == mask(t1)
     for got, name in ((t1, "responses-devin-truncated"), (t2, "responses-devin-toolcall")):
         assert got == expected(load(name), got, (0, 2**40))
     heads = [line for line in f.comment.splitlines() if line.startswith("WebSocket turn")]

@@ -43,7 +43,7 @@ def api_for_path(path: str) -> Api | None:
         return "chat"
     if p.endswith("/messages"):
         return "messages"
-    if p.endswith(":streamGenerateContent") or p.endswith(":generateContent"):
+    if p.endswith((":streamGenerateContent", ":generateContent")):
         return "gemini"
     return None
 

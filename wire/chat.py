@@ -48,7 +48,8 @@ Rules (each switchable in :class:`~wire.rules.Rules`):
     ``"content_filter"``. Policy ``off`` leaves it (the decision is still made, for the
     receipt). CPA puts usage on the finish chunk; OpenAI (``stream_options.
     include_usage``) sends it in a later usage-only chunk (``choices: []``), so a finish
-    chunk without usage is held until the next data event (bounded by
+    chunk without usage is held until the next data event, but only when that usage can
+    still change the verdict (a request cap and usage evidence; no native finish reason) (bounded by
     :data:`HOLD_LIMIT` comment events), whose usage is then counted before deciding.
     Evidence reported: ``delta.content`` -> ``observe_text``, argument deltas ->
     ``observe_args``, every call's full arguments -> ``tool_args`` (in call order, so
@@ -61,13 +62,15 @@ is released first, and no finish chunk is ever synthesized. A stream that ends w
 ``finish_reason`` passes as it ended (noted). ``[DONE]``, comments and data that is not a
 JSON object pass through raw; events needing no repair go out as their original bytes.
 
-Cost: one orjson parse per event; per call one list of argument fragments (joined once,
-at the finish); the hold queue is bounded by :data:`HOLD_LIMIT`.
+Cost: one orjson parse per event; per call its arguments in one growing buffer
+(:class:`~wire.stream.Streamed`, decoded once, at the finish); the hold queue is bounded by
+:data:`HOLD_LIMIT`.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from typing import Any
 
 import orjson
@@ -75,7 +78,7 @@ import orjson
 from .foreign import commented, foreign
 from .rules import FlowContext, Rules
 from .sse import Event, format_event
-from .stream import ApiRepairer
+from .stream import ApiRepairer, Streamed
 from .toolcalls import unique_ids
 from .verdict import Verdict
 
@@ -129,7 +132,7 @@ class _Call:
         self.raw = raw
         self.id = id_
         self.name = name
-        self.args: list[str] = []
+        self.args = Streamed()
         self.named = not _blank(name)
         """A header with a non-blank name has gone (or will go) out for this call."""
 
@@ -211,6 +214,8 @@ class ChatRepairer(ApiRepairer):
                 self._chunk(rec, obj)
         elif ev.data is not None and self._finish is not None and not self._settled:
             self._settle()  # [DONE] (or any other data) after the finish: no usage is coming
+        if not self._recs and rec.wait is None:  # nothing held, nothing to wait for: no queue
+            return [self._bytes(rec)]
         if len(self._recs) >= HOLD_LIMIT:
             self._release_all(f"more than {HOLD_LIMIT} events held")
         # nothing below raises: an event in self.held is never also re-sent by the driver
@@ -409,10 +414,28 @@ class ChatRepairer(ApiRepairer):
                 self.note("a second finishing chunk, passed through")
             return
         self._finish = (rec, finishing)
-        if has_usage or self.rules.truncation == "off":
+        if has_usage or self.rules.truncation == "off" or not self._usage_can_matter(finishing):
             self._settle()
         else:
             rec.wait = "finish"  # usage may follow in a usage-only chunk
+
+    def _usage_can_matter(self, finishing: list[dict[str, Any]]) -> bool:
+        """Can a usage chunk still to come change the verdict, or need the upstream's
+        counts (rule usage: they go into that chunk, not onto the finish)? The verdict: only
+        with a request cap and usage evidence on (it compares usage with the cap, nothing
+        else), and not after a gateway's own ``length``/``content_filter`` (native wins).
+        Otherwise the finish chunk goes out at once: a held event is lost if the upstream
+        is cut (mitmproxy 12.3.1 ends the flow without a last call of the stream
+        callable), so nothing is held that cannot change."""
+        v = self.verdict
+        if self.rules.usage:
+            if v.resolver is not None:
+                v.decide()  # runs the resolver (once): the upstream leg's counts are known now
+            if v.upstream_counts is not None:
+                return True  # rule usage fills them into a usage-only chunk if one follows
+        if v.cap is None or "usage" not in v.enabled:
+            return False
+        return not any(isinstance(fr := ch.get("finish_reason"), str) and fr in _NATIVE for ch in finishing)
 
     def _settle(self) -> None:
         assert self._finish is not None
@@ -456,7 +479,7 @@ class ChatRepairer(ApiRepairer):
 
     def _report_args(self) -> None:
         for call in self._order:
-            self.verdict.tool_args("".join(call.args))
+            self.verdict.tool_args(call.args.text())
 
     # --- the out queue -----------------------------------------------------------
     def _give_up_names(self, why: str) -> None:
@@ -478,17 +501,17 @@ class ChatRepairer(ApiRepairer):
         recs = self._recs
         n = 0
         while n < len(recs) and recs[n].wait is None:
-            r = recs[n]
-            r.sent = True
-            if r.dirty and r.obj is not None:
-                out.append(self.dump(r.ev, r.obj, r.rules))
-            else:
-                out.append(r.ev.raw)
+            out.append(self._bytes(recs[n]))
             n += 1
         if n:
             del recs[:n]
             del self.held[:n]
         return out
+
+    def _bytes(self, r: _Rec) -> bytes:
+        """An event's bytes as it goes out: re-serialized if changed, else as it came."""
+        r.sent = True
+        return self.dump(r.ev, r.obj, r.rules) if r.dirty and r.obj is not None else r.ev.raw
 
 
 USAGE_FIELDS = {
@@ -506,7 +529,9 @@ def fill_chat_usage(usage: dict[str, Any], verdict: Verdict) -> str | None:
     return verdict.upstream_counts.note(filled) if filled else None
 
 
-def repair_chat_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdict: Verdict) -> bool:
+def repair_chat_json(
+    obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdict: Verdict, fired: Counter[str] | None = None
+) -> bool:
     """Repair a non-streaming ``chat.completion`` body in place; True if it changed.
 
     - ``tool_index``: ``message.tool_calls[].id`` made unique. CPA's non-stream fallback
@@ -516,13 +541,15 @@ def repair_chat_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdic
       fallback CPA's fix uses. Unique ids are never touched.
     - ``truncation``: as for streams; the finish_reason comes from the verdict (usage,
       the last call's arguments, a native ``length``/``content_filter``).
+
+    ``fired`` (if given) counts each rule that changed the body once.
     """
     if verdict.cap is None and ctx.request:
         verdict.request(ctx.request)
     choices = obj.get("choices")
     if not isinstance(choices, list):
         return False
-    changed = False
+    changed = ids_fixed = False
     usage = obj.get("usage")
     if isinstance(usage, dict):
         verdict.usage(usage.get("completion_tokens"))
@@ -549,17 +576,23 @@ def repair_chat_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdic
             if args is not None:
                 verdict.observe_args(args)
                 verdict.tool_args(args)
-        if rules.tool_index:
-            changed |= unique_ids(calls, "call_")
+        if rules.tool_index and unique_ids(calls, "call_"):
+            changed = ids_fixed = True
+    if ids_fixed and fired is not None:
+        fired["tool_index"] += 1
     d = verdict.decide()
     if rules.usage and verdict.upstream_counts is not None:
         u = usage if isinstance(usage, dict) else {}
         if fill_chat_usage(u, verdict):
             obj["usage"] = u
             changed = True
+            if fired is not None:
+                fired["usage"] += 1
     if d.truncated and not d.native and rules.truncation != "off" and len(dicts) == 1:
         new = _FINISH[d.outcome]
         if dicts[0].get("finish_reason") != new:
             dicts[0]["finish_reason"] = new
             changed = True
+            if fired is not None:
+                fired["truncation"] += 1
     return changed

@@ -40,7 +40,7 @@ def foreign(api: str, ev: Event) -> tuple[str, str] | None:
     if api not in ("responses", "chat"):  # Anthropic's own stream has ping events
         return None
     try:
-        obj = orjson.loads(data)
+        obj = ev.json()  # shared with the repairer's parse: one loads per event
     except orjson.JSONDecodeError:
         return None
     if not isinstance(obj, dict):

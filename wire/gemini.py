@@ -38,6 +38,7 @@ are released first; nothing is synthesized. Cost: one orjson parse per event.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import orjson
@@ -207,8 +208,11 @@ def fill_gemini_usage(obj: dict[str, Any], verdict: Verdict) -> str | None:
     return verdict.upstream_counts.note(filled)
 
 
-def repair_gemini_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdict: Verdict) -> bool:
-    """Repair a non-streaming ``generateContent`` body in place; True if it changed."""
+def repair_gemini_json(
+    obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdict: Verdict, fired: Counter[str] | None = None
+) -> bool:
+    """Repair a non-streaming ``generateContent`` body in place; True if it changed.
+    ``fired`` (if given) counts each rule that changed the body once."""
     if verdict.cap is None and ctx.request:
         verdict.request(ctx.request)
     cands = _candidates(obj)
@@ -220,6 +224,8 @@ def repair_gemini_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verd
         _native(verdict, cand.get("finishReason"))
     d = verdict.decide()
     filled = rules.usage and verdict.upstream_counts is not None and fill_gemini_usage(obj, verdict) is not None
+    if filled and fired is not None:
+        fired["usage"] += 1
     if not d.truncated or d.native or rules.truncation == "off" or len(cands) != 1:
         return filled
     if cands[0].get("finishReason") is None:
@@ -228,4 +234,6 @@ def repair_gemini_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verd
     if cands[0].get("finishReason") == new:
         return filled
     cands[0]["finishReason"] = new
+    if fired is not None:
+        fired["truncation"] += 1
     return True

@@ -35,8 +35,9 @@ Broken, repaired here
     and part of the input, the second with the rest (Anthropic rejects duplicate
     tool_use ids on the next turn; AI SDK reports two calls, both invalid). Repair: a
     tool_use start with a blank name is held (with everything after it, bounded by
-    :data:`HOLD_LIMIT`) until its re-sent start brings the name; each tool_use
-    ``content_block_stop`` is held until the next data event. A tool_use start that
+    :data:`HOLD_LIMIT`) until its re-sent start brings the name; the stop of
+    each tool_use block whose input is not yet complete JSON is held until the next data
+    event (a whole call cannot be re-sent, see below, so its stop goes out at once). A tool_use start that
     immediately follows the stop of a tool_use block with the same id (or with any id,
     if that block had no name and CPA's fallback id ``toolu_interactions``/``toolu_<n>``),
     whose name was blank or is the same, and whose input so far is not complete JSON, is
@@ -56,20 +57,21 @@ Evidence for the verdict: ``text_delta`` -> ``observe_text``, ``input_json_delta
 ``observe_args``, each tool_use block's whole ``partial_json`` -> ``tool_args`` (block
 order) at ``message_delta``, whose ``usage.output_tokens`` -> ``usage``.
 Errors (``event: error``) pass through; held events are released first; nothing is ever
-synthesized. Cost: one orjson parse per event, argument fragments kept per tool_use block
-and joined once, hold queue bounded by :data:`HOLD_LIMIT`.
+synthesized. Cost: one orjson parse per event, each tool_use block's arguments in one
+growing buffer (:class:`~wire.stream.Streamed`), hold queue bounded by :data:`HOLD_LIMIT`.
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import Any
 
 import orjson
 
 from .rules import FlowContext, Rules
 from .sse import Event
-from .stream import ApiRepairer
+from .stream import ApiRepairer, Streamed
 from .toolcalls import unique_ids
 from .verdict import Verdict
 
@@ -88,9 +90,9 @@ def _blank(v: Any) -> bool:
     return not isinstance(v, str) or not v.strip()
 
 
-def _parses(parts: list[str]) -> bool:
+def _parses(text: str) -> bool:
     try:
-        orjson.loads("".join(parts))
+        orjson.loads(text)
     except orjson.JSONDecodeError:
         return False
     return True
@@ -104,7 +106,7 @@ class _Block:
         self.type = type_
         self.id = id_
         self.name = name
-        self.args: list[str] = []
+        self.args = Streamed()
         self.start: _Rec | None = None  # its start event, while held for a name
 
 
@@ -158,6 +160,9 @@ class MessagesRepairer(ApiRepairer):
         elif kind == "error":
             self._errored = True
             self._release("an error event")
+        if not self._recs and rec.wait is None:  # nothing held, nothing to wait for: no queue
+            b = self._bytes(rec)
+            return [] if b is None else [b]
         if len(self._recs) >= HOLD_LIMIT:
             self._release(f"more than {HOLD_LIMIT} events held")
         # nothing below raises: an event in self.held is never also re-sent by the driver
@@ -211,7 +216,7 @@ class MessagesRepairer(ApiRepairer):
                    and not _blank(id_))
         if not (id_ == prev.id or late_id) or not (_blank(prev.name) or name == prev.name):
             return False
-        if _parses(prev.args):
+        if _parses(prev.args.text()):
             return False  # the previous call is whole: this is a second call
         srec.drop = rec.drop = True
         self._blocks[raw] = prev
@@ -250,7 +255,10 @@ class MessagesRepairer(ApiRepairer):
 
     def _block_stop(self, rec: _Rec, obj: dict[str, Any]) -> None:
         block = self._index(rec, obj)
-        if block is not None and block.type == "tool_use" and self.rules.tool_header:
+        # held until the next data event, which may re-send this block's start; only a
+        # block whose input is not yet whole JSON can be re-sent (see _resend), so a
+        # finished call's stop is not held (a held event is lost if the upstream is cut)
+        if block is not None and block.type == "tool_use" and self.rules.tool_header and not _parses(block.args.text()):
             rec.wait = "stop"
             self._stopped = (rec, block)
 
@@ -286,7 +294,7 @@ class MessagesRepairer(ApiRepairer):
     def _report_args(self) -> None:
         for b in self._order:
             if b.type == "tool_use":
-                self.verdict.tool_args("".join(b.args))
+                self.verdict.tool_args(b.args.text())
 
     # --- the out queue -----------------------------------------------------------
     def _give_up_name(self, why: str) -> None:
@@ -310,18 +318,21 @@ class MessagesRepairer(ApiRepairer):
         recs = self._recs
         n = 0
         while n < len(recs) and recs[n].wait is None:
-            r = recs[n]
-            if r.drop:
-                self.count("tool_header", *r.rules)
-            elif r.dirty and r.obj is not None:
-                out.append(self.dump(r.ev, r.obj, r.rules))
-            else:
-                out.append(r.ev.raw)
+            b = self._bytes(recs[n])
+            if b is not None:
+                out.append(b)
             n += 1
         if n:
             del recs[:n]
             del self.held[:n]
         return out
+
+    def _bytes(self, r: _Rec) -> bytes | None:
+        """An event's bytes as it goes out (None: dropped), re-serialized if changed."""
+        if r.drop:
+            self.count("tool_header", *r.rules)
+            return None
+        return self.dump(r.ev, r.obj, r.rules) if r.dirty and r.obj is not None else r.ev.raw
 
 
 def fill_messages_usage(usage: dict[str, Any], verdict: Verdict) -> str | None:
@@ -343,7 +354,9 @@ def _count(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v != 0
 
 
-def repair_messages_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdict: Verdict) -> bool:
+def repair_messages_json(
+    obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdict: Verdict, fired: Counter[str] | None = None
+) -> bool:
     """Repair a non-streaming Anthropic ``message`` body in place; True if it changed.
 
     - ``truncation``: ``stop_reason`` from the verdict. Evidence is usage (and a native
@@ -353,6 +366,8 @@ def repair_messages_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, ve
     - ``tool_index``: duplicate ``tool_use`` ids (CPA's fallback ``toolu_interactions``
       for every id-less call) are made unique: later duplicates become
       ``toolu_<ordinal>`` (position among the tool_use blocks; suffixed if taken).
+
+    ``fired`` (if given) counts each rule that changed the body once.
     """
     if verdict.cap is None and ctx.request:
         verdict.request(ctx.request)
@@ -364,8 +379,10 @@ def repair_messages_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, ve
     for b in blocks:
         if b.get("type") == "text" and isinstance(b.get("text"), str):
             verdict.observe_text(b["text"])
-    if rules.tool_index:
-        changed |= unique_ids([b for b in blocks if b.get("type") == "tool_use"], "toolu_")
+    if rules.tool_index and unique_ids([b for b in blocks if b.get("type") == "tool_use"], "toolu_"):
+        changed = True
+        if fired is not None:
+            fired["tool_index"] += 1
     sr = obj.get("stop_reason")
     if isinstance(sr, str) and sr in _NATIVE:  # a list or object here is not hashable
         verdict.native(_NATIVE[sr], f"stop_reason {sr!r}")
@@ -378,9 +395,13 @@ def repair_messages_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, ve
         if fill_messages_usage(u, verdict):
             obj["usage"] = u
             changed = True
+            if fired is not None:
+                fired["usage"] += 1
     if d.truncated and not d.native and rules.truncation != "off" and "stop_reason" in obj:
         new = _STOP[d.outcome]
         if sr != new:
             obj["stop_reason"] = new
             changed = True
+            if fired is not None:
+                fired["truncation"] += 1
     return changed

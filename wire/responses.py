@@ -60,8 +60,9 @@ needs no repair goes out as ``ev.raw``; a changed one is re-serialized once with
 decided from the events seen so far, so the first byte of an event is never delayed.
 
 Cost per event: one ``orjson.loads``, O(1) dictionary work, at most one ``orjson.dumps``.
-Per stream: the streamed text/arguments of items not yet closed are kept as lists of
-delta strings (needed to synthesize their closes) and dropped when the item closes; each
+Per stream: the streamed text/arguments of items not yet closed are kept, each as one
+UTF-8 buffer grown in place (:class:`~wire.stream.Streamed`; needed to synthesize their
+closes), and dropped when the item closes; each
 closed item is kept as closed (for the terminal's ``output``); a continuation keeps a map
 of its content indexes (one entry per part). A closing or terminal event
 costs O(items + size of what it carries).
@@ -116,6 +117,7 @@ Non-streaming bodies: :func:`repair_responses_json` (same rules on the response 
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import orjson
@@ -123,7 +125,7 @@ import orjson
 from .foreign import commented, foreign
 from .rules import FlowContext, Rules
 from .sse import Event, format_event
-from .stream import ApiRepairer
+from .stream import ApiRepairer, Streamed
 from .verdict import Decision, Verdict
 
 __all__ = [
@@ -250,7 +252,7 @@ class _Part:
 
     def __init__(self, part: dict[str, Any], announced: bool = False) -> None:
         self.part = part
-        self.chunks: list[str] = []
+        self.chunks = Streamed()
         self.text: str | None = None  # from output_text.done, if it came
         self.text_done = False
         self.part_done = False
@@ -259,7 +261,7 @@ class _Part:
         self.replayed = False  # a full-text replay was dropped (rule replay)
 
     def full_text(self) -> str:
-        return self.text if self.text is not None else "".join(self.chunks)
+        return self.text if self.text is not None else self.chunks.text()
 
 
 class _Item:
@@ -293,12 +295,10 @@ class _Item:
         self.open = True
         self.final: dict[str, Any] | None = None
         self.parts: dict[int, _Part] = {}
-        self.args: list[str] = []
         args = item.get("arguments")
-        if isinstance(args, str) and args:
-            self.args.append(args)
+        self.args = Streamed(args if isinstance(args, str) else "")
         self.args_done = False
-        self.summary: dict[int, list[str]] = {}
+        self.summary: dict[int, Streamed] = {}
         self.summary_index = 0
         self.early = False  # closed by this repairer (rule 2), not (yet) by the gateway
         self.root: _Item | None = None  # a continuation: the message item it continues
@@ -312,14 +312,14 @@ class _Item:
         return p
 
     def arguments(self) -> str:
-        return "".join(self.args)
+        return self.args.text()
 
     def close(self, final: dict[str, Any]) -> None:
         """Closed: keep the item as closed, drop what was streamed (not needed any more)."""
         self.open = False
         self.final = final
         self.parts = {}
-        self.args = []
+        self.args = Streamed()
         self.summary = {}
 
     def snapshot(self) -> dict[str, Any]:
@@ -543,7 +543,7 @@ class ResponsesRepairer(ApiRepairer):
             if "status" in item:
                 item["status"] = "completed"
             item["summary"] = [
-                {"type": "summary_text", "text": "".join(it.summary[si])} for si in sorted(it.summary)
+                {"type": "summary_text", "text": it.summary[si].text()} for si in sorted(it.summary)
             ]
         elif "status" in item:
             item["status"] = "completed"
@@ -750,7 +750,7 @@ class ResponsesRepairer(ApiRepairer):
             if not p.replayed or not (0 <= ci < len(content)) or not isinstance(content[ci], dict):
                 continue
             self._replayed.add(it.index)
-            text = "".join(p.chunks)
+            text = p.chunks.text()
             if content[ci].get("text") == text * 2:
                 content[ci]["text"] = text
                 dirty = True
@@ -918,7 +918,7 @@ class ResponsesRepairer(ApiRepairer):
                 delta = obj.get("delta")
                 if isinstance(delta, str):
                     p = it.part(ci)
-                    replay = p.size == len(delta) and len(p.chunks) >= 2 and delta == "".join(p.chunks)
+                    replay = p.size == len(delta) and p.chunks.pieces >= 2 and delta == p.chunks.text()
                     if self.rules.replay and delta and replay:
                         p.replayed = True
                         self.count("replay")
@@ -933,14 +933,14 @@ class ResponsesRepairer(ApiRepairer):
                 if it.root is not None:
                     # the gateway's text is the whole message's: the continuation's own is
                     # what was streamed into it
-                    p.text = "".join(p.chunks)
+                    p.text = p.chunks.text()
                     if obj.get("text") != p.text:
                         obj["text"] = p.text
                         dirty = True
                         self.fire("item_order")
                 elif isinstance(obj.get("text"), str):
-                    if p.replayed and obj["text"] == "".join(p.chunks) * 2:
-                        obj["text"] = "".join(p.chunks)  # the replay doubled the done text too
+                    if p.replayed and obj["text"] == p.chunks.text() * 2:
+                        obj["text"] = p.chunks.text()  # the replay doubled the done text too
                         dirty = True
                         self.fire("replay")
                     p.text = obj["text"]
@@ -949,11 +949,11 @@ class ResponsesRepairer(ApiRepairer):
                 p.part_done = True
                 part = obj.get("part")
                 if isinstance(part, dict):
-                    if p.replayed and part.get("text") == "".join(p.chunks) * 2:
-                        part["text"] = "".join(p.chunks)
+                    if p.replayed and part.get("text") == p.chunks.text() * 2:
+                        part["text"] = p.chunks.text()
                         dirty = True
                     if it.root is not None:
-                        text = p.text if p.text is not None else "".join(p.chunks)
+                        text = p.text if p.text is not None else p.chunks.text()
                         if part.get("text") != text:
                             part["text"] = text
                             dirty = True
@@ -969,7 +969,7 @@ class ResponsesRepairer(ApiRepairer):
         elif typ == _ARGS_DONE:
             it.args_done = True
             if isinstance(obj.get("arguments"), str):
-                it.args = [obj["arguments"]]
+                it.args.set(obj["arguments"])
         else:  # reasoning summary events
             si = obj.get("summary_index")
             if type(si) is not int:
@@ -980,13 +980,17 @@ class ResponsesRepairer(ApiRepairer):
                     self.fire("schema_fill")
             if typ == _SUMMARY_PART_ADDED:
                 it.summary_index = si
-                it.summary.setdefault(si, [])
+                if si not in it.summary:
+                    it.summary[si] = Streamed()
             elif typ == _SUMMARY_DELTA:
                 delta = obj.get("delta")
                 if isinstance(delta, str):
-                    it.summary.setdefault(si, []).append(delta)
+                    acc = it.summary.get(si)
+                    if acc is None:
+                        acc = it.summary[si] = Streamed()
+                    acc.append(delta)
             elif typ == _SUMMARY_DONE and isinstance(obj.get("text"), str):
-                it.summary[si] = [obj["text"]]
+                it.summary[si] = Streamed(obj["text"])
         out.append(self._out(ev, obj, dirty))
         return out
 
@@ -1177,10 +1181,13 @@ class ResponsesRepairer(ApiRepairer):
 # --- non-streaming ------------------------------------------------------------------------
 
 
-def _repair_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdict: Verdict) -> tuple[bool, Decision | None]:
+def _repair_json(
+    obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdict: Verdict, fired: Counter[str] | None = None
+) -> tuple[bool, Decision | None]:
     if verdict.cap is None and ctx.request:
         verdict.request(ctx.request)
     changed = False
+    hit: set[str] = set()  # the rules that changed the body (counted once each in fired)
     if rules.schema_fill:
         # the AI SDK's response schema needs both (its generateText builds a Date from
         # created_at: "Invalid time value" without it); unfixed CPA sends neither
@@ -1188,9 +1195,11 @@ def _repair_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdict: V
         if not isinstance(created_at, (int, float)) or isinstance(created_at, bool):
             obj["created_at"] = ctx.started_at
             changed = True
+            hit.add("schema_fill")
         if not isinstance(obj.get("model"), str) and ctx.model:
             obj["model"] = ctx.model
             changed = True
+            hit.add("schema_fill")
     output = obj.get("output")
     if isinstance(output, list):
         for i, item in enumerate(output):
@@ -1202,10 +1211,12 @@ def _repair_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdict: V
                 if typ in ("function_call", "message", "reasoning") and isinstance(fill, str):
                     item["id"] = fill
                     changed = True
+                    hit.add("schema_fill")
             if typ == "function_call":
                 if rules.status and "status" not in item:
                     item["status"] = "completed"
                     changed = True
+                    hit.add("status")
                 if isinstance(item.get("arguments"), str):
                     verdict.observe_args(item["arguments"])
                     verdict.tool_args(item["arguments"])
@@ -1218,6 +1229,7 @@ def _repair_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdict: V
                     if rules.schema_fill and "annotations" not in part:
                         part["annotations"] = []
                         changed = True
+                        hit.add("schema_fill")
     usage = obj.get("usage")
     if isinstance(usage, dict):
         verdict.usage(_int(usage.get("output_tokens")))
@@ -1232,6 +1244,7 @@ def _repair_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdict: V
         if filled:
             obj["usage"] = usage
             changed = True
+            hit.add("usage")
         known = None
         if not (isinstance(usage, dict) and _int(usage.get("output_tokens")) is not None):
             tokens, where = verdict.output_tokens_best
@@ -1240,16 +1253,20 @@ def _repair_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdict: V
         if fixed:
             obj["usage"] = usage
             changed = True
-    if d is None:
-        return changed, None
-    if d.truncated and not d.native and rules.truncation == "incomplete":
+            hit.add("usage")
+    if d is not None and d.truncated and not d.native and rules.truncation == "incomplete":
         obj["status"] = "incomplete"
         obj["incomplete_details"] = {"reason": _REASON[d.outcome]}
         changed = True
+        hit.add("truncation")
+    if fired is not None:
+        fired.update(hit)
     return changed, d
 
 
-def repair_responses_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdict: Verdict) -> bool:
+def repair_responses_json(
+    obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdict: Verdict, fired: Counter[str] | None = None
+) -> bool:
     """Repair a non-streaming ``/v1/responses`` body in place; True if anything changed.
 
     ``created_at`` (the request's time) and ``model`` (the request's) when missing;
@@ -1258,9 +1275,10 @@ def repair_responses_json(obj: dict[str, Any], rules: Rules, ctx: FlowContext, v
     ``output_text`` parts ``annotations: []`` (both required by the AI SDK's response
     schema); ``usage`` as in the stream; a truncation verdict sets ``status: "incomplete"``
     and ``incomplete_details``. The output order is left as sent: a JSON body carries no
-    announcement order to compare with.
+    announcement order to compare with. ``fired`` (if given) counts each rule that
+    changed the body once.
     """
-    return _repair_json(obj, rules, ctx, verdict)[0]
+    return _repair_json(obj, rules, ctx, verdict, fired)[0]
 
 
 def repair_responses_body(

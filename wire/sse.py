@@ -25,11 +25,15 @@ stopped.
 from __future__ import annotations
 
 import re
+from typing import Any
+
+import orjson
 
 __all__ = ["Event", "SseParser", "format_event"]
 
 _EOL = re.compile(rb"\r\n|\r|\n")
 _BOM = b"\xef\xbb\xbf"
+_UNPARSED: Any = object()
 
 
 class Event:
@@ -39,7 +43,7 @@ class Event:
     them several times per event.
     """
 
-    __slots__ = ("complete", "data", "eol", "event", "fields", "raw")
+    __slots__ = ("_json", "complete", "data", "eol", "event", "fields", "raw")
 
     raw: bytes
     """The exact bytes of the event, including its terminating blank line."""
@@ -73,6 +77,7 @@ class Event:
                 name = v
         self.data = data
         self.event = None if name is None else name.decode("utf-8", "replace")
+        self._json: Any = _UNPARSED
 
     def __repr__(self) -> str:
         return f"Event(raw={self.raw!r}, complete={self.complete})"
@@ -86,7 +91,28 @@ class Event:
 
     @property
     def is_comment_only(self) -> bool:
+        if self.data is not None or self.event is not None:  # O(1) for every real event
+            return False
         return all(k == b"" for k, _ in self.fields)
+
+    def json(self) -> Any:
+        """``data`` decoded as JSON, once per event (``orjson.JSONDecodeError`` if it is
+        not JSON; ``None`` without data): the repairer and the checks before it (e.g.
+        :func:`wire.foreign.foreign`) share one ``orjson.loads``. Callers that change
+        the object own it: later calls return the changed object."""
+        cached = self._json
+        if cached is _UNPARSED:
+            if self.data is None:
+                cached = None
+            else:
+                try:
+                    cached = orjson.loads(self.data)
+                except orjson.JSONDecodeError as e:
+                    cached = e
+            self._json = cached
+        if isinstance(cached, orjson.JSONDecodeError):
+            raise cached
+        return cached
 
     def with_data(self, data: bytes, event: str | None = None) -> bytes:
         """This event re-serialized with new data (and, if given, a new ``event:`` name).
@@ -219,37 +245,43 @@ class SseParser:
             end = find(b"\n\n", pos)
             if end < 0:
                 break
-            body = data[pos:end]
-            raw = data[pos : end + 2]
-            pos = end + 2
+            # values are sliced straight out of ``data`` (one copy each, no copy of the
+            # event's lines first), and ``raw`` is ``data`` itself when the read held
+            # exactly this event: a large event is not copied over and over
+            raw = data if pos == 0 and end + 2 == n else data[pos : end + 2]
             ev = Event.__new__(Event)
             ev.raw = raw
             ev.eol = b"\n"
             ev.complete = True
             d = name = None
-            if b"\n" not in body:  # one line: the common "data: {...}"
-                if body[:6] == b"data: ":
-                    d = body[6:]
-                    fields = [(b"data", d)]
+            fields = []
+            ls = pos
+            pos = end + 2
+            while True:  # the event's lines: [ls, le) up to ``end``
+                le = find(b"\n", ls, end)
+                if le < 0:
+                    le = end
+                colon = find(b":", ls, le)
+                if colon < 0:
+                    k, v = data[ls:le], b""
+                elif colon == ls:
+                    k, v = b"", data[ls + 1 : le]  # a comment keeps its text as it is
                 else:
-                    k, v = _field(body)
-                    fields = [(k, v)]
-                    if k == b"data":
-                        d = v
-                    elif k == b"event":
-                        name = v
-            else:
-                fields = []
-                for line in body.split(b"\n"):
-                    k, v = _field(line)
-                    fields.append((k, v))
-                    if k == b"data":
-                        d = v if d is None else d + b"\n" + v
-                    elif k == b"event":
-                        name = v
+                    k = data[ls:colon]
+                    vs = colon + 2 if data[colon + 1 : colon + 2] == b" " else colon + 1
+                    v = data[vs:le]
+                fields.append((k, v))
+                if k == b"data":
+                    d = v if d is None else d + b"\n" + v
+                elif k == b"event":
+                    name = v
+                if le == end:
+                    break
+                ls = le + 1
             ev.fields = fields
             ev.data = d
             ev.event = None if name is None else name.decode("utf-8", "replace")
+            ev._json = _UNPARSED
             append(ev)
         if pos < n:
             rest = data[pos:] if pos else data
@@ -310,6 +342,11 @@ class SseParser:
             self._start = end
             return
         self._fields.append(_field(line))
+
+    @property
+    def buffered(self) -> int:
+        """Bytes fed but not yet handed out in an event (the unfinished event)."""
+        return sum(map(len, self._pend)) + len(self._buf) - self._start
 
     def close(self) -> list[Event]:
         """End of stream: events completed by a held-back CR, then the unterminated rest

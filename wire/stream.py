@@ -23,6 +23,46 @@ if TYPE_CHECKING:
     from .verdict import Decision, Verdict
 
 
+class Streamed:
+    """Text streamed in deltas (a message's text, a call's arguments), kept for the close
+    that needs it whole: one UTF-8 buffer grown in place (amortized O(1) per delta, about
+    one byte per character, nothing per delta), not a list of delta strings (a pointer
+    and a string object, ~60 bytes, per delta). :meth:`text` decodes it once; a whole
+    value from the gateway (``set``) is kept as the string it came as. :attr:`pieces`
+    counts the deltas (and whole values) it holds.
+    """
+
+    __slots__ = ("_buf", "_str", "pieces")
+
+    def __init__(self, text: str = "") -> None:
+        self._buf: bytearray | None = None
+        self._str = text
+        self.pieces = 1 if text else 0
+
+    def append(self, delta: str) -> None:
+        buf = self._buf
+        if buf is None:
+            buf = self._buf = bytearray(self._str.encode("utf-8", "surrogatepass"))
+            self._str = ""
+        buf += delta.encode("utf-8", "surrogatepass")
+        self.pieces += 1
+
+    def set(self, text: str) -> None:
+        self._buf = None
+        self._str = text
+        self.pieces = 1
+
+    def text(self) -> str:
+        buf = self._buf
+        if buf is not None:  # decoded once; a later append re-encodes (rare: closes come last)
+            self._str = buf.decode("utf-8", "surrogatepass")
+            self._buf = None
+        return self._str
+
+    def __bool__(self) -> bool:
+        return bool(self._buf) or bool(self._str)
+
+
 class EventRepairer:
     """Base for the per-API repairers: fed parsed SSE events, returns bytes to send.
 
@@ -71,7 +111,7 @@ class EventRepairer:
         if data is None or data == b"[DONE]":
             return None
         try:
-            obj = orjson.loads(data)
+            obj = ev.json()  # one loads per event, shared with the checks before (foreign)
         except orjson.JSONDecodeError:
             self.note(f"event data is not JSON ({len(data)} bytes), passed through")
             return None
@@ -114,7 +154,7 @@ class ApiRepairer(EventRepairer):
 class StreamRepair:
     """Bytes in, repaired bytes out; any repairer exception switches to passthrough."""
 
-    __slots__ = ("repairer", "parser", "error", "bytes_in", "bytes_out", "events")
+    __slots__ = ("bytes_in", "bytes_out", "error", "events", "parser", "repairer")
 
     def __init__(self, repairer: EventRepairer) -> None:
         self.repairer = repairer
@@ -133,6 +173,13 @@ class StreamRepair:
             out = self._run(self.parser.feed(chunk), eof=False)
         self.bytes_out += len(out)
         return out
+
+    def undelivered(self) -> tuple[int, int, int]:
+        """(held events, their bytes, bytes of the unfinished event): what was received
+        and not yet sent, i.e. what is lost if the stream ends without :meth:`close`
+        (mitmproxy's path for an upstream that fails mid-body)."""
+        held = self.repairer.held
+        return len(held), sum(len(e.raw) for e in held), self.parser.buffered if self.parser is not None else 0
 
     def close(self) -> bytes:
         if self.parser is None:

@@ -1,0 +1,334 @@
+"""An upstream cut mid-stream (TCP reset, or a close without the last chunk) through real
+mitmdump: every byte the repairer need not hold reaches the client, repaired.
+
+mitmproxy 12.3.1 ends such a flow without a last call of the stream callable (the error
+hook, then ``SendHttp(ResponseProtocolError)`` closes the client connection; see
+``addons/repair.py`` ``_log_undelivered``), so what a repairer holds at that moment cannot
+be delivered. The repairers therefore hold only what a repair needs: a chat finish chunk
+only while a later usage can still change the verdict, a tool_use stop only while its
+input is not whole JSON. The upstream here sends each event as its own chunk, waits until
+mitmdump has forwarded them, then cuts. Where a repair must hold (a nameless tool-call
+header, a finish chunk that usage may still turn into ``length``), the bytes before the
+held event arrive and mitmdump logs what it could not deliver.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+import time
+
+import orjson
+import pytest
+
+from tests.support import show_logs_on_failure, start_mitmdump
+from wire.apis import api_for_path, stream_repairer
+from wire.rules import FlowContext, Rules
+from wire.verdict import Verdict
+
+pytestmark = pytest.mark.e2e
+
+
+def _sse(obj, event: str | None = None) -> bytes:
+    head = b"event: " + event.encode() + b"\n" if event else b""
+    return head + b"data: " + orjson.dumps(obj) + b"\n\n"
+
+
+def _chunk(delta, finish=None, usage=None):
+    obj = {
+        "id": "c1",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "m",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+    if usage is not None:
+        obj["usage"] = usage
+    return _sse(obj)
+
+
+def _tool(index, id_="call_a", name="write_file", args=""):
+    return {
+        "tool_calls": [{"index": index, "id": id_, "type": "function", "function": {"name": name, "arguments": args}}]
+    }
+
+
+def _msg(obj):
+    return _sse(obj, obj["type"])
+
+
+def _resp(obj):
+    return _sse(obj, obj["type"])
+
+
+CREATED = _resp(
+    {
+        "type": "response.created",
+        "sequence_number": 0,
+        "response": {
+            "id": "r1",
+            "object": "response",
+            "created_at": 1,
+            "model": "m",
+            "status": "in_progress",
+            "output": [],
+        },
+    }
+)
+NO_CAP = {"model": "m", "stream": True, "messages": []}
+CAP = {"model": "m", "stream": True, "max_tokens": 100, "messages": []}
+
+# name -> (path, request, events, how many events reach the client before the cut)
+CASES: dict[str, tuple[str, dict, list[bytes], int | None]] = {
+    # CPA's step index 2 renumbered to 0; the finish chunk without usage: no cap, so
+    # usage cannot change the verdict and it goes out at once
+    "chat-finish-no-cap": (
+        "/v1/chat/completions",
+        NO_CAP,
+        [
+            _chunk({"role": "assistant"}),
+            _chunk(_tool(2)),
+            _chunk({"tool_calls": [{"index": 2, "function": {"arguments": '{"path":"a"}'}}]}),
+            _chunk({}, finish="tool_calls"),
+        ],
+        None,
+    ),
+    # a gateway's own "length" is native: nothing to wait for
+    "chat-native-length-with-cap": (
+        "/v1/chat/completions",
+        CAP,
+        [
+            _chunk({"role": "assistant"}),
+            _chunk({"content": "some text"}),
+            _chunk({}, finish="length"),
+        ],
+        None,
+    ),
+    # a whole tool_use call: its stop is not held
+    "messages-whole-call": (
+        "/v1/messages",
+        CAP,
+        [
+            _msg(
+                {
+                    "type": "message_start",
+                    "message": {
+                        "id": "m1",
+                        "type": "message",
+                        "role": "assistant",
+                        "content": [],
+                        "model": "m",
+                        "stop_reason": None,
+                        "stop_sequence": None,
+                        "usage": {"input_tokens": 1, "output_tokens": 0},
+                    },
+                }
+            ),
+            _msg(
+                {
+                    "type": "content_block_start",
+                    "index": 0,
+                    "content_block": {"type": "tool_use", "id": "toolu_a", "name": "write_file", "input": {}},
+                }
+            ),
+            _msg(
+                {
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {"type": "input_json_delta", "partial_json": '{"path":"a"}'},
+                }
+            ),
+            _msg({"type": "content_block_stop", "index": 0}),
+        ],
+        None,
+    ),
+    # Responses holds nothing: a call without status gets it, and everything arrives
+    "responses-open-call": (
+        "/v1/responses",
+        {"model": "m", "stream": True, "input": "x"},
+        [
+            CREATED,
+            _resp(
+                {
+                    "type": "response.output_item.added",
+                    "sequence_number": 1,
+                    "output_index": 0,
+                    "item": {
+                        "id": "fc1",
+                        "type": "function_call",
+                        "call_id": "fc1",
+                        "name": "write_file",
+                        "arguments": "",
+                    },
+                }
+            ),
+            _resp(
+                {
+                    "type": "response.function_call_arguments.delta",
+                    "sequence_number": 2,
+                    "output_index": 0,
+                    "item_id": "fc1",
+                    "delta": '{"path":',
+                }
+            ),
+        ],
+        None,
+    ),
+    # must hold: a nameless header waits for its name (the repair needs it); the first
+    # event arrives, the held two are reported as not delivered
+    "chat-nameless-header": (
+        "/v1/chat/completions",
+        NO_CAP,
+        [
+            _chunk({"role": "assistant"}),
+            _chunk(_tool(0, name="")),
+            _chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"pa'}}]}),
+        ],
+        1,
+    ),
+    # must hold: with a cap, a later usage chunk may still make the finish "length"
+    "chat-finish-awaiting-usage": (
+        "/v1/chat/completions",
+        CAP,
+        [
+            _chunk({"role": "assistant"}),
+            _chunk({"content": "some text"}),
+            _chunk({}, finish="stop"),
+        ],
+        2,
+    ),
+    # reset mid-event: the unfinished event cannot be judged yet, so it is not sent;
+    # the whole one before it is
+    "responses-mid-event": (
+        "/v1/responses",
+        {"model": "m", "stream": True, "input": "x"},
+        [
+            CREATED,
+            b'event: response.output_item.added\ndata: {"type":"response.output_item.added","seq',
+        ],
+        1,
+    ),
+}
+
+
+class CuttingUpstream:
+    """HTTP/1.1 upstream: answers ``/<case>/<cut>/<api path>`` with the case's events, one
+    chunk each, 20 ms apart, waits 0.5 s, then resets (SO_LINGER 0) or closes (FIN) the
+    connection without the last chunk."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+
+    def _handle(self, conn: socket.socket) -> None:
+        with conn:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(65536)
+            head, _, body = data.partition(b"\r\n\r\n")
+            length = int(
+                next(
+                    (ln.split(b":")[1] for ln in head.split(b"\r\n") if ln.lower().startswith(b"content-length")), b"0"
+                )
+            )
+            while len(body) < length:
+                body += conn.recv(65536)
+            _, case, cut = head.split(b" ")[1].decode().split("/")[:3]
+            conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+            for ev in CASES[case][2]:
+                conn.sendall(b"%x\r\n%s\r\n" % (len(ev), ev))
+                time.sleep(0.02)
+            time.sleep(0.5)
+            if cut == "reset":
+                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _dechunk(raw: bytes) -> bytes:
+    """The body of a chunked response, as far as it got."""
+    _, _, rest = raw.partition(b"\r\n\r\n")
+    out = b""
+    while rest:
+        size, sep, rest = rest.partition(b"\r\n")
+        if not sep or not size:
+            break
+        n = int(size, 16)
+        if n == 0 or len(rest) < n:
+            break
+        out += rest[:n]
+        rest = rest[n + 2 :]
+    return out
+
+
+def _post(port: int, path: str, body: bytes) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=20) as s:
+        s.sendall(
+            b"POST %s HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s"
+            % (path.encode(), len(body), body)
+        )
+        got = b""
+        try:
+            while chunk := s.recv(65536):
+                got += chunk
+        except ConnectionResetError:
+            pass
+    return got
+
+
+def _expected(path: str, request: dict, events: list[bytes], delivered: int | None) -> bytes:
+    """The repairer's output for the events, fed one by one (no end of stream); for a case
+    that must hold, the first ``delivered`` events fed alone."""
+    api = api_for_path(path)
+    rep = stream_repairer(api, Rules(), FlowContext(model="m", request=request), Verdict())
+    from wire.stream import StreamRepair
+
+    s = StreamRepair(rep)
+    out = b"".join(s.feed(ev) for ev in events[: delivered if delivered is not None else len(events)])
+    if delivered is None:
+        assert not rep.held, "this case was meant to hold nothing"
+    return out
+
+
+@pytest.fixture(scope="module")
+def proxy(tmp_path_factory: pytest.TempPathFactory):
+    up = CuttingUpstream()
+    mitm, port = start_mitmdump(f"http://127.0.0.1:{up.port}", tmp_path_factory.mktemp("cut") / "conf")
+    try:
+        yield mitm, port
+    finally:
+        mitm.stop()
+        up.close()
+
+
+@pytest.mark.parametrize("cut", ["reset", "close"])
+@pytest.mark.parametrize("case", list(CASES))
+def test_cut_upstream_loses_nothing_the_repair_need_not_hold(proxy, request, case: str, cut: str) -> None:
+    mitm, port = proxy
+    show_logs_on_failure(request, {"mitmdump": mitm})
+    path, req, events, delivered = CASES[case]
+    start = len(mitm.lines)
+    got = _dechunk(_post(port, f"/{case}/{cut}{path}", orjson.dumps(req)))
+    want = _expected(path, req, events, delivered)
+    assert got == want
+    if delivered is None:
+        # every upstream event arrived, each as repaired (or as it came)
+        assert got.count(b"\n\n") == len(events)
+        assert b'"index":2' not in got  # the step index was renumbered
+    else:
+        mitm.wait_for(r"not delivered: \d+ held event", timeout=10, start=start)
+        assert got == b"".join(events[:delivered])
+    log = "\n".join(mitm.lines[start:])
+    assert "Traceback" not in log and "has crashed" not in log
