@@ -211,3 +211,21 @@ def test_reasons_never_carry_content():
     evs[5]["part"]["text"] = secret
     found = contract.check("responses", sse(*evs) + b"data: " + secret.encode() + b"\n\n")
     assert found and not any(secret in str(v) for v in found)
+
+
+def test_any_json_value_where_an_id_or_index_goes_never_breaks_the_checker():
+    odd = [[1], {"a": 1}, None, 1.5, True]
+    for v in odd:
+        evs = good_responses()
+        for e in evs:
+            for k in ("item_id", "output_index", "content_index"):
+                if k in e:
+                    e[k] = v
+        evs[1]["item"]["id"] = v
+        evs.append({"type": v, "sequence_number": 99})
+        body = sse(*evs[:-1]) + b"data: " + orjson.dumps(evs[-1]) + b"\n\n"
+        assert contract.check("responses", body)  # reported, not raised
+        chat_body = (
+            b"data: " + orjson.dumps({"choices": [{"index": v, "delta": {"tool_calls": [{"index": v}]}}]}) + b"\n\n"
+        )
+        contract.check("chat", chat_body)

@@ -85,6 +85,12 @@ class Violation(NamedTuple):
         return f"{where}: {self.rule}: {self.reason}"
 
 
+def _k(v: Any) -> Any:
+    """``v`` as a dict key or set member: itself when hashable JSON, else its repr (a
+    gateway's id or index can be any JSON value; the checker must not fail on it)."""
+    return v if v is None or isinstance(v, (str, int, float)) else repr(v)
+
+
 def _is_int(v: Any) -> bool:
     return type(v) is int
 
@@ -165,7 +171,8 @@ class _Responses(_Api):
     def event(self, n: int, obj: dict[str, Any]) -> None:
         bad = self.bad
         t = obj.get("type")
-        if not isinstance(t, str) or not (t.startswith("response.") or t == "error"):
+        if not isinstance(t, str) or not (t.startswith(("response.", "codex.")) or t == "error"):
+            # codex.* (rate limits) is the ChatGPT backend's own, which Codex reads
             bad("sse.nonstandard", n, f"type {t!r} is not a Responses stream event")
             return
         if self.terminal is not None:
@@ -219,8 +226,8 @@ class _Responses(_Api):
         pos = len(self.ids)
         self.ids.append(iid)
         if iid is not None:
-            self.pos_by_id[iid] = pos
-        self.pos_by_raw[idx] = pos
+            self.pos_by_id[_k(iid)] = pos
+        self.pos_by_raw[_k(idx)] = pos
         self.open = _Open(pos, iid, typ)
 
     def _fields(self, n: int, what: str, item: dict[str, Any]) -> None:
@@ -232,9 +239,9 @@ class _Responses(_Api):
             self.bad("item.fields", n, f"{what} {item.get('type')} without {', '.join(missing)}")
 
     def _find(self, obj: dict[str, Any], iid: Any) -> int | None:
-        pos = self.pos_by_id.get(iid) if iid is not None else None
+        pos = self.pos_by_id.get(_k(iid)) if iid is not None else None
         if pos is None:
-            pos = self.pos_by_raw.get(obj.get("output_index"))
+            pos = self.pos_by_raw.get(_k(obj.get("output_index")))
         return pos
 
     def _done(self, n: int, obj: dict[str, Any]) -> None:
@@ -267,7 +274,7 @@ class _Responses(_Api):
         iid = obj.get("item_id")
         pos = self._find(obj, iid)
         if pos is None:
-            key = iid if iid is not None else ("index", obj.get("output_index"))
+            key = _k(iid) if iid is not None else ("index", _k(obj.get("output_index")))
             if key not in self.unknown:
                 self.unknown.add(key)
                 bad("item.announced", n, f"{t} for item {iid!r} (output_index {obj.get('output_index')!r}) never added")
@@ -285,7 +292,7 @@ class _Responses(_Api):
             missing = [k for k in ("item_id", "summary_index") if k not in obj]
             if missing:
                 bad("reasoning.fields", n, f"{t} without {', '.join(missing)}")
-        ci = obj.get("content_index")
+        ci = _k(obj.get("content_index"))
         if t == "response.content_part.added":
             op.parts.add(ci)
             op.ci, op.text, op.chunks = ci, "", 0
@@ -378,7 +385,7 @@ class _Chat(_Api):
         for ch in choices:
             if not isinstance(ch, dict):
                 continue
-            ci = ch.get("index", 0)
+            ci = _k(ch.get("index", 0))
             delta = ch.get("delta") if isinstance(ch.get("delta"), dict) else {}
             if ci in self.finished and (delta.get("content") or delta.get("tool_calls")):
                 bad("chat.finish_once", n, f"choice {ci} gets content after its finish_reason")
@@ -391,7 +398,7 @@ class _Chat(_Api):
             for tc in delta.get("tool_calls") or []:
                 if not isinstance(tc, dict):
                     continue
-                i = tc.get("index")
+                i = _k(tc.get("index"))
                 order = self.order.setdefault(ci, [])
                 fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
                 name = fn.get("name")

@@ -1,8 +1,10 @@
 """Events a stream's API does not define, and how to keep them harmlessly.
 
 ``foreign(api, ev)`` says why an SSE event is not one of the API's own *and* carries
-nothing of it (an ``event: ping`` without data, an empty ``data:``, a
-``{"type":"keepalive"}``), or None. Such an event can become an SSE comment
+nothing of it (an ``event: ping`` without data, an empty ``data:``, a keep-alive object
+such as ``{"type":"keepalive"}`` or ``{"type":"ping"}``), or None. Other types outside the
+API (``codex.rate_limits``, which Codex reads) are not foreign in this sense: the contract
+reports them (rule ``sse.nonstandard``), the repair leaves them. Such an event can become an SSE comment
 (``commented``): every byte is kept (each line gets a leading ``:``), and every client
 ignores comments, while strict ones reject the event itself (vercel/ai #20574, CPA
 #2460, opencode #40171). Used by the contract (rule ``sse.nonstandard``/``sse.empty_data``)
@@ -16,6 +18,9 @@ import re
 import orjson
 
 from .sse import Event
+
+KEEPALIVE = frozenset({"ping", "keepalive", "keep_alive", "keep-alive", "heartbeat"})
+"""Types gateways send to keep a connection alive (opencode #40171, vercel/ai #20574)."""
 
 _LINE = re.compile(rb"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
 
@@ -32,7 +37,7 @@ def foreign(api: str, ev: Event) -> tuple[str, str] | None:
         return "sse.nonstandard", f"event {name!r} without data"
     if not data.strip():
         return "sse.empty_data", "data field is empty"
-    if api not in ("responses", "chat", "messages"):
+    if api not in ("responses", "chat"):  # Anthropic's own stream has ping events
         return None
     try:
         obj = ev.json()  # shared with the repairer's parse: one loads per event
@@ -41,12 +46,10 @@ def foreign(api: str, ev: Event) -> tuple[str, str] | None:
     if not isinstance(obj, dict):
         return None
     t = obj.get("type")
-    if api == "responses":
-        if isinstance(t, str) and not (t.startswith("response.") or t == "error"):
-            return "sse.nonstandard", f"type {t!r} is not a Responses stream event"
-    elif api == "chat" and "type" in obj and "choices" not in obj and "error" not in obj:
-        return "sse.nonstandard", f"type {t!r} is not a chat completion chunk"
-    return None
+    if not isinstance(t, str) or t not in KEEPALIVE or "choices" in obj or "error" in obj:
+        return None
+    what = "a Responses stream event" if api == "responses" else "a chat completion chunk"
+    return "sse.nonstandard", f"type {t!r} is not {what}"
 
 
 def commented(ev: Event) -> Event:

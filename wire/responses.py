@@ -797,7 +797,10 @@ class ResponsesRepairer(ApiRepairer):
             if owner is it and alias in by_id and by_id[alias] not in used:
                 return by_id[alias]
         for pos, e in enumerate(given):
-            if pos not in used and isinstance(e, dict) and e.get("type") == it.type and e.get("id") not in self._by_id:
+            if pos in used or not isinstance(e, dict) or e.get("type") != it.type:
+                continue
+            eid = e.get("id")
+            if not (isinstance(eid, str) and eid in self._by_id):
                 return pos
         return None
 
