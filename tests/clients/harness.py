@@ -61,6 +61,13 @@ ABLATIONS: dict[str, tuple[str, ...]] = {
     "tool_index": ("streamfix_tool_index=false",),
     "tool_header": ("streamfix_tool_header=false",),
     "truncation": ("streamfix_truncation=off",),
+    "finish_reason": ("streamfix_finish_reason=false",),
+    "announce": ("streamfix_announce=false",),
+    "item_id": ("streamfix_item_id=false",),
+    "replay": ("streamfix_replay=false",),
+    "nonstandard": ("streamfix_nonstandard=false",),
+    "eof_terminal": ("streamfix_eof_terminal=false",),
+    "reasoning_summary": ("streamfix_reasoning_summary=false",),
 }
 """Ablation mode name -> the mitmdump ``--set`` options that switch that rule off."""
 CODEX_PARALLEL = 3
