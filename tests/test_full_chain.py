@@ -572,3 +572,42 @@ async def test_real_clients_report_devins_usage(chain):
     u = resp.usage
     assert (u.input_tokens, u.output_tokens, u.total_tokens, u.input_tokens_details.cached_tokens) == (
         inp, out, total, cached)  # fmt: skip
+
+
+@needs_wiring
+async def test_websocket_turns_get_the_upstream_verdict_and_usage(chain):
+    """Responses over a WebSocket (Codex's transport) on the full chain: three turns on one
+    socket, each matched to its own Devin call. Text cut by Devin's MAX_TOKENS with no cap
+    on the client leg (as Codex sends none: only the upstream leg can tell) ends as
+    response.incomplete; a normal end stays response.completed; usage CPA dropped is
+    Devin's, every field."""
+    import aiohttp
+
+    run = uuid.uuid4().hex[:6]
+    plan = [("max_tokens_text", "zero"), ("stop", "zero"), ("stop", None)]
+    url = chain.base.replace("http://", "ws://", 1) + "/v1/responses"
+    got: list[tuple[str, list[dict]]] = []
+    async with aiohttp.ClientSession(trust_env=False) as s, s.ws_connect(url) as ws:
+        for i, (scenario, cpa) in enumerate(plan):
+            conv = f"ws-{run}-{i}"
+            marks = f"[scenario:{scenario}] [conv:{conv}] [usage:field7] [prompt_tokens:{1200 + i}]"
+            marks += f" [cpa_usage:{cpa}]" if cpa else ""
+            create = {"type": "response.create", "model": "devin/swe-2",
+                      "input": [{"role": "user", "content": f"Count it. {marks}"}]}  # fmt: skip
+            await ws.send_str(orjson.dumps(create).decode())
+            msgs: list[dict] = []
+            while not msgs or msgs[-1].get("type") not in ("response.completed", "response.incomplete"):
+                m = await asyncio.wait_for(ws.receive(), TIMEOUT)
+                assert m.type == aiohttp.WSMsgType.TEXT, (m.type, msgs[-3:])
+                msgs.append(orjson.loads(m.data))
+            got.append((conv, msgs))
+    ends = [(msgs[-1]["type"], (msgs[-1]["response"].get("incomplete_details") or {}).get("reason")) for _, msgs in got]
+    assert ends == [("response.incomplete", "max_output_tokens"), ("response.completed", None),
+                    ("response.completed", None)]  # fmt: skip
+    for conv, msgs in got:
+        seq = [m["sequence_number"] for m in msgs]
+        assert seq == sorted(set(seq)), "sequence_number strictly increasing within each turn"
+        u = msgs[-1]["response"]["usage"]
+        mine = (u["input_tokens"], u["output_tokens"], u["input_tokens_details"]["cached_tokens"], u["total_tokens"])
+        assert mine == devin_usage(chain, conv), conv
+    chain.mitm.wait_for(r"WebSocket turn 3", 10)

@@ -4,7 +4,8 @@
 
 Takes client requests on ``/v1/chat/completions``, ``/v1/responses``, ``/v1/messages`` and
 Gemini's ``/v1beta/models/MODEL:streamGenerateContent`` / ``:generateContent`` (streaming or
-not), builds a GetChatMessageRequest from ``wire/devin.proto``, sends it to
+not), and Responses over a WebSocket (``GET /v1/responses``, one turn per ``response.create``),
+builds a GetChatMessageRequest from ``wire/devin.proto``, sends it to
 Devin (``--devin``, a fake one in tests) through an explicit HTTP proxy (``--proxy``, like
 CPA's ``proxy-url``; the sidecar's regular-mode listener), and translates the Connect
 frames into the client's format the way unfixed CPA does (reference: cpa-wire.md sections
@@ -796,8 +797,45 @@ class Standin:
         await resp.write_eof()
         return resp
 
+    async def handle_ws(self, request: web.Request) -> web.StreamResponse:
+        """``GET /v1/responses`` upgraded, as CPA serves it (websocket.md section 1): each
+        ``response.create`` is a turn whose Responses events go out one per text message
+        (the SSE ``data:`` JSON; ``event:`` lines dropped); the socket stays open after a
+        ``response.completed`` and is dropped without a close frame otherwise."""
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        async for msg in ws:
+            if msg.type != aiohttp.WSMsgType.TEXT:
+                continue
+            self.handled += 1
+            n = self.handled
+            body = orjson.loads(msg.data)
+            if not isinstance(body, dict) or body.pop("type", None) != "response.create":
+                await ws.send_str('{"type":"error","status":400,"error":{"message":"unsupported request"}}')
+                continue
+            body["stream"] = True
+            self.log(n, "WebSocket response.create, calling Devin")
+            out, completed = ResponsesOut(), False
+            try:
+                async for evs in self.devin_events("responses", body, n):
+                    for e in evs:
+                        if e["event_type"] == "response.failed":
+                            continue
+                        for line in out.event(e).split(b"\n"):
+                            if line.startswith(b"data: "):
+                                completed |= b'"type":"response.completed"' in line
+                                await ws.send_str(line[6:].decode())
+            except UpstreamError as e:
+                self.log(n, f"upstream error {e.code}")
+            self.log(n, "WebSocket turn done" + ("" if completed else ", no response.completed: dropped"))
+            if not completed:
+                request.transport.abort()  # CPA's closeWithoutError: no close frame
+                break
+        return ws
+
     def app(self) -> web.Application:
         app = web.Application()
+        app.router.add_get("/v1/responses", self.handle_ws)
         for path in ROUTES:
             app.router.add_post(path, self.handle)
         app.router.add_post(GEMINI_ROUTE, self.handle)
