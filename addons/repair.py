@@ -600,8 +600,8 @@ def http_turn(flow: http.HTTPFlow, st: FlowState) -> dict:
         ended, error = "failed_open", f"{type(failed).__name__}: {failed}"
     elif resp is None or resp.status_code >= 400:
         ended = "upstream_error"
-    elif rep is not None and _stream_fault(rep) is not None:
-        ended, error = "upstream_error", _stream_fault(rep)
+    elif rep is not None and getattr(rep, "fault", None) is not None and rep.fault() is not None:
+        ended, error = "upstream_error", rep.fault()
     elif decision is not None and decision.truncated:
         ended = "truncated"
     else:
@@ -639,21 +639,6 @@ def _told_buffered(api: str, transport: str, body: bytes) -> dict | None:
     r = UsageReader(api)
     r.feed(body + b"\n\n")
     return r.counts
-
-
-def _stream_fault(rep: EventRepairer) -> str | None:
-    """Why a repaired stream did not end well (an error event, no terminal event), or None.
-    Reads the repairers' own flags (responses, chat, Gemini ``_finished``; messages
-    ``_delta_seen``; ``_errored``; a Responses stream that finished without a decision
-    ended on ``response.failed``/``error``); a repairer without them is taken as ended well."""
-    if getattr(rep, "_errored", False):
-        return "the stream carried an error event"
-    done = getattr(rep, "_finished", getattr(rep, "_delta_seen", None))
-    if done is False:
-        return "stream ended without a terminal event"
-    if done is True and getattr(rep, "decision", "n/a") is None:
-        return "the stream ended with a failure event"  # Responses: response.failed / error
-    return None
 
 
 def _json_object(content: bytes | None) -> dict | None:

@@ -1,9 +1,9 @@
 """The whole chain, real processes on 127.0.0.1:
 
     client -> mitmdump reverse listener (addons/repair.py: client leg)
-           -> CPA stand-in (python -m streamfix.cpa_standin: an unfixed CPA's Devin path)
+           -> CPA stand-in (python tests/standins/cpa_standin.py: an unfixed CPA's Devin path)
            -> mitmdump regular listener (addons/upstream.py: upstream leg), as CPA's proxy-url
-           -> fake Devin (python -m streamfix.fake_devin: Connect-RPC, scripted StopReasons)
+           -> fake Devin (python tests/standins/fake_devin.py: Connect-RPC, scripted StopReasons)
 
 One mitmdump process with both listeners, as in production. Host names (``standin.test``,
 ``plain.devin.test``, ``tls.devin.test``, ``other.test``) are mapped to local ports inside
@@ -33,7 +33,7 @@ import orjson
 import pytest
 from support import ROOT, Proc, child_env, fetch, show_logs_on_failure, tool
 
-from streamfix.cpa_standin import build_request
+from standins.cpa_standin import build_request
 from wire.connect import encode_frame
 from wire.devin import CHAT_PATH
 from wire.sse import SseParser
@@ -42,6 +42,7 @@ pytestmark = pytest.mark.e2e
 
 REPAIR = ROOT / "addons" / "repair.py"
 HOSTMAP = Path(__file__).with_name("e2e_hostmap.py")
+STANDINS = Path(__file__).with_name("standins")
 needs_wiring = pytest.mark.skipif(
     not REPAIR.exists(),
     reason="addons/repair.py (the client leg, which registers client requests with the shared "
@@ -142,8 +143,8 @@ class Chain:
         self.proxy = f"http://127.0.0.1:{reg}"
         self.mitm_ca = confdir / "mitmproxy-ca-cert.pem"
         py = sys.executable
-        devin = [py, "-m", "streamfix.fake_devin", "--port", "0", "--delay-ms", "3", "--log-requests"]
-        standin = [py, "-m", "streamfix.cpa_standin", "--proxy", self.proxy, "--port", "0", "--log-requests"]
+        devin = [py, str(STANDINS / "fake_devin.py"), "--port", "0", "--delay-ms", "3", "--log-requests"]
+        standin = [py, str(STANDINS / "cpa_standin.py"), "--proxy", self.proxy, "--port", "0", "--log-requests"]
         _, self.devin = self.start("fake Devin", devin, r"fake Devin listening on (\S+)")
         _, self.devin_tls = self.start("fake Devin (TLS)", [*devin, "--tls-cert", str(cert), "--tls-key", str(key)],
                                        r"fake Devin listening on (\S+)")  # fmt: skip

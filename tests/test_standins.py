@@ -1,4 +1,4 @@
-"""streamfix/fake_devin.py and streamfix/cpa_standin.py, in process, without the sidecar."""
+"""tests/standins/fake_devin.py and tests/standins/cpa_standin.py, in process, without the sidecar."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import httpx
 import orjson
 import pytest
 
-from streamfix import cpa_standin, fake_devin
+from standins import cpa_standin, fake_devin
 from test_devin import client_digest
 from wire import devin_pb2 as pb
 from wire.connect import decode_body, encode_frame

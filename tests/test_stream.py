@@ -195,3 +195,35 @@ def test_at_most_one_json_parse_per_event(monkeypatch, api):
     with_data = sum(1 for c in chunks for e in p.feed(c) if e.data is not None)
     assert s.error is None
     assert with_data > 2000 and len(calls) <= with_data + 1
+
+
+@pytest.mark.parametrize(
+    "name", ["responses-openai-clean", "chat-openai-clean", "messages-clean", "gemini-clean"]
+)
+def test_fault_says_how_the_stream_ended(name):
+    """``fault()`` (the turn log's ``ended``): None for a whole clean stream; the stream cut
+    after its first event has no terminal; an error event in its place is named."""
+    from streamfix.recordings import load
+    from wire.apis import stream_repairer
+    from wire.rules import FlowContext, Rules
+    from wire.verdict import Verdict
+
+    rec = load(name)
+
+    def fault(body: bytes, rules: Rules = Rules()) -> str | None:
+        rep = stream_repairer(rec.api, rules, FlowContext(request=rec.request.get("body")), Verdict())
+        repair_body(rep, body)
+        return rep.fault()
+
+    assert fault(rec.body) is None
+    p = SseParser()
+    first = p.feed(rec.body)[0].raw
+    assert fault(first, Rules(eof_terminal=False)) == "stream ended without a terminal event"
+    if rec.api != "responses":  # Responses: an error event is a failure terminal
+        err = b'data: {"error":{"message":"boom","type":"server_error"}}\n\n'
+        if rec.api == "messages":
+            err = b'event: error\ndata: {"type":"error","error":{"type":"overloaded_error","message":"x"}}\n\n'
+        assert fault(first + err) == "the stream carried an error event"
+    else:
+        failed = b'data: {"type":"response.failed","sequence_number":99,"response":{"id":"r","status":"failed"}}\n\n'
+        assert fault(first + failed) == "the stream ended with a failure event"

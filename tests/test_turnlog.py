@@ -175,7 +175,7 @@ def test_upstream_counts_from_the_matched_record():
     assert up == {"input_tokens": 120, "output_tokens": 7, "cached_tokens": 20, "total_tokens": 127, "source": "devin"}
     assert turnlog.upstream_counts(V(), None) == {"output_tokens": 7, "source": "devin"}
 
-    class V2(V):  # i9's richer counts win, and carry the model Devin used
+    class V2(V):  # the upstream_counts record wins, and carries the model Devin used
         upstream_counts = {"input_tokens": 1, "output_tokens": 2, "model": "swe-fake", "source": "devin"}  # noqa: RUF012
 
     rec = turnlog.turn_record(flow_id="f", api="chat", transport="sse", path="/v1/chat/completions?key=x",

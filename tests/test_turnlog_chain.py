@@ -24,8 +24,8 @@ from mitmproxy import io
 from support import show_logs_on_failure
 from test_full_chain import PATHS, TIMEOUT, Chain, request_body
 
-from streamfix.cpa_standin import build_request
-from streamfix.fake_devin import CHARS_PER_TOKEN, apply_cap, script_for
+from standins.cpa_standin import build_request
+from standins.fake_devin import CHARS_PER_TOKEN, apply_cap, script_for
 from wire import redact
 
 pytestmark = pytest.mark.e2e
@@ -38,7 +38,7 @@ ENDING = {"stop": "complete", "tool": "complete", "max_tokens": "truncated", "ma
 
 
 def expected_upstream(api: str, body: dict, scenario: str, conv: str) -> dict:
-    """The usage the fake Devin reports for this request (its own rules, streamfix/fake_devin.py)."""
+    """The usage the fake Devin reports for this request (its own rules, tests/standins/fake_devin.py)."""
     req = build_request(api, body)
     prompt = sum(len(p.prompt) for p in req.prompts) // CHARS_PER_TOKEN + 10
     cap = req.configuration.max_tokens

@@ -196,6 +196,13 @@ class ChatRepairer(ApiRepairer):
         self._noted_foreign = False
 
     # --- EventRepairer -----------------------------------------------------------
+    def fault(self) -> str | None:
+        if self._errored:
+            return "the stream carried an error event"
+        if not self._finished:
+            return "stream ended without a terminal event"
+        return None
+
     def event(self, ev: Event) -> list[bytes]:
         ev = self._foreign(ev)
         if ev.data is not None:

@@ -106,6 +106,13 @@ class GeminiRepairer(ApiRepairer):
         self._errored = False
         self._usage_after = False  # the event settling a held finish carries usageMetadata
 
+    def fault(self) -> str | None:
+        if self._errored:
+            return "the stream carried an error event"
+        if not self._finished:
+            return "stream ended without a terminal event"
+        return None
+
     def event(self, ev: Event) -> list[bytes]:
         obj = self.parse(ev)
         out: list[bytes] = []

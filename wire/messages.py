@@ -139,6 +139,13 @@ class MessagesRepairer(ApiRepairer):
         self._errored = False
 
     # --- EventRepairer -----------------------------------------------------------
+    def fault(self) -> str | None:
+        if self._errored:
+            return "the stream carried an error event"
+        if not self._delta_seen:
+            return "stream ended without a terminal event"
+        return None
+
     def event(self, ev: Event) -> list[bytes]:
         obj = self.parse(ev)
         rec = _Rec(ev, obj)

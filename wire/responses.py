@@ -407,6 +407,13 @@ class ResponsesRepairer(ApiRepairer):
         """A terminal event (success or failure) went out: the stream is over."""
         return self._finished
 
+    def fault(self) -> str | None:
+        if not self._finished:
+            return "stream ended without a terminal event"
+        if self.decision is None:  # response.failed / error (a gateway's or rule eof_terminal's)
+            return "the stream ended with a failure event"
+        return None
+
     def end(self) -> list[bytes]:
         out = super().end()
         if not self._finished:

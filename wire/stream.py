@@ -145,6 +145,12 @@ class ApiRepairer(EventRepairer):
             verdict.request(ctx.request)  # the addon does it too; harmless twice
         self.decision: Decision | None = None
 
+    def fault(self) -> str | None:
+        """After the end: why the stream did not end well (an error event, no terminal
+        event, a failure terminal), or None when it ended well or the API cannot tell.
+        The turn log's ``ended`` field reads it."""
+        return None
+
     def dump(self, ev: Event, obj: dict[str, Any], rules: Iterable[str] = ()) -> bytes:
         """A rewritten event's bytes (one ``orjson.dumps``), counted for ``rules``; its
         original bytes if the object cannot be serialized."""

@@ -1,6 +1,6 @@
 """A fake Devin: serves GetChatMessage over Connect with scripted, schema-built frames.
 
-    python -m streamfix.fake_devin --port 0          # prints "fake Devin listening on URL"
+    python tests/standins/fake_devin.py --port 0          # prints "fake Devin listening on URL"
 
 ``POST /exa.api_server_pb.ApiServerService/GetChatMessage`` takes a GetChatMessageRequest
 (one envelope, as CPA sends it) and streams GetChatMessageResponse envelopes built from
@@ -61,7 +61,7 @@ from wire import devin_pb2 as pb
 from wire.connect import encode_end_stream, encode_frame
 from wire.devin import CHAT_PATH, read_request
 
-from .aioserve import serve_forever, start_app
+from streamfix.aioserve import serve_forever, start_app
 
 CHARS_PER_TOKEN = 4
 _MARK = re.compile(r"\[(scenario|conv|delay|usage|prompt_tokens):([^\]\s]+)\]")
@@ -285,7 +285,7 @@ async def serve(
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m streamfix.fake_devin", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python tests/standins/fake_devin.py", description=__doc__.split("\n")[0])
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=0, help="0 (default) picks a free port")
     ap.add_argument("--delay-ms", type=float, default=5.0, help="pause between envelopes")

@@ -1,6 +1,6 @@
 """A stand-in for an *unfixed* CLIProxyAPI on its Devin path (for end-to-end tests).
 
-    python -m streamfix.cpa_standin --devin http://devin.test:PORT --proxy http://127.0.0.1:8080 --port 0
+    python tests/standins/cpa_standin.py --devin http://devin.test:PORT --proxy http://127.0.0.1:8080 --port 0
 
 Takes client requests on ``/v1/chat/completions``, ``/v1/responses``, ``/v1/messages`` and
 Gemini's ``/v1beta/models/MODEL:streamGenerateContent`` / ``:generateContent`` (streaming or
@@ -49,7 +49,7 @@ from wire import devin_pb2 as pb
 from wire.connect import ConnectDecoder, encode_frame
 from wire.devin import CHAT_PATH
 
-from .aioserve import serve_forever, start_app
+from streamfix.aioserve import serve_forever, start_app
 
 DEFAULT_MAX_TOKENS = 128000
 _USAGE_MARK = re.compile(r"\[cpa_usage:(zero|omit)\]")
@@ -818,7 +818,7 @@ async def serve(
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m streamfix.cpa_standin", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python tests/standins/cpa_standin.py", description=__doc__.split("\n")[0])
     ap.add_argument("--devin", required=True, help="Devin base URL (e.g. http://devin.test:PORT)")
     ap.add_argument("--proxy", help="HTTP proxy for the Devin call, like CPA's proxy-url (the sidecar's regular listener)")
     ap.add_argument("--ca", help="CA bundle to trust for an https Devin URL (e.g. mitmproxy's CA)")
