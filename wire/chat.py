@@ -206,7 +206,8 @@ class ChatRepairer(ApiRepairer):
     def event(self, ev: Event) -> list[bytes]:
         ev = self._foreign(ev)
         if ev.data is not None:
-            self._done = self._done or ev.data.strip() == b"[DONE]"
+            # the substring test first: no copy of every chunk's data by strip()
+            self._done = self._done or (b"[DONE]" in ev.data and ev.data.strip() == b"[DONE]")
         obj = self.parse(ev)
         rec = _Rec(ev, obj)
         if obj is not None:

@@ -35,7 +35,7 @@ def foreign(api: str, ev: Event) -> tuple[str, str] | None:
         if name is None:
             return None  # id:/retry: only: framing, not an event
         return "sse.nonstandard", f"event {name!r} without data"
-    if not data.strip():
+    if not data or data.isspace():  # = not data.strip() (same ASCII whitespace), without its copy
         return "sse.empty_data", "data field is empty"
     if api not in ("responses", "chat"):  # Anthropic's own stream has ping events
         return None

@@ -384,6 +384,10 @@ class ResponsesRepairer(ApiRepairer):
         if self._seq_last_key is None and "sequence_number" in obj:
             keys = list(obj)
             self._seq_last_key = keys[-1] == "sequence_number" and keys.index("sequence_number") > 1
+        if typ == _TEXT_DELTA or typ == _ARGS_DELTA:
+            fast = self._delta(ev, obj, typ)
+            if fast is not None:
+                return fast
         if typ == "response.output_item.added":
             return self._item_added(ev, obj)
         if typ == "response.output_item.done":
@@ -863,6 +867,61 @@ class ResponsesRepairer(ApiRepairer):
                 item["arguments"] = it.arguments()
                 dirty = True
         return dirty
+
+    def _delta(self, ev: Event, obj: dict[str, Any], typ: str) -> list[bytes] | None:
+        """The common path of :meth:`_item_event` (issue 12: most events of a turn): a text
+        or arguments delta of an open item, naming it by its announced id and index.
+
+        Returns None, and the caller takes the full path, unless every check below holds.
+        Under them the full path does exactly what this does: each check rules out one
+        rule that could touch the event (said beside it), and what is left is the
+        bookkeeping (the streamed text or arguments, the verdict's digest) and rule
+        ``sequence``, done the same way as :meth:`_out` and :meth:`count` do it.
+        """
+        if self._firing:
+            return None  # a rule already fired for this event: the full path counts it
+        gid = obj.get("item_id")
+        if type(gid) is not str:
+            return None  # schema_fill may add the id, announce may open an item for it
+        it = self._by_id.get(gid)
+        # the item _lookup finds too (a known id wins over output_index); gid == it.id:
+        # rule item_id has nothing to pin (an alias of a rotated id goes the full way);
+        # open and no continuation: rule item_order neither drops nor retargets it
+        if it is None or gid != it.id or not it.open or it.root is not None:
+            return None
+        oi = obj.get("output_index")
+        if type(oi) is not int or oi != it.index:
+            return None  # rule output_index renumbers it, schema_fill adds it
+        delta = obj.get("delta")
+        if type(delta) is not str:
+            return None
+        if typ == _TEXT_DELTA:
+            ci = obj.get("content_index")
+            if type(ci) is not int:
+                return None  # schema_fill
+            p = it.parts.get(ci)
+            # a part not yet announced: rule announce opens it; a delta as long as the
+            # text so far may be a replay of it (rule replay compares the text)
+            if p is None or (self.rules.announce and not p.announced) or p.size == len(delta):
+                return None
+            p.chunks.append(delta)
+            p.size += len(delta)
+            self.verdict.observe_text(delta)
+        else:
+            it.args.append(delta)
+            self.verdict.observe_args(delta)
+        seq = obj.get("sequence_number")
+        if type(seq) is int:
+            last = self._last_seq
+            if last is not None and seq <= last and self.rules.sequence:
+                # rule sequence, as _out and count() do it (nothing else fired: checked above)
+                seq = obj["sequence_number"] = last + 1
+                self._last_seq = seq
+                self.changed += 1
+                self.fired["sequence"] += 1
+                return [ev.with_data(orjson.dumps(obj))]
+            self._last_seq = seq
+        return [ev.raw]  # unchanged: its own bytes
 
     def _item_event(self, ev: Event, obj: dict[str, Any], typ: str) -> list[bytes]:
         it = self._lookup(obj)

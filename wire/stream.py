@@ -89,8 +89,15 @@ class EventRepairer:
     def count(self, *rules: str) -> None:
         """One more event rewritten, inserted or dropped: by ``rules`` and the fired ones."""
         self.changed += 1
-        self.fired.update(self._firing.union(rules))
-        self._firing.clear()
+        # each distinct rule once, as Counter.update(set) would count it, without the
+        # union's new set and Counter.update's Mapping check (called per changed event)
+        firing = self._firing
+        if rules:
+            firing.update(rules)
+        fired = self.fired
+        for rule in firing:
+            fired[rule] += 1
+        firing.clear()
 
     def event(self, ev: Event) -> list[bytes]:
         raise NotImplementedError
