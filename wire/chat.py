@@ -188,21 +188,12 @@ class ChatRepairer(ApiRepairer):
         self._usage: tuple[_Rec, dict[str, Any]] | None = None  # the last usage object seen
         self._settled = False
         self._choices: set[int] = set()
-        self._finished = False
-        self._errored = False
         self._done = False  # data: [DONE] came
         self._eol: bytes | None = None  # the stream's line end (a synthesized error chunk)
         self._said: dict[int, _Said] = {}  # rule replay: choice -> what it streamed
         self._noted_foreign = False
 
     # --- EventRepairer -----------------------------------------------------------
-    def fault(self) -> str | None:
-        if self._errored:
-            return "the stream carried an error event"
-        if not self._finished:
-            return "stream ended without a terminal event"
-        return None
-
     def event(self, ev: Event) -> list[bytes]:
         ev = self._foreign(ev)
         if ev.data is not None:

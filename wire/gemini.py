@@ -102,16 +102,7 @@ class GeminiRepairer(ApiRepairer):
         super().__init__(rules, ctx, verdict)
         self._finish: tuple[Event, dict[str, Any], list[dict[str, Any]]] | None = None
         self._candidates: set[int] = set()
-        self._finished = False
-        self._errored = False
         self._usage_after = False  # the event settling a held finish carries usageMetadata
-
-    def fault(self) -> str | None:
-        if self._errored:
-            return "the stream carried an error event"
-        if not self._finished:
-            return "stream ended without a terminal event"
-        return None
 
     def event(self, ev: Event) -> list[bytes]:
         obj = self.parse(ev)

@@ -135,17 +135,8 @@ class MessagesRepairer(ApiRepairer):
         self._next_out = 0
         self._stopped: tuple[_Rec, _Block] | None = None  # a held tool_use stop
         self._nameless: _Block | None = None
-        self._delta_seen = False
-        self._errored = False
 
     # --- EventRepairer -----------------------------------------------------------
-    def fault(self) -> str | None:
-        if self._errored:
-            return "the stream carried an error event"
-        if not self._delta_seen:
-            return "stream ended without a terminal event"
-        return None
-
     def event(self, ev: Event) -> list[bytes]:
         obj = self.parse(ev)
         rec = _Rec(ev, obj)
@@ -178,7 +169,7 @@ class MessagesRepairer(ApiRepairer):
         return self._flush()
 
     def end(self) -> list[bytes]:
-        if not self._delta_seen and not self._errored:
+        if not self._finished and not self._errored:
             self.note("stream ended without message_delta; passed through as it ended")
         self._release(None)
         if self.decision is None:
@@ -270,7 +261,7 @@ class MessagesRepairer(ApiRepairer):
             self._stopped = (rec, block)
 
     def _message_delta(self, rec: _Rec, obj: dict[str, Any]) -> None:
-        self._delta_seen = True
+        self._finished = True
         self._give_up_name("message_delta")
         delta = obj.get("delta")
         delta = delta if isinstance(delta, dict) else {}

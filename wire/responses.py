@@ -346,7 +346,6 @@ class ResponsesRepairer(ApiRepairer):
         self._response_id: str | None = None
         self._created_at: Any = None
         self._model: str | None = None
-        self._finished = False  # a terminal (success or failure) went out
         self._noted: set[tuple[str, int]] = set()
         self._framing: Event | None = None  # the last response event (framing of a synthesized terminal)
         self._unannounced = False  # events for an item never added passed as they came

@@ -144,11 +144,19 @@ class ApiRepairer(EventRepairer):
         if verdict.cap is None and ctx.request:
             verdict.request(ctx.request)  # the addon does it too; harmless twice
         self.decision: Decision | None = None
+        self._finished = False
+        """The API's terminal went out (Responses: success or failure terminal; chat: a
+        finish_reason; messages: message_delta; Gemini: a finishReason)."""
+        self._errored = False
+        """An error event came (chat, messages, Gemini; Responses counts it a terminal)."""
 
     def fault(self) -> str | None:
         """After the end: why the stream did not end well (an error event, no terminal
-        event, a failure terminal), or None when it ended well or the API cannot tell.
-        The turn log's ``ended`` field reads it."""
+        event), or None. The turn log's ``ended`` field reads it."""
+        if self._errored:
+            return "the stream carried an error event"
+        if not self._finished:
+            return "stream ended without a terminal event"
         return None
 
     def dump(self, ev: Event, obj: dict[str, Any], rules: Iterable[str] = ()) -> bytes:
