@@ -65,3 +65,18 @@ def test_reader_bad_json_is_ignored():
     r = UsageReader("chat")
     r.feed(b'data: {"usage": oops\n\n')
     assert r.counts is None
+
+
+def test_reader_parses_only_events_that_name_a_usage(monkeypatch):
+    """The turn log's reader runs on every output chunk: an event without a usage key (a
+    ``message`` item, Anthropic's ``message_start`` type name in a text) is not parsed."""
+    from wire.told import UsageReader
+
+    r = UsageReader("responses")
+    parsed = []
+    monkeypatch.setattr(r.__class__, "body", lambda self, data: parsed.append(data))
+    r.feed(b'data: {"type":"response.output_item.added","item":{"type":"message"}}\n\n')
+    r.feed(b'data: {"type":"response.output_text.delta","delta":"a message about usage"}\n\n')
+    assert parsed == []
+    r.feed(b'data: {"type":"response.completed","response":{"usage":{"input_tokens":1}}}\n\n')
+    assert len(parsed) == 1

@@ -19,8 +19,10 @@ usage into ``input_tokens`` (the whole input, cached part included), ``output_to
   ``cachedContentTokenCount``.
 
 :class:`UsageReader` follows a repaired stream: it looks at an output chunk only when the
-bytes ``sage`` occur in it (one ``bytes.find``, and one ``endswith`` to see that the chunk
-ends on an event boundary), so a stream pays for the one or two events that carry usage. Later reports win key by key (messages: input from
+bytes ``"usage`` occur in it (the key of every API's usage object: ``"usage"``,
+``"usageMetadata"``; one ``bytes.find``, and one ``endswith`` to see that the chunk ends on
+an event boundary), so a stream pays for the one or two events that carry usage (the
+shorter ``sage`` also matched every ``"message"`` item and Anthropic event type). Later reports win key by key (messages: input from
 ``message_start``, output from ``message_delta``).
 """
 
@@ -83,6 +85,10 @@ def usage_of(api: str, obj: Any) -> dict[str, int] | None:
     return found or None
 
 
+_USAGE = b'"usage'
+"""What marks an event that may carry usage (see the module docstring)."""
+
+
 class UsageReader:
     """Follows the bytes a client receives and keeps the usage they report (see the
     module docstring). :attr:`counts` is None until some usage was seen."""
@@ -105,11 +111,11 @@ class UsageReader:
             if len(out) - cut < 1 << 20:  # a runaway event is not worth its memory
                 self._tail = out[cut:]
             out = out[:cut]
-        if out.find(b"sage") < 0:
+        if out.find(_USAGE) < 0:
             return
         p = SseParser()
         for ev in p.feed(out) + p.close():
-            if ev.data is not None and ev.data.find(b"sage") >= 0:
+            if ev.data is not None and ev.data.find(_USAGE) >= 0:
                 self.body(ev.data)
 
     def body(self, data: bytes) -> None:
