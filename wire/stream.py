@@ -202,6 +202,20 @@ class StreamRepair:
         held = self.repairer.held
         return len(held), sum(len(e.raw) for e in held), self.parser.buffered if self.parser is not None else 0
 
+    def salvage(self) -> bytes:
+        """The stream failed mid-body (the upstream reset or closed): what was received and
+        not yet sent (held events, then the unfinished event's bytes), as it came, and
+        passthrough from here on. Nothing is decided or added: no terminal, no repair of
+        the held events (what they waited for will not come)."""
+        if self.parser is None:
+            return b""
+        held = self.repairer.held
+        out = b"".join(e.raw for e in held) + b"".join(e.raw for e in self.parser.close())
+        held.clear()
+        self.parser = None
+        self.bytes_out += len(out)
+        return out
+
     def close(self) -> bytes:
         if self.parser is None:
             return b""
