@@ -225,9 +225,15 @@ class StreamRepair:
         return out
 
     def _run(self, events: list[Event], eof: bool) -> bytes:
-        out: list[bytes] = []
         rep = self.repairer
         self.events += len(events)
+        if len(events) == 1 and not eof:  # one event per read, the usual case: no loop, no list
+            try:
+                outs = rep.event(events[0])
+            except Exception as e:
+                return self._fail(e, events, eof)
+            return outs[0] if len(outs) == 1 else b"".join(outs)
+        out: list[bytes] = []
         for i, ev in enumerate(events):
             try:
                 out += rep.event(ev)
