@@ -1040,10 +1040,9 @@ def test_one_parse_per_event_and_no_reserialization_of_unchanged(monkeypatch):
     rec = next(r for r in RECORDINGS if r.name == "responses-claude-text-tool-text")
     repair_body(ResponsesRepairer(Rules(), rec_ctx(rec), Verdict()), rec.body)
     assert len(loads) == 17  # one per event
-    # 2 filled + 3 + 2 synthesized + 2 deltas and 3 late closes retargeted + the
-    # terminal; the 5 only renumbered (the call) keep their bytes but the number; nothing
-    # raw but the first message's 4 events
-    assert len(dumps) == 13
+    # 2 filled + 3 + 2 synthesized + 5 renumbered (the call) + 2 deltas and 3 late closes
+    # retargeted + the terminal; nothing raw but the first message's 4 events
+    assert len(dumps) == 18
 
 
 # --- recordings ---------------------------------------------------------------------------
