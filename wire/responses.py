@@ -172,31 +172,6 @@ _REASON = {"max_tokens": "max_output_tokens", "content_filter": "content_filter"
 _NATIVE = {"max_output_tokens": "max_tokens", "content_filter": "content_filter"}
 
 
-_SEQ_KEY = b'"sequence_number"'
-
-
-def _renumbered(ev: Event, old: int, new: int) -> bytes | None:
-    """Rule sequence when nothing else changes: the event's bytes with its number
-    rewritten in place, every other byte as it came (no re-serialization, which would
-    also rewrite the gateway's escapes, e.g. Go's ``\\u003c``); None if the data does not
-    allow it (then the caller serializes the changed object).
-
-    Sound because ``data`` is valid JSON (it was parsed): a ``"`` inside a string is
-    escaped, so the bytes ``"sequence_number"`` appearing once are the one key of that
-    name, the top-level one whose value was ``old``; it must be followed by ``:``, the
-    digits of ``old`` and a byte that ends a number (``,``, ``}`` or whitespace)."""
-    data = ev.data
-    if data is None or data.count(_SEQ_KEY) != 1:
-        return None
-    key = data.find(_SEQ_KEY)
-    at = key + len(_SEQ_KEY)
-    num = b":%d" % old
-    end = at + len(num)
-    if data[at:end] != num or data[end : end + 1] not in (b",", b"}", b" ", b"\n", b"\t", b"\r"):
-        return None
-    return ev.with_data(data[:at] + b":%d" % new + data[end:])
-
-
 def _int(v: Any) -> int | None:
     """A token count as an int: ints as they are, integral floats and digit strings
     converted; anything else (None, bool, text, fractions) is unknown."""
@@ -473,17 +448,10 @@ class ResponsesRepairer(ApiRepairer):
         seq = obj.get("sequence_number")
         if type(seq) is int:
             if self.rules.sequence and self._last_seq is not None and seq <= self._last_seq:
-                new = obj["sequence_number"] = self._last_seq + 1
-                self.fire("sequence")
-                self._last_seq = new
-                if not dirty and event is None:  # only the number changed: the rest stays as it came
-                    raw = _renumbered(ev, seq, new)
-                    if raw is not None:
-                        self.count()
-                        return raw
+                seq = obj["sequence_number"] = self._last_seq + 1
                 dirty = True
-            else:
-                self._last_seq = seq
+                self.fire("sequence")
+            self._last_seq = seq
         if not dirty:
             self._firing.clear()
             return ev.raw
@@ -946,11 +914,11 @@ class ResponsesRepairer(ApiRepairer):
             last = self._last_seq
             if last is not None and seq <= last and self.rules.sequence:
                 # rule sequence, as _out and count() do it (nothing else fired: checked above)
-                new = obj["sequence_number"] = last + 1
-                self._last_seq = new
+                seq = obj["sequence_number"] = last + 1
+                self._last_seq = seq
                 self.changed += 1
                 self.fired["sequence"] += 1
-                return [_renumbered(ev, seq, new) or ev.with_data(orjson.dumps(obj))]
+                return [ev.with_data(orjson.dumps(obj))]
             self._last_seq = seq
         return [ev.raw]  # unchanged: its own bytes
 
