@@ -804,6 +804,16 @@ def _memory(proxies: dict[str, Any], recs: dict[str, Any]) -> list[dict[str, Any
     return rows
 
 
+def _start_replay(tmpd: Path, procs: list[_Proc]) -> str:
+    """The replay upstream serving ``tmpd/recordings`` (added to ``procs``): its URL."""
+    replay = _Proc(
+        [sys.executable, "-m", "streamfix.replay", "--port", "0", "--recordings", str(tmpd / "recordings")],
+        tmpd / "replay.log",
+    )
+    procs.append(replay)
+    return replay.wait_for(r"listening on (http://\S+)").group(1)
+
+
 def bench_mitmdump(repeats: int, paced: bool = True, memory_only: bool = False) -> list[dict[str, Any]]:
     import httpx
 
@@ -814,12 +824,7 @@ def bench_mitmdump(repeats: int, paced: bool = True, memory_only: bool = False) 
         recs = _write_recordings(tmpd / "recordings")
         procs: list[_Proc] = []
         try:
-            replay = _Proc(
-                [sys.executable, "-m", "streamfix.replay", "--port", "0", "--recordings", str(tmpd / "recordings")],
-                tmpd / "replay.log",
-            )
-            procs.append(replay)
-            upstream = replay.wait_for(r"listening on (http://\S+)").group(1)
+            upstream = _start_replay(tmpd, procs)
             proxies = {}
             for label, addon in (
                 ("repair", ROOT / "addons" / "repair.py"),
@@ -902,12 +907,7 @@ def bench_floors(repeats: int) -> list[dict[str, Any]]:
         recs = _write_recordings(tmpd / "recordings")
         procs: list[_Proc] = []
         try:
-            replay = _Proc(
-                [sys.executable, "-m", "streamfix.replay", "--port", "0", "--recordings", str(tmpd / "recordings")],
-                tmpd / "replay.log",
-            )
-            procs.append(replay)
-            upstream = replay.wait_for(r"listening on (http://\S+)").group(1)
+            upstream = _start_replay(tmpd, procs)
             proxies: dict[str, tuple[_Proc, str]] = {}
             for floor in FLOORS:
                 addon = ROOT / "streamfix" / "bench_addon.py"
