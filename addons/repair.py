@@ -32,6 +32,7 @@ if _ROOT not in sys.path:  # loaded with -s from a checkout that is not pip-inst
 from addons import check as checkmode  # noqa: E402  (streamfix_mode=check)
 from addons import shared, turnlog  # noqa: E402  (the correlator shared with addons/upstream.py)
 from addons import redact as redact_addon  # noqa: E402
+from addons.salvage import Salvage  # noqa: E402  (held bytes delivered when an upstream fails)
 from addons.websocket import WebSocketRepair  # noqa: E402  (Responses over WebSocket)
 from wire.apis import api_for_path, json_repairer, stream_repairer  # noqa: E402
 from wire.encoding import Decoder, decoder_for  # noqa: E402
@@ -136,7 +137,7 @@ class FlowStream:
 
     __slots__ = (
         "repair", "decoder", "keep", "original", "repaired", "failed", "on_eof", "on_progress", "shown", "first_at",
-        "told",
+        "told", "salvaged",
     )  # fmt: skip
 
     def __init__(self, repair: StreamRepair, decoder: Decoder | None, keep: bool, on_eof, on_progress=None):
@@ -155,6 +156,8 @@ class FlowStream:
         """When the first body bytes arrived (time.time()), for the turn log."""
         self.told: UsageReader | None = None
         """With a turn log: the usage the client is told (wire/told.py)."""
+        self.salvaged = 0
+        """Bytes sent by :meth:`salvage` after the upstream failed."""
 
     def __call__(self, chunk: bytes) -> list[bytes]:
         eof = chunk == b""
@@ -192,6 +195,22 @@ class FlowStream:
                     on_eof(self)
             except Exception:  # logging must never break the stream
                 logger.exception("streamfix: error while finishing a flow")
+        return [out] if out else []
+
+    def salvage(self) -> list[bytes]:
+        """The upstream failed mid-body (``addons/salvage.py`` calls this before mitmproxy
+        closes the client connection): what the repairer still holds and the bytes of an
+        unfinished event, as they came, so a cut upstream loses no byte it sent."""
+        try:
+            out = self.repair.salvage()
+            if self.decoder is not None:
+                out += self.decoder.flush()
+        except Exception as e:
+            self.failed = e
+            return []
+        if out and self.keep:
+            self.repaired.append(out)
+        self.salvaged = len(out)
         return [out] if out else []
 
     def detach(self) -> None:
@@ -573,6 +592,12 @@ def _log_undelivered(flow: http.HTTPFlow, s: FlowStream) -> None:
     (``proxy/layers/http/__init__.py`` ``HttpStream.handle_protocol_error``: the error hook,
     then ``SendHttp(ResponseProtocolError)``, which closes an HTTP/1 client connection), so
     what the repairer still holds cannot be delivered. Say how much, so it is not silent."""
+    if s.salvaged:
+        err = flow.error.msg if flow.error is not None else "flow failed"
+        logger.info(
+            f"streamfix: {_where(flow)}: {err}; {s.salvaged} bytes the repair still held (held events, "
+            "an unfinished event) sent as they came before the connection closed"
+        )
     events, held, partial = s.repair.undelivered()
     if held or partial:
         err = flow.error.msg if flow.error is not None else "flow failed"
@@ -743,4 +768,4 @@ def _jump(flows: Sequence[mflow.Flow], key: str) -> str:
 
 
 _repair = Repair()
-addons = [_repair, WebSocketRepair(_repair, receipt), redact_addon.Redact(), turnlog.TurnLog()]
+addons = [_repair, WebSocketRepair(_repair, receipt), Salvage(), redact_addon.Redact(), turnlog.TurnLog()]

@@ -599,9 +599,12 @@ def _tool(name: str) -> str:
     return str(here) if here.exists() else name
 
 
-def start_proxy(upstream: str, addon: Path, tmpd: Path, label: str, procs: list[_Proc]) -> tuple[_Proc, int]:
-    """mitmdump in reverse mode in front of ``upstream`` with one addon script, logging to
-    ``tmpd/mitm-<label>.log`` (added to ``procs`` for the caller to stop): (process, port)."""
+def start_proxy(
+    upstream: str, addon: Path, tmpd: Path, label: str, procs: list[_Proc], *args: str
+) -> tuple[_Proc, int]:
+    """mitmdump in reverse mode in front of ``upstream`` with one addon script (and
+    ``args``), logging to ``tmpd/mitm-<label>.log`` (added to ``procs`` for the caller to
+    stop): (process, port)."""
     p = _Proc(
         [
             _tool("mitmdump"),
@@ -613,6 +616,7 @@ def start_proxy(upstream: str, addon: Path, tmpd: Path, label: str, procs: list[
             "flow_detail=0",
             "-s",
             str(addon),
+            *args,
         ],
         tmpd / f"mitm-{label}.log",
     )
@@ -800,6 +804,16 @@ def _memory(proxies: dict[str, Any], recs: dict[str, Any]) -> list[dict[str, Any
     return rows
 
 
+def _start_replay(tmpd: Path, procs: list[_Proc]) -> str:
+    """The replay upstream serving ``tmpd/recordings`` (added to ``procs``): its URL."""
+    replay = _Proc(
+        [sys.executable, "-m", "streamfix.replay", "--port", "0", "--recordings", str(tmpd / "recordings")],
+        tmpd / "replay.log",
+    )
+    procs.append(replay)
+    return replay.wait_for(r"listening on (http://\S+)").group(1)
+
+
 def bench_mitmdump(repeats: int, paced: bool = True, memory_only: bool = False) -> list[dict[str, Any]]:
     import httpx
 
@@ -810,12 +824,7 @@ def bench_mitmdump(repeats: int, paced: bool = True, memory_only: bool = False) 
         recs = _write_recordings(tmpd / "recordings")
         procs: list[_Proc] = []
         try:
-            replay = _Proc(
-                [sys.executable, "-m", "streamfix.replay", "--port", "0", "--recordings", str(tmpd / "recordings")],
-                tmpd / "replay.log",
-            )
-            procs.append(replay)
-            upstream = replay.wait_for(r"listening on (http://\S+)").group(1)
+            upstream = _start_replay(tmpd, procs)
             proxies = {}
             for label, addon in (
                 ("repair", ROOT / "addons" / "repair.py"),
@@ -880,6 +889,85 @@ def bench_mitmdump(repeats: int, paced: bool = True, memory_only: bool = False) 
             for p in reversed(procs):
                 p.stop()
     return rows
+
+
+FLOORS = ("stream", "identity", "parse", "json")
+"""``streamfix/bench_addon.py``'s floors, each one step more than the last (its docstring)."""
+
+
+def bench_floors(repeats: int) -> list[dict[str, Any]]:
+    """mitmdump CPU per event, one event per write back to back, for each floor of
+    ``bench_addon.py`` and for the repair addon, one mitmdump each, in rotating order:
+    where between ``stream = True`` and the repair the cost arises."""
+    import httpx
+
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="streamfix-floors-") as tmp:
+        tmpd = Path(tmp)
+        recs = _write_recordings(tmpd / "recordings")
+        procs: list[_Proc] = []
+        try:
+            upstream = _start_replay(tmpd, procs)
+            proxies: dict[str, tuple[_Proc, str]] = {}
+            for floor in FLOORS:
+                addon = ROOT / "streamfix" / "bench_addon.py"
+                p, port = start_proxy(upstream, addon, tmpd, floor, procs, "--set", f"streamfix_bench_floor={floor}")
+                proxies[floor] = (p, f"http://127.0.0.1:{port}")
+            p, port = start_proxy(upstream, ROOT / "addons" / "repair.py", tmpd, "repair", procs)
+            proxies["repair"] = (p, f"http://127.0.0.1:{port}")
+            labels = list(proxies)
+            with httpx.Client(timeout=120) as client:
+                for name, (_api, path, request, _build) in STREAMS.items():
+                    rec = f"bench-{name}-event"
+                    _, original, n_events = recs[rec]
+                    reqbody = json.dumps(request).encode()
+                    headers = {
+                        "content-type": "application/json",
+                        "accept-encoding": "identity",
+                        "x-streamfix-recording": rec,
+                        "x-streamfix-delay-ms": "0",
+                    }
+                    cpu: dict[str, list[float]] = {label: [] for label in labels}
+                    per_sample = dict.fromkeys(labels, 1)
+                    ok = True
+                    for i in range(repeats + 1):  # round 0 warms up and calibrates
+                        k = i % len(labels)
+                        for label in labels[k:] + labels[:k]:  # each proxy first in turn
+                            proc, base = proxies[label]
+                            c0, n0 = _cpu_seconds(proc.p.pid), _cpu_ns(proc.p.pid)
+                            for _ in range(per_sample[label]):
+                                got, _reads = _fetch(client, base + path, reqbody, headers)
+                                if label != "repair":
+                                    ok &= got == original
+                            if i:
+                                cpu[label].append((_cpu_seconds(proc.p.pid) - c0) / per_sample[label])
+                            else:
+                                one = max(_cpu_ns(proc.p.pid) - n0, 1) / 1e9
+                                per_sample[label] = max(1, min(MAX_PER_SAMPLE, math.ceil(MIN_SAMPLE_CPU / one)))
+                    us = {label: statistics.median(v) / n_events * 1e6 for label, v in cpu.items()}
+                    rows.append({"stream": name, "events": n_events, "us": us, "bodies_ok": ok})
+        finally:
+            for p in reversed(procs):
+                p.stop()
+    return rows
+
+
+def report_floors(rows: list[dict[str, Any]], repeats: int) -> str:
+    m = machine()
+    out = [
+        f"machine: {m['nproc']} CPUs, {m['cpu']}; Python {m['python']}; mitmproxy {m['mitmproxy']}; {m['platform']}",
+        f"medians of {repeats} runs; one event per upstream write, back to back",
+        "",
+        "mitmdump CPU per event (utime+stime), µs, and as a ratio to stream = True",
+        "| stream | events | stream=True | identity callable | + SSE parse | + one JSON parse | repair addon | bodies |",
+        "|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in rows:
+        us = r["us"]
+        base = us["stream"]
+        cells = [f"{us[label]:.1f} ({us[label] / base:.2f})" for label in (*FLOORS, "repair")]
+        out.append(f"| {r['stream']} | {r['events']} | " + " | ".join(cells) + f" | {'ok' if r['bodies_ok'] else 'DIFF'} |")
+    return "\n".join(out)
 
 
 EXTRA: dict[str, Any] = {}
@@ -972,6 +1060,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="latency, capacity and RSS under many concurrent streams instead (python -m streamfix.capacity)",
     )
+    ap.add_argument(
+        "--floors",
+        action="store_true",
+        help="only the floors between stream=True and the repair addon in mitmdump (streamfix/bench_addon.py)",
+    )
     a, rest = ap.parse_known_args(argv)
     if a.capacity:
         from . import capacity
@@ -982,6 +1075,10 @@ def main(argv: list[str] | None = None) -> int:
     rin = a.repeats or (3 if a.quick else 9)
     rmitm = a.repeats or (3 if a.quick else 5)
     t0 = time.monotonic()
+    if a.floors:
+        print(report_floors(bench_floors(rmitm), rmitm))
+        print(f"\n(bench took {time.monotonic() - t0:.0f} s)")
+        return 0
     inproc = [] if a.memory_only else bench_in_process(rin)
     mitm = [] if a.in_process_only else bench_mitmdump(rmitm, paced=not a.no_paced, memory_only=a.memory_only)
     print(report(inproc, mitm, rin, rmitm))

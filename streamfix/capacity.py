@@ -10,11 +10,12 @@ way mitmproxy streams) and a mitmdump with ``addons/repair.py``.
 The upstream (``--serve``, started as its own process) answers every request with a
 Devin-style ``/v1/responses`` turn as unfixed CPA emits it (``streamfix.bench``'s
 builder: reasoning, text and two function calls, which the addon repairs), one event
-per HTTP/1.1 chunk, ``--pace-ms`` apart (20 ms: 50 events/s). Each event starts with a
-comment line ``: t=<CLOCK_MONOTONIC ns>`` written the moment it is sent; the repairer
-keeps comment lines in place, so the client (asyncio, in this process) reads the send
-time of every upstream event it receives, and its latency is arrival minus send.
-Events the repairer inserts carry no stamp and are not counted.
+per HTTP/1.1 chunk, ``--pace-ms`` apart (20 ms: 50 events/s). Each event's JSON starts
+with a key ``"x_t":<CLOCK_MONOTONIC ns>`` written the moment it is sent (the events keep
+the shape gateways write, ``event:`` and ``data:`` lines only; the repairer keeps keys it
+does not know, also in events it rewrites), so the client (asyncio, in this process)
+reads the send time of every upstream event it receives, and its latency is arrival
+minus send. Events the repairer inserts carry no stamp and are not counted.
 
 Reported per target and concurrency (1, 50, 100, 200 streams): p50 and p99 latency per
 event, and the *added* latency of each proxy (its percentile minus the direct one at
@@ -44,11 +45,11 @@ from . import bench
 
 ROOT = Path(__file__).resolve().parent.parent
 LEVELS = (1, 50, 100, 200)
-LADDER = (5, 10, 25, 50, 75, 100, 150, 200, 300)
+LADDER = (5, 10, 20, 30, 40, 50, 60, 75, 100, 125, 150, 200, 300)
 """Concurrencies tried for capacity, in order; the ladder stops at the first rung where
 both proxies are over the budget (more streams only add latency)."""
 BUDGET_MS = 50.0
-_STAMP = re.compile(rb": t=(\d+)\n")
+_STAMP = re.compile(rb'"x_t":(\d+),')
 
 
 # --- the timed upstream ---------------------------------------------------------------
@@ -73,7 +74,8 @@ async def _answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, ev
         for i, ev in enumerate(events):
             if i:
                 await asyncio.sleep(pace)
-            data = b": t=%d\n" % time.monotonic_ns() + ev
+            head, brace, rest = ev.partition(b"data: {")
+            data = head + brace + b'"x_t":%d,' % time.monotonic_ns() + rest if brace else ev
             writer.write(b"%x\r\n%s\r\n" % (len(data), data))
             await writer.drain()
         writer.write(b"0\r\n\r\n")

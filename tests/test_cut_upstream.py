@@ -2,14 +2,14 @@
 mitmdump: every byte the repairer need not hold reaches the client, repaired.
 
 mitmproxy 12.3.1 ends such a flow without a last call of the stream callable (the error
-hook, then ``SendHttp(ResponseProtocolError)`` closes the client connection; see
-``addons/repair.py`` ``_log_undelivered``), so what a repairer holds at that moment cannot
-be delivered. The repairers therefore hold only what a repair needs: a chat finish chunk
-only while a later usage can still change the verdict, a tool_use stop only while its
-input is not whole JSON. The upstream here sends each event as its own chunk, waits until
-mitmdump has forwarded them, then cuts. Where a repair must hold (a nameless tool-call
-header, a finish chunk that usage may still turn into ``length``), the bytes before the
-held event arrive and mitmdump logs what it could not deliver.
+hook, then ``SendHttp(ResponseProtocolError)`` closes the client connection), so what a
+repairer holds at that moment would be lost; ``addons/salvage.py`` sends it first. The
+repairers also hold only what a repair needs: a chat finish chunk only while a later usage
+can still change the verdict, a tool_use stop only while its input is not whole JSON. The
+upstream here sends each event as its own chunk, waits until mitmdump has forwarded them,
+then cuts. Where a repair must hold (a nameless tool-call header, a finish chunk that
+usage may still turn into ``length``, an unfinished event), the held bytes arrive as they
+came; with ``streamfix_salvage=false`` they are lost and logged.
 """
 
 from __future__ import annotations
@@ -302,12 +302,13 @@ def _expected(path: str, request: dict, events: list[bytes], delivered: int | No
     return out
 
 
-@pytest.fixture(scope="module")
-def proxy(tmp_path_factory: pytest.TempPathFactory):
+@pytest.fixture(scope="module", params=["salvage", "no-salvage"])
+def proxy(tmp_path_factory: pytest.TempPathFactory, request):
     up = CuttingUpstream()
-    mitm, port = start_mitmdump(f"http://127.0.0.1:{up.port}", tmp_path_factory.mktemp("cut") / "conf")
+    args = () if request.param == "salvage" else ("--set", "streamfix_salvage=false")
+    mitm, port = start_mitmdump(f"http://127.0.0.1:{up.port}", tmp_path_factory.mktemp("cut") / "conf", *args)
     try:
-        yield mitm, port
+        yield mitm, port, request.param == "salvage"
     finally:
         mitm.stop()
         up.close()
@@ -315,20 +316,34 @@ def proxy(tmp_path_factory: pytest.TempPathFactory):
 
 @pytest.mark.parametrize("cut", ["reset", "close"])
 @pytest.mark.parametrize("case", list(CASES))
-def test_cut_upstream_loses_nothing_the_repair_need_not_hold(proxy, request, case: str, cut: str) -> None:
-    mitm, port = proxy
+def test_cut_upstream_loses_nothing(proxy, request, case: str, cut: str) -> None:
+    """Every byte the upstream sent before the cut reaches the client: repaired where the
+    repair could decide, as it came where it was held when the upstream failed
+    (``addons/salvage.py``). With ``streamfix_salvage=false`` the held bytes are lost and
+    logged, as mitmproxy alone would have it."""
+    mitm, port, salvage = proxy
     show_logs_on_failure(request, {"mitmdump": mitm})
     path, req, events, delivered = CASES[case]
     start = len(mitm.lines)
-    got = _dechunk(_post(port, f"/{case}/{cut}{path}", orjson.dumps(req)))
+    raw = _post(port, f"/{case}/{cut}{path}", orjson.dumps(req))
+    assert not raw.endswith(b"0\r\n\r\n"), "a cut upstream must not look complete to the client"
+    got = _dechunk(raw)
     want = _expected(path, req, events, delivered)
-    assert got == want
     if delivered is None:
+        assert got == want
         # every upstream event arrived, each as repaired (or as it came)
         assert got.count(b"\n\n") == len(events)
         assert b'"index":2' not in got  # the step index was renumbered
+    elif salvage:
+        # the events before the held one pass unchanged in these cases, so the client
+        # gets exactly the upstream's bytes: the held events and the unfinished one too
+        assert want == b"".join(events[:delivered])
+        assert got == b"".join(events)
+        mitm.wait_for(r"bytes the repair still held .* sent as they came", timeout=10, start=start)
     else:
         mitm.wait_for(r"not delivered: \d+ held event", timeout=10, start=start)
-        assert got == b"".join(events[:delivered])
+        assert got == want == b"".join(events[:delivered])
     log = "\n".join(mitm.lines[start:])
     assert "Traceback" not in log and "has crashed" not in log
+    if salvage:
+        assert "not delivered" not in log

@@ -212,6 +212,45 @@ def test_switch_to_the_general_path_mid_stream(a, cr, b, cuts):
     assert b"".join(e.raw for e in got) == body
 
 
+_shape_line = st.sampled_from(
+    [
+        b"event: e",
+        b"event:  two spaces",
+        b"event: a:b",
+        b"event:",
+        b"event: \xff\xfe",
+        b'data: {"x": 1}',
+        b"data: ",
+        b"data:  lead",
+        b"data:x",
+        b"data: a: b",
+        b": keep-alive",
+        b"id: 3",
+        b"x",
+    ]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(st.lists(_shape_line, min_size=1, max_size=3), max_size=12),
+    st.sampled_from([b"", b"event: e\ndata: x\r\n\n", b"data: x\r\n\n", b"data: x\r\n"]),
+)
+def test_one_event_per_read_matches_the_grammar(events, cr_read):
+    """Each read holding exactly one event (what gateways write; ``wire.sse._whole``
+    takes the usual shapes), in all the shapes near the usual one: same events as the
+    grammar, and a CR anywhere still moves the stream to the general path."""
+    reads = [b"".join(line + b"\n" for line in ev) + b"\n" for ev in events]
+    if cr_read:
+        reads.append(cr_read)
+    body = b"".join(reads)
+    p = SseParser()
+    got = [e for r in reads for e in p.feed(r)] + p.close()
+    assert [(e.raw, e.fields, e.complete) for e in got] == reference(body)
+    assert [e.data for e in got] == [e.data for e in parse(body)]
+    assert [e.event for e in got] == [e.event for e in parse(body)]
+
+
 def test_event_end_split_across_chunks_on_the_fast_path():
     p = SseParser()
     assert p.feed(b"data: 1\n") == []

@@ -75,6 +75,21 @@ def test_after_failure_later_chunks_pass_unchanged():
     assert s.close() == b""
 
 
+@pytest.mark.parametrize("cut", [b'data: {"n":4}\n', b'data: {"n":4}\r', b"da", b""])
+def test_salvage_hands_back_held_and_unfinished_bytes_as_they_came(cut):
+    """An upstream that fails mid-body: the held event 3 and the unfinished bytes after
+    it come back raw, in order, with nothing added; the stream is passthrough after."""
+    s = StreamRepair(Upper())
+    head = b'data: {"n":2}\n\ndata: {"n":3}\n\n'
+    sent = s.feed(head + cut)
+    assert sent == b'data: {"n":2,"fixed":true}\n\n'  # 3 is held, the cut bytes unfinished
+    assert s.salvage() == b'data: {"n":3}\n\n' + cut
+    assert s.salvage() == b"" and s.close() == b""
+    assert s.feed(b"late") == b"late"
+    assert s.bytes_out == len(sent) + len(b'data: {"n":3}\n\n' + cut) + 4
+    assert s.undelivered() == (0, 0, 0)
+
+
 def test_repair_body_matches_streaming():
     out, err = repair_body(Upper(), BODY)
     assert err is None and out == run(Upper(), [BODY[i : i + 7] for i in range(0, len(BODY), 7)])[0]

@@ -172,6 +172,44 @@ def _field(line: bytes) -> tuple[bytes, bytes]:
     return name, value
 
 
+def _whole(chunk: bytes) -> Event | None:
+    """The read is exactly one event of the shape gateways write, one event per write:
+    ``event: NAME\\ndata: DATA\\n\\n`` or ``data: DATA\\n\\n`` (the caller saw the final
+    blank line and nothing pending). Counting the LFs (3 or 2) proves there is no other
+    line, so NAME and DATA are whole field values (the one space after the colon
+    dropped, as the grammar says); no CR may appear (a CR is a line end). The event is
+    the one :meth:`SseParser._fast` makes of these bytes at half the cost (two C scans,
+    no loop per line); any other shape returns None and takes that path."""
+    lfs = chunk.count(10)
+    if lfs == 3:
+        if not chunk.startswith(b"event: "):
+            return None
+        i = chunk.index(10)
+        if not chunk.startswith(b"data: ", i + 1) or 13 in chunk:
+            return None
+        name = chunk[7:i]
+        data = chunk[i + 7 : -2]
+        fields = [(b"event", name), (b"data", data)]
+        event: str | None = name.decode("utf-8", "replace")
+    elif lfs == 2:
+        if not chunk.startswith(b"data: ") or 13 in chunk:
+            return None
+        data = chunk[6:-2]
+        fields = [(b"data", data)]
+        event = None
+    else:
+        return None
+    ev = Event.__new__(Event)
+    ev.raw = chunk
+    ev.fields = fields
+    ev.eol = b"\n"
+    ev.complete = True
+    ev.data = data
+    ev.event = event
+    ev._json = _UNPARSED
+    return ev
+
+
 _UNDECIDED, _FAST, _GENERAL = 0, 1, 2
 
 
@@ -200,6 +238,10 @@ class SseParser:
             return []
         mode = self._mode
         if mode == _FAST:
+            if not self._pend and chunk[-2:] == b"\n\n":
+                ev = _whole(chunk)
+                if ev is not None:
+                    return [ev]
             if b"\r" in chunk:
                 return self._to_general(chunk)
             return self._fast(chunk)

@@ -202,6 +202,20 @@ class StreamRepair:
         held = self.repairer.held
         return len(held), sum(len(e.raw) for e in held), self.parser.buffered if self.parser is not None else 0
 
+    def salvage(self) -> bytes:
+        """The stream failed mid-body (the upstream reset or closed): what was received and
+        not yet sent (held events, then the unfinished event's bytes), as it came, and
+        passthrough from here on. Nothing is decided or added: no terminal, no repair of
+        the held events (what they waited for will not come)."""
+        if self.parser is None:
+            return b""
+        held = self.repairer.held
+        out = b"".join(e.raw for e in held) + b"".join(e.raw for e in self.parser.close())
+        held.clear()
+        self.parser = None
+        self.bytes_out += len(out)
+        return out
+
     def close(self) -> bytes:
         if self.parser is None:
             return b""
@@ -211,9 +225,15 @@ class StreamRepair:
         return out
 
     def _run(self, events: list[Event], eof: bool) -> bytes:
-        out: list[bytes] = []
         rep = self.repairer
         self.events += len(events)
+        if len(events) == 1 and not eof:  # one event per read, the usual case: no loop, no list
+            try:
+                outs = rep.event(events[0])
+            except Exception as e:
+                return self._fail(e, events, eof)
+            return outs[0] if len(outs) == 1 else b"".join(outs)
+        out: list[bytes] = []
         for i, ev in enumerate(events):
             try:
                 out += rep.event(ev)
