@@ -27,9 +27,9 @@ import wire.sse as sse_mod
 import wire.stream as stream_mod
 from streamfix.recordings import Recording, all_recordings
 from wire.invariants import check, json_events
+from wire.response_usage import fix_usage
 from wire.responses import (
     ResponsesRepairer,
-    fix_usage,
     repair_responses_body,
     repair_responses_json,
 )

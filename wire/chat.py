@@ -76,15 +76,15 @@ from typing import Any
 import orjson
 
 from .foreign import commented, foreign
+from .holding import HOLD_LIMIT, HoldingRepairer, Rec
 from .rules import FlowContext, Rules
 from .sse import Event, format_event
-from .stream import ApiRepairer, Streamed
+from .stream import Streamed
 from .toolcalls import unique_ids
 from .verdict import Verdict
 
 __all__ = ["ChatRepairer", "repair_chat_json", "HOLD_LIMIT"]
 
-HOLD_LIMIT = 64
 """Most events held behind a nameless tool-call header or a finish chunk awaiting usage."""
 
 _NATIVE = {"length": "max_tokens", "content_filter": "content_filter"}
@@ -158,34 +158,15 @@ class _Said:
         return hashlib.blake2b(content.encode("utf-8", "surrogatepass")).digest() == self._hash.digest()
 
 
-class _Rec:
-    """An event in the out queue: its parsed data, whether it changed, what it waits for."""
-
-    __slots__ = ("ev", "obj", "dirty", "wait", "rules", "sent")
-
-    def __init__(self, ev: Event, obj: dict[str, Any] | None) -> None:
-        self.ev = ev
-        self.obj = obj
-        self.dirty = False
-        self.rules: tuple[str, ...] = ()  # the rules that changed it (EventRepairer.fired)
-        self.wait: str | None = None  # "name" | "finish"
-        self.sent = False  # flushed to the client
-
-    def mark(self, rule: str) -> None:
-        self.dirty = True
-        self.rules += (rule,)
-
-
-class ChatRepairer(ApiRepairer):
+class ChatRepairer(HoldingRepairer):
     def __init__(self, rules: Rules, ctx: FlowContext, verdict: Verdict) -> None:
         super().__init__(rules, ctx, verdict)
-        self._recs: list[_Rec] = []  # parallel to self.held
         self._calls: dict[int, dict[int, _Call]] = {}  # choice -> raw index -> current call
         self._ordinals: dict[int, int] = {}  # choice -> calls seen
         self._order: list[_Call] = []  # all calls, in order of first appearance
-        self._awaiting: dict[_Call, tuple[_Rec, dict[str, Any]]] = {}  # nameless headers
-        self._finish: tuple[_Rec, list[dict[str, Any]]] | None = None
-        self._usage: tuple[_Rec, dict[str, Any]] | None = None  # the last usage object seen
+        self._awaiting: dict[_Call, tuple[Rec, dict[str, Any]]] = {}  # nameless headers
+        self._finish: tuple[Rec, list[dict[str, Any]]] | None = None
+        self._usage: tuple[Rec, dict[str, Any]] | None = None  # the last usage object seen
         self._settled = False
         self._choices: set[int] = set()
         self._done = False  # data: [DONE] came
@@ -200,7 +181,7 @@ class ChatRepairer(ApiRepairer):
             # the substring test first: no copy of every chunk's data by strip()
             self._done = self._done or (b"[DONE]" in ev.data and ev.data.strip() == b"[DONE]")
         obj = self.parse(ev)
-        rec = _Rec(ev, obj)
+        rec = Rec(ev, obj)
         if obj is not None:
             if self._eol is None and isinstance(obj.get("choices"), list):
                 # a chat stream (rule eof_terminal ends only those: a body that never was
@@ -208,24 +189,17 @@ class ChatRepairer(ApiRepairer):
                 self._eol = ev.eol
             if "error" in obj and "choices" not in obj:
                 self._errored = True
-                self._release_all("an error event")
+                self._release("an error event")
             else:
                 self._chunk(rec, obj)
         elif ev.data is not None and self._finish is not None and not self._settled:
             self._settle()  # [DONE] (or any other data) after the finish: no usage is coming
-        if not self._recs and rec.wait is None:  # nothing held, nothing to wait for: no queue
-            return [self._bytes(rec)]
-        if len(self._recs) >= HOLD_LIMIT:
-            self._release_all(f"more than {HOLD_LIMIT} events held")
-        # nothing below raises: an event in self.held is never also re-sent by the driver
-        self.held.append(ev)
-        self._recs.append(rec)
-        return self._flush()
+        return self._queue(rec)
 
     def end(self) -> list[bytes]:
         if not self._finished and not self._errored:
             self.note("stream ended without a finish_reason; passed through as it ended")
-        self._release_all(None)
+        self._release(None)
         if self.decision is None:
             self._report_args()
             self.decision = self.verdict.decide()
@@ -283,7 +257,7 @@ class ChatRepairer(ApiRepairer):
         return False
 
     # --- the rules -------------------------------------------------------------
-    def _chunk(self, rec: _Rec, obj: dict[str, Any]) -> None:
+    def _chunk(self, rec: Rec, obj: dict[str, Any]) -> None:
         choices = obj.get("choices")
         finishing: list[dict[str, Any]] = []
         if isinstance(choices, list):
@@ -320,7 +294,7 @@ class ChatRepairer(ApiRepairer):
             self._finished = True
             self._on_finish(rec, finishing, has_usage)
 
-    def _tool_entry(self, rec: _Rec, ci: int, entry: dict[str, Any]) -> None:
+    def _tool_entry(self, rec: Rec, ci: int, entry: dict[str, Any]) -> None:
         raw = entry.get("index")
         if not isinstance(raw, int) or isinstance(raw, bool):
             self.note("tool_calls entry without an integer index, passed through")
@@ -365,7 +339,7 @@ class ChatRepairer(ApiRepairer):
         self._order.append(call)
         return call
 
-    def _resent_header(self, rec: _Rec, call: _Call, entry: dict[str, Any],
+    def _resent_header(self, rec: Rec, call: _Call, entry: dict[str, Any],
                        fn: dict[str, Any] | None, id_: Any, name: Any) -> None:
         held = self._awaiting.get(call)
         if held is not None:  # the first header is still here: complete it
@@ -398,7 +372,7 @@ class ChatRepairer(ApiRepairer):
             del fn["name"]
             rec.mark("tool_header")
 
-    def _on_finish(self, rec: _Rec, finishing: list[dict[str, Any]], has_usage: bool) -> None:
+    def _on_finish(self, rec: Rec, finishing: list[dict[str, Any]], has_usage: bool) -> None:
         for ch in finishing:
             orig = spec_finish(ch, self.rules)
             if orig is not None:
@@ -455,7 +429,7 @@ class ChatRepairer(ApiRepairer):
                 ch["finish_reason"] = new
                 rec.mark("truncation")
 
-    def _fill_usage(self, finish: _Rec) -> None:
+    def _fill_usage(self, finish: Rec) -> None:
         """Missing or zero usage counts from the upstream's (``usage`` rule): in the usage
         object still held (on the finish chunk, or the usage-only chunk that settled it),
         or, when the stream had none, a new one on the finish chunk, where CPA puts it."""
@@ -488,29 +462,12 @@ class ChatRepairer(ApiRepairer):
                 hrec.wait = None
             self._awaiting.clear()
 
-    def _release_all(self, why: str | None) -> None:
+    def _release(self, why: str | None) -> None:
         if why is not None and (self._awaiting or (self._finish and not self._settled)):
             self.note(f"released held events early: {why}")
         self._give_up_names(why or "the end of the stream")
         if self._finish is not None and not self._settled:
             self._settle()
-
-    def _flush(self) -> list[bytes]:
-        out: list[bytes] = []
-        recs = self._recs
-        n = 0
-        while n < len(recs) and recs[n].wait is None:
-            out.append(self._bytes(recs[n]))
-            n += 1
-        if n:
-            del recs[:n]
-            del self.held[:n]
-        return out
-
-    def _bytes(self, r: _Rec) -> bytes:
-        """An event's bytes as it goes out: re-serialized if changed, else as it came."""
-        r.sent = True
-        return self.dump(r.ev, r.obj, r.rules) if r.dirty and r.obj is not None else r.ev.raw
 
 
 USAGE_FIELDS = {

@@ -69,16 +69,15 @@ from typing import Any
 
 import orjson
 
+from .holding import HOLD_LIMIT, HoldingRepairer, Rec
 from .rules import FlowContext, Rules
 from .sse import Event
-from .stream import ApiRepairer, Streamed
+from .stream import Streamed
 from .toolcalls import unique_ids
 from .verdict import Verdict
 
 __all__ = ["MessagesRepairer", "repair_messages_json", "HOLD_LIMIT"]
 
-HOLD_LIMIT = 64
-"""Most events held behind a nameless tool_use start."""
 
 _NATIVE = {"max_tokens": "max_tokens", "model_context_window_exceeded": "max_tokens",
            "refusal": "content_filter"}
@@ -107,39 +106,22 @@ class _Block:
         self.id = id_
         self.name = name
         self.args = Streamed()
-        self.start: _Rec | None = None  # its start event, while held for a name
+        self.start: Rec | None = None  # its start event, while held for a name
 
 
-class _Rec:
-    __slots__ = ("ev", "obj", "dirty", "drop", "wait", "rules")
-
-    def __init__(self, ev: Event, obj: dict[str, Any] | None) -> None:
-        self.ev = ev
-        self.obj = obj
-        self.dirty = False
-        self.rules: tuple[str, ...] = ()  # the rules that changed it (EventRepairer.fired)
-        self.drop = False
-        self.wait: str | None = None  # "name" | "stop"
-
-    def mark(self, rule: str) -> None:
-        self.dirty = True
-        self.rules += (rule,)
-
-
-class MessagesRepairer(ApiRepairer):
+class MessagesRepairer(HoldingRepairer):
     def __init__(self, rules: Rules, ctx: FlowContext, verdict: Verdict) -> None:
         super().__init__(rules, ctx, verdict)
-        self._recs: list[_Rec] = []  # parallel to self.held
         self._blocks: dict[int, _Block] = {}  # raw index -> block
         self._order: list[_Block] = []
         self._next_out = 0
-        self._stopped: tuple[_Rec, _Block] | None = None  # a held tool_use stop
+        self._stopped: tuple[Rec, _Block] | None = None  # a held tool_use stop
         self._nameless: _Block | None = None
 
     # --- EventRepairer -----------------------------------------------------------
     def event(self, ev: Event) -> list[bytes]:
         obj = self.parse(ev)
-        rec = _Rec(ev, obj)
+        rec = Rec(ev, obj)
         kind = obj.get("type") if obj is not None else None
         if ev.data is not None and self._stopped is not None:
             srec, sblock = self._stopped
@@ -158,15 +140,7 @@ class MessagesRepairer(ApiRepairer):
         elif kind == "error":
             self._errored = True
             self._release("an error event")
-        if not self._recs and rec.wait is None:  # nothing held, nothing to wait for: no queue
-            b = self._bytes(rec)
-            return [] if b is None else [b]
-        if len(self._recs) >= HOLD_LIMIT:
-            self._release(f"more than {HOLD_LIMIT} events held")
-        # nothing below raises: an event in self.held is never also re-sent by the driver
-        self.held.append(ev)
-        self._recs.append(rec)
-        return self._flush()
+        return self._queue(rec)
 
     def end(self) -> list[bytes]:
         if not self._finished and not self._errored:
@@ -178,7 +152,7 @@ class MessagesRepairer(ApiRepairer):
         return self._flush()
 
     # --- the rules -------------------------------------------------------------
-    def _index(self, rec: _Rec, obj: dict[str, Any]) -> _Block | None:
+    def _index(self, rec: Rec, obj: dict[str, Any]) -> _Block | None:
         raw = obj.get("index")
         if not isinstance(raw, int) or isinstance(raw, bool):
             return None
@@ -188,7 +162,7 @@ class MessagesRepairer(ApiRepairer):
             rec.mark("tool_header")
         return block
 
-    def _block_start(self, rec: _Rec, obj: dict[str, Any]) -> None:
+    def _block_start(self, rec: Rec, obj: dict[str, Any]) -> None:
         raw = obj.get("index")
         cb = obj.get("content_block")
         if not isinstance(raw, int) or isinstance(raw, bool) or not isinstance(cb, dict):
@@ -203,7 +177,7 @@ class MessagesRepairer(ApiRepairer):
             rec.wait = "name"
             self._nameless = block
 
-    def _resend(self, rec: _Rec, obj: dict[str, Any], srec: _Rec, prev: _Block) -> bool:
+    def _resend(self, rec: Rec, obj: dict[str, Any], srec: Rec, prev: _Block) -> bool:
         """Is this tool_use start a re-send of the block whose stop is held? Merge it."""
         cb = obj.get("content_block")
         raw = obj.get("index")
@@ -234,7 +208,7 @@ class MessagesRepairer(ApiRepairer):
                 self._nameless = None
         return True
 
-    def _block_delta(self, rec: _Rec, obj: dict[str, Any]) -> None:
+    def _block_delta(self, rec: Rec, obj: dict[str, Any]) -> None:
         block = self._index(rec, obj)
         delta = obj.get("delta")
         if not isinstance(delta, dict):
@@ -251,7 +225,7 @@ class MessagesRepairer(ApiRepairer):
                 if block is not None:
                     block.args.append(part)
 
-    def _block_stop(self, rec: _Rec, obj: dict[str, Any]) -> None:
+    def _block_stop(self, rec: Rec, obj: dict[str, Any]) -> None:
         block = self._index(rec, obj)
         # held until the next data event, which may re-send this block's start; only a
         # block whose input is not yet whole JSON can be re-sent (see _resend), so a
@@ -260,7 +234,7 @@ class MessagesRepairer(ApiRepairer):
             rec.wait = "stop"
             self._stopped = (rec, block)
 
-    def _message_delta(self, rec: _Rec, obj: dict[str, Any]) -> None:
+    def _message_delta(self, rec: Rec, obj: dict[str, Any]) -> None:
         self._finished = True
         self._give_up_name("message_delta")
         delta = obj.get("delta")
@@ -310,27 +284,6 @@ class MessagesRepairer(ApiRepairer):
         if self._stopped is not None:
             self._stopped[0].wait = None
             self._stopped = None
-
-    def _flush(self) -> list[bytes]:
-        out: list[bytes] = []
-        recs = self._recs
-        n = 0
-        while n < len(recs) and recs[n].wait is None:
-            b = self._bytes(recs[n])
-            if b is not None:
-                out.append(b)
-            n += 1
-        if n:
-            del recs[:n]
-            del self.held[:n]
-        return out
-
-    def _bytes(self, r: _Rec) -> bytes | None:
-        """An event's bytes as it goes out (None: dropped), re-serialized if changed."""
-        if r.drop:
-            self.count("tool_header", *r.rules)
-            return None
-        return self.dump(r.ev, r.obj, r.rules) if r.dirty and r.obj is not None else r.ev.raw
 
 
 def fill_messages_usage(usage: dict[str, Any], verdict: Verdict) -> str | None:

@@ -113,6 +113,11 @@ vercel/ai git HEAD is 4.0.46 and lacks the refine):
   unrepaired Devin streams give 4.0.118 an error part and lose the calls on 2.x/3.x.
 
 Non-streaming bodies: :func:`repair_responses_json` (same rules on the response object).
+
+The items' bookkeeping (what each announced item is, what was streamed into it, how
+events name it) is in :mod:`wire.response_items`, usage arithmetic in
+:mod:`wire.response_usage`; this module holds the rules, i.e. which events are rewritten,
+dropped or inserted.
 """
 
 from __future__ import annotations
@@ -123,6 +128,8 @@ from typing import Any
 import orjson
 
 from .foreign import commented, foreign
+from .response_items import Item, Items, Part
+from .response_usage import _int, fill_upstream_usage, fix_usage
 from .rules import FlowContext, Rules
 from .sse import Event, format_event
 from .stream import ApiRepairer, Streamed
@@ -172,163 +179,6 @@ _REASON = {"max_tokens": "max_output_tokens", "content_filter": "content_filter"
 _NATIVE = {"max_output_tokens": "max_tokens", "content_filter": "content_filter"}
 
 
-def _int(v: Any) -> int | None:
-    """A token count as an int: ints as they are, integral floats and digit strings
-    converted; anything else (None, bool, text, fractions) is unknown."""
-    if type(v) is int:
-        return v
-    if type(v) is float and v.is_integer():
-        return int(v)
-    if type(v) is str and v.strip().isdigit():
-        return int(v)
-    return None
-
-
-def fix_usage(usage: Any, output_tokens: int | None = None) -> tuple[dict[str, Any], bool]:
-    """``usage`` with integer input/output/total tokens and integer ``*_details`` values.
-
-    Unknown counts become 0 (never a guess beyond zero), except ``output_tokens`` when the
-    caller knows it from elsewhere (``output_tokens``, e.g. the upstream's count); a
-    missing ``total_tokens`` is input + output. Existing keys keep their place, missing
-    ones are appended.
-    """
-    if not isinstance(usage, dict):
-        usage = {}
-    changed = False
-    counts = {}
-    for key in ("input_tokens", "output_tokens"):
-        v = _int(usage.get(key))
-        if v is None and key == "output_tokens" and output_tokens is not None:
-            v = output_tokens
-        counts[key] = 0 if v is None else v
-        if type(usage.get(key)) is not int or usage[key] != counts[key]:
-            usage[key] = counts[key]
-            changed = True
-    total = usage.get("total_tokens")
-    v = _int(total)
-    if v is None:
-        usage["total_tokens"] = counts["input_tokens"] + counts["output_tokens"]
-        changed = True
-    elif type(total) is not int:
-        usage["total_tokens"] = v
-        changed = True
-    for key, details in usage.items():
-        if not key.endswith("_details") or not isinstance(details, dict):
-            continue
-        for dk, dv in details.items():
-            if type(dv) is int or isinstance(dv, (dict, list)):
-                continue
-            n = _int(dv)
-            details[dk] = 0 if n is None else n
-            changed = True
-    return usage, changed
-
-
-USAGE_FIELDS = {
-    "input_tokens": "input_tokens",
-    "output_tokens": "output_tokens",
-    "input_tokens_details.cached_tokens": "cached_tokens",
-}
-"""Responses usage key -> :class:`wire.verdict.UpstreamUsage` attribute."""
-
-
-def fill_upstream_usage(usage: Any, verdict: Verdict) -> tuple[Any, str | None]:
-    """Fill missing or zero counts of a terminal's ``usage`` from the upstream's (the
-    verdict's ``upstream_counts``; decide first); returns (usage, note or None)."""
-    if verdict.upstream_counts is None:
-        return usage, None
-    fresh = not isinstance(usage, dict)
-    u: dict[str, Any] = {} if fresh else usage
-    filled = verdict.fill_usage(u, USAGE_FIELDS, "total_tokens", ("input_tokens", "output_tokens"))
-    if not filled:
-        return usage, None
-    return u, verdict.upstream_counts.note(filled)
-
-
-class _Part:
-    """One content part of a message item."""
-
-    __slots__ = ("part", "chunks", "text", "text_done", "part_done", "announced", "size", "replayed")
-
-    def __init__(self, part: dict[str, Any], announced: bool = False) -> None:
-        self.part = part
-        self.chunks = Streamed()
-        self.text: str | None = None  # from output_text.done, if it came
-        self.text_done = False
-        self.part_done = False
-        self.announced = announced  # its content_part.added went out (rule announce)
-        self.size = 0  # characters streamed into it (rule replay compares lengths first)
-        self.replayed = False  # a full-text replay was dropped (rule replay)
-
-    def full_text(self) -> str:
-        return self.text if self.text is not None else self.chunks.text()
-
-
-class _Item:
-    """One announced output item: where it sits, what was streamed, whether it is closed."""
-
-    __slots__ = (
-        "index",
-        "raw_index",
-        "id",
-        "type",
-        "item",
-        "open",
-        "final",
-        "parts",
-        "args",
-        "args_done",
-        "summary",
-        "summary_index",
-        "early",
-        "root",
-        "continuations",
-        "ci_map",
-    )
-
-    def __init__(self, index: int, raw_index: Any, item: dict[str, Any]) -> None:
-        self.index = index
-        self.raw_index = raw_index
-        self.id = item.get("id")
-        self.type = item.get("type")
-        self.item = item
-        self.open = True
-        self.final: dict[str, Any] | None = None
-        self.parts: dict[int, _Part] = {}
-        args = item.get("arguments")
-        self.args = Streamed(args if isinstance(args, str) else "")
-        self.args_done = False
-        self.summary: dict[int, Streamed] = {}
-        self.summary_index = 0
-        self.early = False  # closed by this repairer (rule 2), not (yet) by the gateway
-        self.root: _Item | None = None  # a continuation: the message item it continues
-        self.continuations = 0  # a continued message: how many continuations it has
-        self.ci_map: dict[int, int] = {}  # a continuation: the gateway's content_index -> its own
-
-    def part(self, content_index: int) -> _Part:
-        p = self.parts.get(content_index)
-        if p is None:
-            p = self.parts[content_index] = _Part({"type": "output_text", "annotations": [], "text": ""})
-        return p
-
-    def arguments(self) -> str:
-        return self.args.text()
-
-    def close(self, final: dict[str, Any]) -> None:
-        """Closed: keep the item as closed, drop what was streamed (not needed any more)."""
-        self.open = False
-        self.final = final
-        self.parts = {}
-        self.args = Streamed()
-        self.summary = {}
-
-    def snapshot(self) -> dict[str, Any]:
-        """The item as closed (or as announced, if it never was)."""
-        if self.final is not None:
-            return self.final
-        return dict(self.item)
-
-
 class ResponsesRepairer(ApiRepairer):
     """Repairs one ``/v1/responses`` SSE stream; see the module docstring for the rules.
 
@@ -338,9 +188,7 @@ class ResponsesRepairer(ApiRepairer):
 
     def __init__(self, rules: Rules, ctx: FlowContext, verdict: Verdict) -> None:
         super().__init__(rules, ctx, verdict)
-        self.items: list[_Item] = []
-        self._by_id: dict[str, _Item] = {}
-        self._by_raw: dict[Any, _Item] = {}
+        self.items = Items()
         self._last_seq: int | None = None
         self._seq_last_key: bool | None = None  # where this stream puts sequence_number
         self._response_id: str | None = None
@@ -349,7 +197,6 @@ class ResponsesRepairer(ApiRepairer):
         self._noted: set[tuple[str, int]] = set()
         self._framing: Event | None = None  # the last response event (framing of a synthesized terminal)
         self._unannounced = False  # events for an item never added passed as they came
-        self._aliases: dict[str, _Item] = {}  # rule item_id: a done item's other id -> the item
         self._rotated: set[int] = set()  # rule item_id: items whose events carried other ids
         self._replayed: set[int] = set()  # rule replay: items whose done text was doubled
 
@@ -436,7 +283,7 @@ class ResponsesRepairer(ApiRepairer):
             "error": {"code": "server_error", "message": "The upstream stream ended without a terminal event."},
             "incomplete_details": None,
             "model": self._model or self.ctx.model,
-            "output": [it.final for it in self.items if it.final is not None],
+            "output": self.items.finals(),
             "usage": None,
         }
         self.note("stream ended without a terminal event: ended it with response.failed")
@@ -474,29 +321,20 @@ class ResponsesRepairer(ApiRepairer):
         self.fired[rule] += 1  # item_order: closes an open item or opens a continuation
         return format_event(orjson.dumps(obj), event=typ if ev.event is not None else None, eol=ev.eol)
 
-    def _note_once(self, what: str, item: _Item) -> None:
+    def _note_once(self, what: str, item: Item) -> None:
         key = (what, id(item))
         if key not in self._noted:
             self._noted.add(key)
             self.note(f"{what} (item {item.index}, {item.type})")
 
     # --- items ----------------------------------------------------------------------
-    def _lookup(self, obj: dict[str, Any], item_id: Any = None) -> _Item | None:
-        if item_id is None:
-            item_id = obj.get("item_id")
-        if isinstance(item_id, str):
-            it = self._by_id.get(item_id)
-            if it is not None:
-                return it
-        raw = obj.get("output_index")
-        if type(raw) is int:
-            return self._by_raw.get(raw)
-        return None
+    def _lookup(self, obj: dict[str, Any], item_id: Any = None) -> Item | None:
+        return self.items.lookup(obj, item_id)
 
-    def _index(self, it: _Item) -> Any:
+    def _index(self, it: Item) -> Any:
         return it.index if self.rules.output_index else it.raw_index
 
-    def _remap_index(self, obj: dict[str, Any], it: _Item | None) -> bool:
+    def _remap_index(self, obj: dict[str, Any], it: Item | None) -> bool:
         if it is None or not self.rules.output_index or "output_index" not in obj:
             return False
         if obj["output_index"] == it.index:
@@ -512,7 +350,7 @@ class ResponsesRepairer(ApiRepairer):
                 out += self._close(ev, it)
         return out
 
-    def _close(self, ev: Event, it: _Item) -> list[bytes]:
+    def _close(self, ev: Event, it: Item) -> list[bytes]:
         """Synthesize the closing events of an open item from what was streamed."""
         out: list[bytes] = []
         idx = self._index(it)
@@ -572,7 +410,7 @@ class ResponsesRepairer(ApiRepairer):
         delta = obj.get("delta")
         return typ == _TEXT_DELTA and isinstance(delta, str) and delta != ""
 
-    def _continue(self, ev: Event, obj: dict[str, Any], typ: str, prev: _Item) -> tuple[list[bytes], _Item]:
+    def _continue(self, ev: Event, obj: dict[str, Any], typ: str, prev: Item) -> tuple[list[bytes], Item]:
         """Rule 2, continuation: content for a message this repairer closed early (CPA's
         Claude path streams a text block after a tool_use into the message it never closed)
         opens a new message item instead of being dropped. It gets the next dense index and
@@ -584,7 +422,7 @@ class ResponsesRepairer(ApiRepairer):
         index = len(self.items)
         base = root.id if isinstance(root.id, str) else f"item_{index}"
         cid = f"{base}_{n}"
-        while cid in self._by_id:
+        while cid in self.items.by_id:
             n += 1
             cid = f"{base}_{n}"
         item = dict(root.item)
@@ -592,14 +430,14 @@ class ResponsesRepairer(ApiRepairer):
         item["status"] = "in_progress"
         item["content"] = []
         item["role"] = "assistant"
-        cont = _Item(index, index, item)
+        cont = Item(index, index, item)
         cont.root = root
-        self.items.append(cont)
-        self._by_id[cid] = cont
+        self.items.add(cont)
+        self.items.by_id[cid] = cont
         if isinstance(root.id, str):
-            self._by_id[root.id] = cont
-        if type(root.raw_index) is int and self._by_raw.get(root.raw_index) in (root, prev):
-            self._by_raw[root.raw_index] = cont
+            self.items.by_id[root.id] = cont
+        if type(root.raw_index) is int and self.items.by_raw.get(root.raw_index) in (root, prev):
+            self.items.by_raw[root.raw_index] = cont
         idx = self._index(cont)
         out.append(self._synth(ev, "response.output_item.added", {"output_index": idx, "item": item}))
         if typ == _TEXT_DELTA:
@@ -613,7 +451,7 @@ class ResponsesRepairer(ApiRepairer):
                 part["text"] = ""
             ci = obj.get("content_index")
             cont.ci_map[ci if type(ci) is int else 0] = 0
-            cont.parts[0] = _Part(part, announced=True)
+            cont.parts[0] = Part(part, announced=True)
             out.append(
                 self._synth(
                     ev, _PART_ADDED, {"item_id": cid, "output_index": idx, "content_index": 0, "part": dict(part)}
@@ -622,7 +460,7 @@ class ResponsesRepairer(ApiRepairer):
         self._note_once("opened a continuation message for content after the item was closed", root)
         return out, cont
 
-    def _retarget(self, obj: dict[str, Any], it: _Item) -> bool:
+    def _retarget(self, obj: dict[str, Any], it: Item) -> bool:
         """An event of a continued message, told about its continuation: ``item_id``,
         ``output_index`` and ``content_index`` (the gateway's part -> the continuation's)."""
         dirty = False
@@ -652,7 +490,7 @@ class ResponsesRepairer(ApiRepairer):
             return [self._out(ev, obj, False)]
         out: list[bytes] = []
         iid = item.get("id")
-        dup = self._by_id.get(iid) if isinstance(iid, str) else None
+        dup = self.items.by_id.get(iid) if isinstance(iid, str) else None
         if dup is not None and dup.open and dup.type == item.get("type") and self.rules.item_order:
             self._note_once("dropped a repeated output_item.added", dup)
             self.count("item_order")
@@ -664,7 +502,7 @@ class ResponsesRepairer(ApiRepairer):
         index = len(self.items)
         if self._unannounced and type(raw) is int and raw > index:
             index = raw  # an unannounced item sits below: dense would move this one onto it
-        it = _Item(index, raw, item)
+        it = Item(index, raw, item)
         if self.rules.output_index and raw != it.index:
             obj["output_index"] = it.index
             dirty = True
@@ -690,11 +528,11 @@ class ResponsesRepairer(ApiRepairer):
                 item["status"] = "in_progress"
                 dirty = True
                 self.fire("status")
-        self.items.append(it)
+        self.items.add(it)
         if isinstance(it.id, str):
-            self._by_id[it.id] = it
+            self.items.by_id[it.id] = it
         if type(raw) is int:
-            self._by_raw[raw] = it
+            self.items.by_raw[raw] = it
         out.append(self._out(ev, obj, dirty))
         return out
 
@@ -715,7 +553,7 @@ class ResponsesRepairer(ApiRepairer):
         if self.rules.item_id and it is not None and it.root is None and isinstance(it.id, str):
             gid = item.get("id")
             if isinstance(gid, str) and gid != it.id:
-                self._aliases[gid] = it
+                self.items.aliases[gid] = it
                 self._rotated.add(it.index)
                 item["id"] = it.id
                 dirty = True
@@ -749,7 +587,7 @@ class ResponsesRepairer(ApiRepairer):
             it.close(item)
         return [self._out(ev, obj, dirty)]
 
-    def _unreplay(self, it: _Item, item: dict[str, Any]) -> bool:
+    def _unreplay(self, it: Item, item: dict[str, Any]) -> bool:
         """Rule replay on a message's done item: a part whose full-text replay was dropped
         lists its text once, as streamed (the gateway's lists it twice)."""
         content = item.get("content")
@@ -766,7 +604,7 @@ class ResponsesRepairer(ApiRepairer):
                 dirty = True
         return dirty
 
-    def _announce(self, ev: Event, obj: dict[str, Any], typ: str) -> tuple[list[bytes], _Item | None]:
+    def _announce(self, ev: Event, obj: dict[str, Any], typ: str) -> tuple[list[bytes], Item | None]:
         """Rule announce: a message's (or reasoning item's) first event came without its
         ``output_item.added`` (LiteLLM #22102, cc-switch #387: Codex drops the item and
         its tools). The item is announced before it, in progress, with the event's
@@ -789,32 +627,32 @@ class ResponsesRepairer(ApiRepairer):
             item.update(content=[], role="assistant")
         else:
             item["summary"] = []
-        it = _Item(index, raw, item)
-        self.items.append(it)
-        self._by_id[iid] = it
+        it = Item(index, raw, item)
+        self.items.add(it)
+        self.items.by_id[iid] = it
         if type(raw) is int:
-            self._by_raw[raw] = it
+            self.items.by_raw[raw] = it
         added = {"output_index": self._index(it), "item": dict(item)}
         out.append(self._synth(ev, "response.output_item.added", added, "announce"))
         self._note_once("announced an item the gateway never added", it)
         return out, it
 
-    def _alias_pos(self, it: _Item, given: list[Any], by_id: dict[str, int], used: set[int]) -> int | None:
+    def _alias_pos(self, it: Item, given: list[Any], by_id: dict[str, int], used: set[int]) -> int | None:
         """Rule item_id at the terminal: where an item whose ids rotated sits in the
         gateway's ``output`` (under an id its done event carried, else the first unused
         entry of its type that names no announced item)."""
-        for alias, owner in self._aliases.items():
+        for alias, owner in self.items.aliases.items():
             if owner is it and alias in by_id and by_id[alias] not in used:
                 return by_id[alias]
         for pos, e in enumerate(given):
             if pos in used or not isinstance(e, dict) or e.get("type") != it.type:
                 continue
             eid = e.get("id")
-            if not (isinstance(eid, str) and eid in self._by_id):
+            if not (isinstance(eid, str) and eid in self.items.by_id):
                 return pos
         return None
 
-    def _continuation_done(self, obj: dict[str, Any], item: dict[str, Any], it: _Item) -> bool:
+    def _continuation_done(self, obj: dict[str, Any], item: dict[str, Any], it: Item) -> bool:
         """The gateway's close of a continued message, made the continuation's: its id,
         index and parts, each with the text streamed into it (the gateway's lists the
         whole message's text)."""
@@ -845,7 +683,7 @@ class ResponsesRepairer(ApiRepairer):
         return dirty
 
     @staticmethod
-    def _fill_done_item(item: dict[str, Any], it: _Item | None) -> bool:
+    def _fill_done_item(item: dict[str, Any], it: Item | None) -> bool:
         """Fields a done item must carry, taken from the announced item (or, for a call's
         id and arguments, from its call_id and what was streamed)."""
         dirty = False
@@ -882,7 +720,7 @@ class ResponsesRepairer(ApiRepairer):
         gid = obj.get("item_id")
         if type(gid) is not str:
             return None  # schema_fill may add the id, announce may open an item for it
-        it = self._by_id.get(gid)
+        it = self.items.by_id.get(gid)
         # the item _lookup finds too (a known id wins over output_index); gid == it.id:
         # rule item_id has nothing to pin (an alias of a rotated id goes the full way);
         # open and no continuation: rule item_order neither drops nor retargets it
@@ -978,7 +816,7 @@ class ResponsesRepairer(ApiRepairer):
             if typ == _PART_ADDED:
                 part = obj.get("part")
                 shape = dict(part) if isinstance(part, dict) else {"type": "output_text", "text": ""}
-                it.parts[ci] = _Part(shape, announced=True)
+                it.parts[ci] = Part(shape, announced=True)
             elif typ == _TEXT_DELTA:
                 delta = obj.get("delta")
                 if isinstance(delta, str):

@@ -1,0 +1,89 @@
+"""The out-queue chat and messages repairers share: events held until a later event
+decides them, sent in order.
+
+Both APIs hold an event only while a rule waits for something still to come (chat: a
+nameless tool-call header for its name, a finish chunk for a usage chunk; messages: a
+nameless tool_use start for its name, a tool_use stop for whole input JSON). Everything
+after a held event queues behind it, so the client sees the stream in order; at most
+:data:`HOLD_LIMIT` events wait, then the subclass gives up waiting (:meth:`_release`).
+Each queued event is a :class:`Rec`, parallel to :attr:`EventRepairer.held` (which the
+driver sends as it came if the repairer fails, and ``addons/salvage.py`` if the upstream
+does).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .sse import Event
+from .stream import ApiRepairer
+
+HOLD_LIMIT = 64
+"""Most events held behind one that waits."""
+
+
+class Rec:
+    """An event in the out queue: its parsed data, whether it changed, what it waits for."""
+
+    __slots__ = ("dirty", "drop", "ev", "obj", "rules", "sent", "wait")
+
+    def __init__(self, ev: Event, obj: dict[str, Any] | None) -> None:
+        self.ev = ev
+        self.obj = obj
+        self.dirty = False
+        self.rules: tuple[str, ...] = ()  # the rules that changed it (EventRepairer.fired)
+        self.drop = False  # rule tool_header: not sent at all
+        self.wait: str | None = None  # what it waits for (the subclass's word), None: ready
+        self.sent = False  # flushed to the client
+
+    def mark(self, rule: str) -> None:
+        self.dirty = True
+        self.rules += (rule,)
+
+
+class HoldingRepairer(ApiRepairer):
+    """Base of :class:`~wire.chat.ChatRepairer` and :class:`~wire.messages.MessagesRepairer`."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self._recs: list[Rec] = []  # parallel to self.held
+
+    def _queue(self, rec: Rec) -> list[bytes]:
+        """The event handled: sent at once if nothing is held and it waits for nothing
+        (no queue round trip), else queued, and what is ready goes out."""
+        if not self._recs and rec.wait is None:
+            b = self._bytes(rec)
+            return [] if b is None else [b]
+        if len(self._recs) >= HOLD_LIMIT:
+            self._release(f"more than {HOLD_LIMIT} events held")
+        # nothing below raises: an event in self.held is never also re-sent by the driver
+        self.held.append(rec.ev)
+        self._recs.append(rec)
+        return self._flush()
+
+    def _release(self, why: str | None) -> None:
+        """Stop waiting (``why``: the reason for the note; None at the end of the stream)."""
+        raise NotImplementedError
+
+    def _flush(self) -> list[bytes]:
+        """The events at the head of the queue that wait for nothing, in order."""
+        out: list[bytes] = []
+        recs = self._recs
+        n = 0
+        while n < len(recs) and recs[n].wait is None:
+            b = self._bytes(recs[n])
+            if b is not None:
+                out.append(b)
+            n += 1
+        if n:
+            del recs[:n]
+            del self.held[:n]
+        return out
+
+    def _bytes(self, r: Rec) -> bytes | None:
+        """An event's bytes as it goes out (None: dropped), re-serialized if changed."""
+        r.sent = True
+        if r.drop:
+            self.count("tool_header", *r.rules)
+            return None
+        return self.dump(r.ev, r.obj, r.rules) if r.dirty and r.obj is not None else r.ev.raw
