@@ -85,8 +85,6 @@ from .verdict import Verdict
 
 __all__ = ["ChatRepairer", "repair_chat_json", "HOLD_LIMIT"]
 
-"""Most events held behind a nameless tool-call header or a finish chunk awaiting usage."""
-
 _NATIVE = {"length": "max_tokens", "content_filter": "content_filter"}
 _FINISH = {"max_tokens": "length", "content_filter": "content_filter"}
 FINISH_ALIASES = {
