@@ -246,7 +246,7 @@ class ResponsesRepairer(ApiRepairer):
             return self._terminal(ev, obj, typ)
         if typ in _FAILURE:
             return [self._failure(ev, obj, typ)]
-        return [self._out(ev, obj, self._remap_index(obj, self._lookup(obj)))]
+        return [self._out(ev, obj, self._remap_index(obj, self.items.lookup(obj)))]
 
     @property
     def finished(self) -> bool:
@@ -328,9 +328,6 @@ class ResponsesRepairer(ApiRepairer):
             self.note(f"{what} (item {item.index}, {item.type})")
 
     # --- items ----------------------------------------------------------------------
-    def _lookup(self, obj: dict[str, Any], item_id: Any = None) -> Item | None:
-        return self.items.lookup(obj, item_id)
-
     def _index(self, it: Item) -> Any:
         return it.index if self.rules.output_index else it.raw_index
 
@@ -541,7 +538,7 @@ class ResponsesRepairer(ApiRepairer):
         if not isinstance(item, dict):
             self.note("output_item.done without an item object, passed through")
             return [self._out(ev, obj, False)]
-        it = self._lookup(obj, item.get("id"))
+        it = self.items.lookup(obj, item.get("id"))
         if it is not None and it.type != item.get("type"):
             it = None
         if it is not None and not it.open and self.rules.item_order:
@@ -713,7 +710,7 @@ class ResponsesRepairer(ApiRepairer):
         Under them the full path does exactly what this does: each check rules out one
         rule that could touch the event (said beside it), and what is left is the
         bookkeeping (the streamed text or arguments, the verdict's digest) and rule
-        ``sequence``, done the same way as :meth:`_out` and :meth:`count` do it.
+        ``sequence`` (:meth:`_out`).
         """
         if self._firing:
             return None  # a rule already fired for this event: the full path counts it
@@ -721,7 +718,7 @@ class ResponsesRepairer(ApiRepairer):
         if type(gid) is not str:
             return None  # schema_fill may add the id, announce may open an item for it
         it = self.items.by_id.get(gid)
-        # the item _lookup finds too (a known id wins over output_index); gid == it.id:
+        # the item Items.lookup finds too (a known id wins over output_index); gid == it.id:
         # rule item_id has nothing to pin (an alias of a rotated id goes the full way);
         # open and no continuation: rule item_order neither drops nor retargets it
         if it is None or gid != it.id or not it.open or it.root is not None:
@@ -747,21 +744,10 @@ class ResponsesRepairer(ApiRepairer):
         else:
             it.args.append(delta)
             self.verdict.observe_args(delta)
-        seq = obj.get("sequence_number")
-        if type(seq) is int:
-            last = self._last_seq
-            if last is not None and seq <= last and self.rules.sequence:
-                # rule sequence, as _out and count() do it (nothing else fired: checked above)
-                seq = obj["sequence_number"] = last + 1
-                self._last_seq = seq
-                self.changed += 1
-                self.fired["sequence"] += 1
-                return [ev.with_data(orjson.dumps(obj))]
-            self._last_seq = seq
-        return [ev.raw]  # unchanged: its own bytes
+        return [self._out(ev, obj, False)]  # rule sequence; else its own bytes
 
     def _item_event(self, ev: Event, obj: dict[str, Any], typ: str) -> list[bytes]:
-        it = self._lookup(obj)
+        it = self.items.lookup(obj)
         out: list[bytes] = []
         if it is None and self.rules.announce:
             out, it = self._announce(ev, obj, typ)
