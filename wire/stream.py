@@ -209,10 +209,7 @@ class StreamRepair:
         the held events (what they waited for will not come)."""
         if self.parser is None:
             return b""
-        held = self.repairer.held
-        out = b"".join(e.raw for e in held) + b"".join(e.raw for e in self.parser.close())
-        held.clear()
-        self.parser = None
+        out = self._unsent([], eof=False)
         self.bytes_out += len(out)
         return out
 
@@ -248,6 +245,11 @@ class StreamRepair:
 
     def _fail(self, e: BaseException, rest: list[Event], eof: bool) -> bytes:
         self.error = e
+        return self._unsent(rest, eof)
+
+    def _unsent(self, rest: list[Event], eof: bool) -> bytes:
+        """Passthrough from here on: everything received and not yet sent, as it came (the
+        held events, then ``rest``, then the parser's unfinished event unless at the end)."""
         held = b"".join(ev.raw for ev in self.repairer.held)
         self.repairer.held.clear()
         tail = b""
