@@ -590,8 +590,9 @@ def _log_undelivered(flow: http.HTTPFlow, s: FlowStream) -> None:
     """A streamed flow that failed (upstream reset or closed mid-body): mitmproxy 12.3.1
     sends the client the error without a last call of the stream callable
     (``proxy/layers/http/__init__.py`` ``HttpStream.handle_protocol_error``: the error hook,
-    then ``SendHttp(ResponseProtocolError)``, which closes an HTTP/1 client connection), so
-    what the repairer still holds cannot be delivered. Say how much, so it is not silent."""
+    then ``SendHttp(ResponseProtocolError)``, which closes an HTTP/1 client connection).
+    ``addons/salvage.py`` sends what the repairer still held first: say so; with
+    ``streamfix_salvage=false`` say how much was not delivered, so it is not silent."""
     if s.salvaged:
         err = flow.error.msg if flow.error is not None else "flow failed"
         logger.info(
@@ -625,8 +626,8 @@ def http_turn(flow: http.HTTPFlow, st: FlowState) -> dict:
         ended, error = "failed_open", f"{type(failed).__name__}: {failed}"
     elif resp is None or resp.status_code >= 400:
         ended = "upstream_error"
-    elif rep is not None and getattr(rep, "fault", None) is not None and rep.fault() is not None:
-        ended, error = "upstream_error", rep.fault()
+    elif (fault := getattr(rep, "fault", None)) is not None and (why := fault()) is not None:
+        ended, error = "upstream_error", why
     elif decision is not None and decision.truncated:
         ended = "truncated"
     else:
