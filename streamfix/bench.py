@@ -891,8 +891,6 @@ def bench_mitmdump(repeats: int, paced: bool = True, memory_only: bool = False) 
     return rows
 
 
-FLOORS = ("stream", "identity", "parse", "json")
-"""``streamfix/bench_addon.py``'s floors, each one step more than the last (its docstring)."""
 
 
 def bench_floors(repeats: int) -> list[dict[str, Any]]:
@@ -900,6 +898,8 @@ def bench_floors(repeats: int) -> list[dict[str, Any]]:
     ``bench_addon.py`` and for the repair addon, one mitmdump each, in rotating order:
     where between ``stream = True`` and the repair the cost arises."""
     import httpx
+
+    from .bench_addon import FLOORS  # each one step more than the last (its docstring)
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="streamfix-floors-") as tmp:
@@ -965,7 +965,7 @@ def report_floors(rows: list[dict[str, Any]], repeats: int) -> str:
     for r in rows:
         us = r["us"]
         base = us["stream"]
-        cells = [f"{us[label]:.1f} ({us[label] / base:.2f})" for label in (*FLOORS, "repair")]
+        cells = [f"{us[label]:.1f} ({us[label] / base:.2f})" for label in us]
         out.append(f"| {r['stream']} | {r['events']} | " + " | ".join(cells) + f" | {'ok' if r['bodies_ok'] else 'DIFF'} |")
     return "\n".join(out)
 

@@ -35,7 +35,3 @@ def test_json_floor_parses_each_data_event_once(monkeypatch) -> None:
     calls.clear()
     bench_addon._Parse(False)(BODY)
     assert calls == []
-
-
-def test_bench_runs_every_floor() -> None:
-    assert bench.FLOORS == bench_addon.FLOORS

@@ -59,7 +59,8 @@ def test_held_bytes_go_to_the_client_before_mitmproxys_error_handling():
 
 def test_left_alone_when_not_streaming_or_not_ours():
     salvage._install()
-    for layer in (_layer(Held([b"x"]), streaming=False), _layer(True), _layer(None)):
+    held = Held([b"x"])
+    for layer in (_layer(held, streaming=False), _layer(True), _layer(None)):
         layer.flow.error = None
         gen = HttpStream.handle_protocol_error(layer, ResponseProtocolError(1, "peer closed", ErrorCode.GENERIC_SERVER_ERROR))
         try:
@@ -67,3 +68,4 @@ def test_left_alone_when_not_streaming_or_not_ours():
         except (StopIteration, AttributeError):  # mitmproxy's own path needs a real layer
             continue
         assert not (isinstance(cmd, SendHttp) and isinstance(cmd.event, ResponseData))
+    assert held.calls == 0  # not streaming the response: nothing asked of the stream
