@@ -505,3 +505,34 @@ def test_fail_open_when_the_verdict_raises_loses_and_duplicates_nothing():
         assert isinstance(s.error, RuntimeError)
         assert len(events(out)) == len(events(body))
         assert out.endswith(sse(chunk(finish="stop"), DONE))
+
+
+def test_finish_written_before_the_upstream_trailer_waits_for_done():
+    """CPA PR #5111's Devin executor writes the finish chunk when it parses the StopReason
+    frame, before Devin's usage frame and trailer: the finish is held (while the linked
+    upstream call is open) until the next event, [DONE], which CPA writes only after the
+    trailer; by then the upstream record is finished and decides (content_filter, usage)."""
+    from repairkit import make
+    from wire import devin_pb2 as pb
+    from wire.connect import encode_end_stream, encode_frame
+    from wire.correlate import Correlator
+    from wire.devin import DevinTap
+    from wire.stream import StreamRepair
+
+    corr = Correlator()
+    corr.upstream_started("up", "client")
+    v = Verdict()
+    v.resolver = corr.resolver("client")
+    s = StreamRepair(make(ChatRepairer, {"model": "m", "stream": True, "messages": []}, None, v))
+    out = s.feed(sse(chunk({"content": "I cannot"}), chunk({"role": "assistant"}, finish="stop")))
+    assert finish_reasons(events(out)) == []  # held: the upstream call is still open
+    tap = DevinTap()
+    tap.feed(encode_frame(pb.GetChatMessageResponse(text=b"I cannot", stop_reason=11).SerializeToString()))
+    tap.feed(encode_frame(pb.GetChatMessageResponse(usage=pb.ModelUsage(
+        prompt_tokens=30, output_tokens=4, cache_read_tokens=10)).SerializeToString()) + encode_end_stream())  # fmt: skip
+    corr.upstream_finished("up", tap.result())
+    out += s.feed(sse(DONE)) + s.close()
+    evs = events(out)
+    assert finish_reasons(evs) == ["content_filter"] and evs[-1] == DONE
+    (fin,) = [e for e in evs if isinstance(e, dict) and e["choices"][0]["finish_reason"]]
+    assert fin["usage"]["prompt_tokens"] == 40 and fin["usage"]["completion_tokens"] == 4

@@ -321,3 +321,47 @@ def test_link_fallback_takes_the_latest_finished_record_of_a_retry():
     v.observe_text("x")
     v.resolver = r = corr.resolver("c")
     assert v.decide().outcome == "content_filter" and r.record.flow_id == "retry"
+
+
+def test_resolver_looks_again_while_the_linked_upstream_call_is_open():
+    """A gateway that writes the client's terminal before it read Devin's trailer (CPA PR
+    #5111 writes the finish chunk on the StopReason frame): the first look finds the
+    linked call still open, so the resolver re-arms itself; once the trailer passed, the
+    next decide() matches it."""
+    corr = Correlator()
+    p = corr.note_client_request("c", "/v1/chat/completions",
+                                 {"messages": [{"role": "user", "content": "write it [conv:x]"}]})  # fmt: skip
+    assert corr.match_request("up", read_request(upstream_request(["write it [conv:x]"]))) is p
+    corr.upstream_started("up", p.flow_id)
+    tap = DevinTap()
+    tap.feed(frame(text=b"I cannot", stop_reason=11))
+    v = Verdict()
+    v.observe_text("I cannot")
+    v.resolver = r = corr.resolver("c")
+    assert v.decide().outcome == "unknown" and r.waiting and v.resolver is r and r.record is None
+    assert "c" in corr.pending and corr.stats["unresolved"] == 0
+    tap.feed(encode_end_stream())
+    corr.upstream_finished("up", tap.result())
+    d = v.decide()
+    assert d.outcome == "content_filter" and r.record.flow_id == "up" and not r.waiting and v.resolver is None
+
+
+def test_resolver_without_an_open_linked_call_looks_once():
+    corr = Correlator()
+    corr.upstream_started("other", "someone-else")  # open, but linked to another client flow
+    v = Verdict()
+    v.observe_text("x")
+    v.resolver = r = corr.resolver("c")
+    v.decide()
+    assert not r.waiting and v.resolver is None and corr.stats["unresolved"] == 1
+
+
+def test_resolver_gives_up_after_its_retries():
+    corr = Correlator()
+    corr.upstream_started("up", "c")  # never finishes
+    v = Verdict()
+    v.observe_text("x")
+    v.resolver = r = corr.resolver("c")
+    for _ in range(10):
+        v.decide()
+    assert r.tries == r.RETRIES + 1 and not r.waiting and v.resolver is None

@@ -50,7 +50,11 @@ Rules (each switchable in :class:`~wire.rules.Rules`):
     include_usage``) sends it in a later usage-only chunk (``choices: []``), so a finish
     chunk without usage is held until the next data event, but only when that usage can
     still change the verdict (a request cap and usage evidence; no native finish reason) (bounded by
-    :data:`HOLD_LIMIT` comment events), whose usage is then counted before deciding.
+    :data:`HOLD_LIMIT` comment events), whose usage is then counted before deciding. It is
+    held the same way while the upstream call linked to this flow is still open (a gateway
+    that writes its finish before reading the upstream's trailer, CPA PR #5111's Devin
+    executor): the next event, ``[DONE]``, comes after that trailer, and the upstream
+    record decides then (:class:`wire.correlate.Resolver` looks again).
     Evidence reported: ``delta.content`` -> ``observe_text``, argument deltas ->
     ``observe_args``, every call's full arguments -> ``tool_args`` (in call order, so
     the last call is last), ``usage.completion_tokens`` -> ``usage``, a gateway's own
@@ -399,9 +403,14 @@ class ChatRepairer(HoldingRepairer):
         is cut (mitmproxy 12.3.1 ends the flow without a last call of the stream
         callable), so nothing is held that cannot change."""
         v = self.verdict
+        if v.resolver is not None and (self.rules.usage or "upstream" in v.enabled):
+            v.decide()  # runs the resolver: the upstream leg's record is known now...
+            if getattr(v.resolver, "waiting", False):
+                # ...unless the linked upstream call is still open (the gateway wrote its
+                # finish before reading the upstream's trailer): hold the finish until the
+                # next event ([DONE] comes after that trailer), then look again
+                return True
         if self.rules.usage:
-            if v.resolver is not None:
-                v.decide()  # runs the resolver (once): the upstream leg's counts are known now
             if v.upstream_counts is not None:
                 return True  # rule usage fills them into a usage-only chunk if one follows
         if v.cap is None or "usage" not in v.enabled:

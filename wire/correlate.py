@@ -159,17 +159,36 @@ def client_needles(path: str, body: dict[str, Any]) -> tuple[str, ...]:
 
 
 class Resolver:
-    """The callable for :attr:`wire.verdict.Verdict.resolver`; remembers what it found."""
+    """The callable for :attr:`wire.verdict.Verdict.resolver`; remembers what it found.
 
-    __slots__ = ("correlator", "client_flow_id", "record")
+    When it finds nothing while an upstream call the request side linked to this client
+    flow is still open (its end-of-stream envelope not read yet), it puts itself back as
+    ``verdict.resolver`` (at most :data:`RETRIES` times), so that the next ``decide()``
+    looks again: a gateway that writes the client's terminal event before it has read
+    the upstream's trailer (CPA PR #5111's Devin executor writes the finish chunk on the
+    StopReason frame, before the usage frame and the trailer) is still matched, by a
+    repairer that holds its terminal until the next event while :attr:`waiting`.
+    """
+
+    __slots__ = ("correlator", "client_flow_id", "record", "waiting", "tries")
+
+    RETRIES = 3
 
     def __init__(self, correlator: Correlator, client_flow_id: str | None) -> None:
         self.correlator = correlator
         self.client_flow_id = client_flow_id
         self.record: UpstreamRecord | None = None
+        self.waiting = False
+        """Nothing found yet, but a linked upstream call is still open."""
+        self.tries = 0
 
     def __call__(self, verdict: Any) -> None:
-        self.record = self.correlator.resolve(verdict, self.client_flow_id)
+        self.tries += 1
+        last = self.tries > self.RETRIES
+        self.record = self.correlator.resolve(verdict, self.client_flow_id, final=last)
+        self.waiting = self.record is None and not last and self.correlator.awaiting(self.client_flow_id)
+        if self.waiting and getattr(verdict, "resolver", None) is None:
+            verdict.resolver = self
 
 
 class Correlator:
@@ -336,15 +355,27 @@ class Correlator:
                     del self._by_digest[chosen.result.digest]
         return chosen
 
-    def resolve(self, verdict: Any, client_flow_id: str | None = None) -> UpstreamRecord | None:
+    def awaiting(self, client_flow_id: str | None) -> bool:
+        """Is an upstream call the request side linked to this client flow still open
+        (started, its end of stream not read, unclaimed)? O(records)."""
+        if client_flow_id is None:
+            return False
+        return any(r.client_flow_id == client_flow_id and r.finished is None and r.claimed_by is None
+                   for r in self.records.values())  # fmt: skip
+
+    def resolve(self, verdict: Any, client_flow_id: str | None = None, final: bool = True) -> UpstreamRecord | None:
         """Find, claim and report the upstream record for a client Verdict.
 
         Calls ``verdict.upstream(outcome, detail)`` (outcome ``"unknown"`` when the
         StopReason proves nothing, or the upstream stream failed) and, when the upstream
         reported usage, ``verdict.upstream_usage(counts)`` (a
-        :class:`wire.verdict.UpstreamUsage`) if the Verdict has it.
+        :class:`wire.verdict.UpstreamUsage`) if the Verdict has it. Not ``final`` (the
+        resolver will look again): a miss while a linked upstream call is still open keeps
+        the client's pending request.
         """
         rec = self.claim(verdict.digest(), client_flow_id)
+        if rec is None and not final and self.awaiting(client_flow_id):
+            return None
         if client_flow_id is not None:
             self.forget_client(client_flow_id)
         if rec is None or rec.result is None:
