@@ -20,6 +20,12 @@ the **last user prompt** (so a test selects it through any client API):
     ``error``: a little text, then a trailer error ``resource_exhausted``.
     ``truncated``: a little text, then the body ends without a trailer.
     ``long``: 60 text deltas (about 600 characters), StopReason 2: a cap cuts it.
+    ``long_tool``: the Devin bug report's turns (a short text, then one ``write_file``
+    call whose ``content`` is a long essay, about 10,000 characters of arguments in
+    ~85-character fragments, 2,500 tokens), StopReason 10 FUNCTION_CALL; a cap below
+    that (the report's 400) cuts the arguments mid-string with StopReason 3 MAX_TOKENS.
+``--default-scenario NAME`` picks the scenario for a prompt without a marker (so a
+client request can be sent exactly as a bug report wrote it).
 ``[conv:ID]``
     Woven into the generated text and arguments late in the stream, so concurrent
     conversations differ only near their end.
@@ -58,7 +64,7 @@ from dataclasses import dataclass, field
 from aiohttp import web
 
 from wire import devin_pb2 as pb
-from wire.connect import encode_end_stream, encode_frame
+from wire.connect import decode_body, encode_end_stream, encode_frame
 from wire.devin import CHAT_PATH, read_request
 
 from streamfix.aioserve import serve_forever, start_app
@@ -67,7 +73,18 @@ CHARS_PER_TOKEN = 4
 _MARK = re.compile(r"\[(scenario|conv|delay|usage|prompt_tokens):([^\]\s]+)\]")
 USAGE_MODES = ("field7", "field28", "zero7", "none")
 MODEL = "swe-fake"
-SCENARIOS = ("stop", "tool", "max_tokens", "max_tokens_text", "content_filter", "gzip", "error", "truncated", "long")
+SCENARIOS = ("stop", "tool", "max_tokens", "max_tokens_text", "content_filter", "gzip", "error", "truncated", "long",
+             "long_tool")
+
+ESSAY_SENTENCES = (
+    "Go was designed at Google in 2007 by Robert Griesemer, Rob Pike and Ken Thompson.",
+    "It was announced in November 2009 and reached version 1.0 in March 2012.",
+    "Its authors wanted fast builds, simple concurrency and a language that scales to large teams.",
+    "Goroutines and channels made concurrent servers easy to write.",
+    "The compatibility promise of Go 1 let programs keep building release after release.",
+    "Modules replaced GOPATH in Go 1.11 and became the default in Go 1.16.",
+    "Generics arrived in Go 1.18 after more than a decade of design work.",
+)
 
 
 @dataclass
@@ -100,6 +117,12 @@ def script_for(scenario: str, conv: str) -> Script:
         s.call = ("write_file_0#a1", "write_file",
                   ['{"path":"index.html","content":"', "<!doctype html>\\n<h1>", f"Launch {conv}"])  # fmt: skip
         s.stop_reason = pb.STOP_REASON_MAX_TOKENS
+    elif scenario == "long_tool":
+        s.text = ["I'll write ", "the file now."]
+        sentences = [f"{ESSAY_SENTENCES[i % len(ESSAY_SENTENCES)]} ({i + 1})\\n" for i in range(120)]
+        s.call = ("write_file_0#a1", "write_file",
+                  ['{"path":"notes.md","content":"# The history of Go\\n\\n', *sentences, f"{conv}", '"}'])  # fmt: skip
+        s.stop_reason = pb.STOP_REASON_FUNCTION_CALL
     elif scenario == "max_tokens_text":
         s.text = ["The answer ", "starts here and ", f"is cut {conv} mid"]
         s.stop_reason = pb.STOP_REASON_MAX_TOKENS
@@ -196,8 +219,9 @@ def frames_for(s: Script, output_tokens: int, prompt_tokens: int, usage: str = "
 
 
 class FakeDevin:
-    def __init__(self, delay_ms: float = 5.0, log_requests: bool = False) -> None:
+    def __init__(self, delay_ms: float = 5.0, log_requests: bool = False, default_scenario: str = "stop") -> None:
         self.delay_ms = delay_ms
+        self.default_scenario = default_scenario
         self.requests: deque[dict] = deque(maxlen=1000)
         self.log_requests = log_requests
         self.handled = 0
@@ -233,12 +257,16 @@ class FakeDevin:
         users = info.user_texts()
         last = users[-1] if users else ""
         marks = dict(_MARK.findall(last))
-        scenario = marks.get("scenario", "stop")
+        scenario = marks.get("scenario", self.default_scenario)
         conv = marks.get("conv", "conv")
         delay = float(marks.get("delay", self.delay_ms)) / 1000
         usage = marks.get("usage", "field7")
+        req = pb.GetChatMessageRequest.FromString(decode_body(body)[0][0].payload)
         seen = {"max_tokens": info.max_tokens, "scenario": scenario, "conv": conv, "model": info.model,
-                "prompts": len(info.prompts), "authorization": bool(request.headers.get("authorization"))}  # fmt: skip
+                "prompts": len(info.prompts), "authorization": bool(request.headers.get("authorization")),
+                "tools": [t.name for t in req.tools], "path": request.path, "host": request.host,
+                "content_type": request.headers.get("content-type", ""),
+                "token_in_metadata": bool(req.metadata.api_key)}  # fmt: skip
         self.requests.append(seen)
         if scenario not in SCENARIOS or usage not in USAGE_MODES:
             return web.Response(status=400, text=f"unknown scenario {scenario} or usage {usage}")
@@ -278,8 +306,9 @@ async def serve(
     delay_ms: float = 5.0,
     ssl_context: ssl.SSLContext | None = None,
     log_requests: bool = False,
+    default_scenario: str = "stop",
 ) -> tuple[web.AppRunner, int, FakeDevin]:
-    fake = FakeDevin(delay_ms, log_requests)
+    fake = FakeDevin(delay_ms, log_requests, default_scenario)
     runner, port = await start_app(fake.app(), host, port, ssl_context)
     return runner, port, fake
 
@@ -292,6 +321,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tls-cert", help="serve HTTPS with this certificate (PEM)")
     ap.add_argument("--tls-key", help="... and this key (PEM)")
     ap.add_argument("--log-requests", action="store_true", help="print a line per step of each request")
+    ap.add_argument("--default-scenario", default="stop", choices=SCENARIOS,
+                    help="the scenario of a prompt without a [scenario:NAME] marker")  # fmt: skip
     a = ap.parse_args(argv)
     ctx = None
     if a.tls_cert:
@@ -299,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
         ctx.load_cert_chain(a.tls_cert, a.tls_key)
 
     async def start():
-        runner, port, _ = await serve(a.host, a.port, a.delay_ms, ctx, a.log_requests)
+        runner, port, _ = await serve(a.host, a.port, a.delay_ms, ctx, a.log_requests, a.default_scenario)
         return runner, port
 
     scheme = "https" if ctx else "http"
