@@ -365,3 +365,26 @@ def test_resolver_gives_up_after_its_retries():
     for _ in range(10):
         v.decide()
     assert r.tries == r.RETRIES + 1 and not r.waiting and v.resolver is None
+
+
+def test_an_open_linked_call_wins_over_an_older_record_with_the_same_digest():
+    """Two identical outputs: an older unlinked record (a call that never went through the
+    client leg) and this client's own call, still open at the client's terminal. The
+    resolver waits for its own instead of taking the stale one."""
+    corr = Correlator()
+    body = frame(text=b"same words", stop_reason=3) + encode_end_stream()
+    corr.upstream_started("stale", None)
+    t = DevinTap()
+    t.feed(body)
+    corr.upstream_finished("stale", t.result())
+    corr.upstream_started("mine", "c")
+    v = Verdict()
+    v.observe_text("same words")
+    v.resolver = r = corr.resolver("c")
+    v.decide()
+    assert r.waiting and corr.records["stale"].claimed_by is None
+    t = DevinTap()
+    t.feed(body)
+    corr.upstream_finished("mine", t.result())
+    v.decide()
+    assert r.record.flow_id == "mine" and corr.records["stale"].claimed_by is None

@@ -161,8 +161,8 @@ def client_needles(path: str, body: dict[str, Any]) -> tuple[str, ...]:
 class Resolver:
     """The callable for :attr:`wire.verdict.Verdict.resolver`; remembers what it found.
 
-    When it finds nothing while an upstream call the request side linked to this client
-    flow is still open (its end-of-stream envelope not read yet), it puts itself back as
+    While an upstream call the request side linked to this client flow is still open
+    (its end-of-stream envelope not read yet), it claims nothing and puts itself back as
     ``verdict.resolver`` (at most :data:`RETRIES` times), so that the next ``decide()``
     looks again: a gateway that writes the client's terminal event before it has read
     the upstream's trailer (CPA PR #5111's Devin executor writes the finish chunk on the
@@ -373,9 +373,9 @@ class Correlator:
         resolver will look again): a miss while a linked upstream call is still open keeps
         the client's pending request.
         """
+        if not final and self.awaiting(client_flow_id):
+            return None  # its own call is still open: no other record with the same digest
         rec = self.claim(verdict.digest(), client_flow_id)
-        if rec is None and not final and self.awaiting(client_flow_id):
-            return None
         if client_flow_id is not None:
             self.forget_client(client_flow_id)
         if rec is None or rec.result is None:
