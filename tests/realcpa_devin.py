@@ -19,7 +19,8 @@ What this build's Devin executor needs (read from its source, not copied):
   (a hard-coded base URL; no per-credential ``base_url``), through the global
   ``proxy-url`` (or the credential's ``proxy_url``);
 - its models are the built-in catalog (``glm-5-2``, ``swe-1-7``, ...); the report's
-  ``devin/swe-2`` is given as an ``oauth-model-alias`` of ``swe-1-7``.
+  ``devin/swe-2`` (and the client runners' ``test-model``) is given as an
+  ``oauth-model-alias`` of ``swe-1-7``.
 """
 
 from __future__ import annotations
@@ -71,6 +72,9 @@ oauth-model-alias:
   devin:
     - name: "{UPSTREAM_MODEL}"
       alias: "{MODEL}"
+      fork: true
+    - name: "{UPSTREAM_MODEL}"
+      alias: "{realcpa.MODEL}"
       fork: true
 """
 

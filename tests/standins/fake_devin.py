@@ -29,6 +29,9 @@ client request can be sent exactly as a bug report wrote it).
 ``[conv:ID]``
     Woven into the generated text and arguments late in the stream, so concurrent
     conversations differ only near their end.
+``[stop:N]``
+    The StopReason the turn ends with when no cap cut it (any value, e.g. 1 INCOMPLETE or
+    5 MAX_NEWLINES), instead of the scenario's own.
 ``[delay:MS]``
     Pause between envelopes (default ``--delay-ms``).
 ``[usage:MODE]``
@@ -70,7 +73,7 @@ from wire.devin import CHAT_PATH, read_request
 from streamfix.aioserve import serve_forever, start_app
 
 CHARS_PER_TOKEN = 4
-_MARK = re.compile(r"\[(scenario|conv|delay|usage|prompt_tokens):([^\]\s]+)\]")
+_MARK = re.compile(r"\[(scenario|conv|delay|usage|prompt_tokens|stop):([^\]\s]+)\]")
 USAGE_MODES = ("field7", "field28", "zero7", "none")
 MODEL = "swe-fake"
 SCENARIOS = ("stop", "tool", "max_tokens", "max_tokens_text", "content_filter", "gzip", "error", "truncated", "long",
@@ -271,7 +274,10 @@ class FakeDevin:
         if scenario not in SCENARIOS or usage not in USAGE_MODES:
             return web.Response(status=400, text=f"unknown scenario {scenario} or usage {usage}")
         self.log(n, f"scenario {scenario}, conv {conv}, max_tokens {info.max_tokens}")
-        s, out_tokens = apply_cap(script_for(scenario, conv), info.max_tokens or 0)
+        script = script_for(scenario, conv)
+        if marks.get("stop", "").isdigit():
+            script.stop_reason = int(marks["stop"])
+        s, out_tokens = apply_cap(script, info.max_tokens or 0)
         prompt_tokens = sum(len(t) for _, t in info.prompts) // CHARS_PER_TOKEN + 10
         if marks.get("prompt_tokens", "").isdigit():
             prompt_tokens = int(marks["prompt_tokens"])
