@@ -391,3 +391,56 @@ async def test_devin_session_token_never_in_saved_flows_or_logs(chain):
         await asyncio.sleep(0.2)
     assert secret not in saved
     assert secret.decode() not in chain.mitm.output
+
+
+# --- real clients ----------------------------------------------------------------------
+WRITE_FILE = {"name": "write_file", "description": "Write a file",
+              "parameters": REPORT_CHAT["tools"][0]["function"]["parameters"]}  # fmt: skip
+
+
+@pytest.mark.clients
+async def test_real_clients_on_the_report_turns(chain, tmp_path):
+    """The report's clients on its turns (the fake answers with the long write_file call):
+    AI SDK 5 chat (opencode's), capped at 400 and uncapped; AI SDK 5 Responses (ZCode's);
+    openai-python's chat stream helper; codex exec. Each either completes the tool call or
+    reports why not (truncation, or the build's HTTP 500 on Responses), straight to CPA
+    and through the sidecar alike: this build's chat stream needs no repair for it."""
+    sys.path.insert(0, str(ROOT / "tests" / "clients"))
+    from runners import CLIENTS, run_aisdk_batch, run_codex
+
+    install = CLIENTS / "aisdk5"
+    assert (install / ".streamfix-installed").exists(), "run scripts/install-clients"
+    prompt = REPORT_CHAT["messages"][0]["content"]
+    cases = []
+    for name, base in (("cpa", chain.cpa.url), ("side", chain.side)):
+        for api, cap in (("chat", 400), ("chat", None), ("responses", None)):
+            cases.append({"id": f"{name}-{api}-{cap}", "api": api, "baseURL": base + "/v1", "tools": [WRITE_FILE],
+                          "prompt": f"{prompt} [conv:aisdk-{name}-{api}-{cap}]",
+                          **({"maxOutputTokens": cap} if cap else {})})  # fmt: skip
+    results = await asyncio.to_thread(run_aisdk_batch, install, cases)
+    for name in ("cpa", "side"):
+        capped, whole, resp = (results[f"{name}-{k}"] for k in ("chat-400", "chat-None", "responses-None"))
+        assert capped["finishReason"] == "length" and not capped.get("thrown"), capped  # truncation reported
+        assert [c for c in capped["toolCalls"] if not c["invalid"]] == [], capped  # no half call as a success
+        ((call,),) = [whole["toolCalls"]]
+        assert call["toolName"] == "write_file" and not call["invalid"], whole
+        assert call["input"]["path"] == "notes.md" and len(call["input"]["content"]) > 9000
+        assert "messages field is required" in json.dumps(resp.get("errors")), resp  # an error part
+        assert not resp.get("toolCalls") and resp.get("finishReason") in (None, "error"), resp
+
+    import openai
+
+    for name, base in (("cpa", chain.cpa.url), ("side", chain.side)):
+        oa = openai.OpenAI(base_url=base + "/v1", api_key="test-key", max_retries=0, timeout=TIMEOUT)
+
+        def capped_stream():
+            with oa.chat.completions.stream(model=rd.MODEL, max_tokens=400, tools=REPORT_CHAT["tools"],
+                                            messages=[{"role": "user", "content": prompt}]) as s:  # fmt: skip
+                return s.get_final_completion()
+
+        with pytest.raises(openai.LengthFinishReasonError):
+            await asyncio.to_thread(capped_stream)
+
+    out = await asyncio.to_thread(run_codex, chain.side + "/v1", tmp_path)
+    # Codex shows a 5xx as "We're currently experiencing high demand...": a failed turn
+    assert out["rc"] != 0 and "turn.failed" in out["events"] and "turn.completed" not in out["events"], out
