@@ -263,6 +263,7 @@ CHAT_EXPECT = {
     ("max_tokens", None): ("length", "length"),
     ("max_tokens_text", None): ("length", "length"),
     ("stop", 1): ("length", "length"),  # INCOMPLETE
+    ("stop", 5): ("length", "length"),  # MAX_NEWLINES: this build's own "length" (the sidecar says unknown)
     ("content_filter", None): ("stop", "content_filter"),  # the executor maps 11 to "stop"
     ("tool", None): ("stop", "stop"),  # 10 FUNCTION_CALL -> "stop"; no sidecar rule (see docs)
 }
@@ -286,6 +287,25 @@ async def test_each_stop_reason_on_chat(chain, scenario, stop, stream):
         else:
             got.append(r.json()["choices"][0]["finish_reason"])
     assert tuple(got) == (want_cpa, want_side)
+
+
+@pytest.mark.parametrize("scenario", ["error", "truncated"])
+async def test_devin_failures_on_this_build(chain, scenario):
+    """The executor skips the end-of-stream envelope and ignores a read that ends without
+    one: a trailer error (resource_exhausted, after StopReason 2) reaches the client as
+    finish_reason "stop" + [DONE], a body cut before the trailer as chunks + [DONE] with
+    no finish at all. Neither can be told from the client leg; the sidecar passes both as
+    they came (it never invents a finish or an error) and its upstream log line names the
+    failure."""
+    conv = f"fail-{scenario}-{uuid.uuid4().hex[:6]}"
+    start = len(chain.mitm.lines)
+    async with client() as c:
+        r = await c.post(chain.side + "/v1/chat/completions", json=ask_body(f"go [scenario:{scenario}] [conv:{conv}]"))
+    v = chat_view(r.content)
+    assert r.status_code == 200 and v["done"]
+    assert v["finishes"] == (["stop"] if scenario == "error" else [])
+    what = "trailer error resource_exhausted" if scenario == "error" else "truncated"
+    chain.mitm.wait_for(rf"streamfix: upstream GetChatMessage: Devin StopReason \d+ \w+, {what}", 10, start)
 
 
 # --- usage -----------------------------------------------------------------------------
@@ -391,6 +411,13 @@ async def test_devin_session_token_never_in_saved_flows_or_logs(chain):
         await asyncio.sleep(0.2)
     assert secret not in saved
     assert secret.decode() not in chain.mitm.output
+    from mitmproxy import io
+
+    with chain.flows.open("rb") as f:
+        devin = [fl for fl in io.FlowReader(f).stream() if getattr(fl, "request", None) and fl.request.host == rd.DEVIN_HOST]
+    assert devin and all(fl.request.headers["authorization"].startswith("Basic <redacted:") for fl in devin)
+    # this build talks HTTP/1.1 to the proxy through the CONNECT tunnel (no h2 offered)
+    assert {fl.request.http_version for fl in devin} == {"HTTP/1.1"}
 
 
 # --- real clients ----------------------------------------------------------------------
