@@ -16,7 +16,10 @@ Causality. CPA writes the client's terminal event only after it read the upstrea
 end-of-stream envelope; the sidecar forwards that envelope, so the upstream record is
 *finished* before the client leg's terminal event arrives and its verdict is decided. At
 that moment :meth:`Correlator.resolve` looks among the finished, unclaimed upstream records
-for the client's digest, claims one, and reports its StopReason to the verdict.
+for the client's digest, claims one, and reports its StopReason to the verdict. A gateway
+that writes the terminal before it read the trailer (CPA PR #5111's Devin executor) is
+handled by :class:`Resolver`: while the client's linked call is still open it claims
+nothing and looks again at the next ``decide()``.
 
 Ties (identical outputs, e.g. two identical requests) are broken by the request-side link
 when there is one, then by age (oldest finished first). An empty output (no text, no
