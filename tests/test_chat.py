@@ -513,6 +513,7 @@ def test_finish_written_before_the_upstream_trailer_waits_for_done():
     upstream call is open) until the next event, [DONE], which CPA writes only after the
     trailer; by then the upstream record is finished and decides (content_filter, usage)."""
     from repairkit import make
+
     from wire import devin_pb2 as pb
     from wire.connect import encode_end_stream, encode_frame
     from wire.correlate import Correlator

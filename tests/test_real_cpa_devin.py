@@ -30,7 +30,7 @@ import httpx
 import orjson
 import pytest
 import realcpa_devin as rd
-from support import ROOT, Proc, child_env, free_port, show_logs_on_failure, tool
+from support import ROOT, Proc, child_env, free_port, show_logs_on_failure
 
 from streamfix.sidecar import mitm_command
 from wire.sse import SseParser
@@ -65,6 +65,12 @@ REPORT_RESPONSES = {
 }  # fmt: skip
 
 
+def report_chat(conv: str) -> dict:
+    """The report's chat request, its prompt tagged with a conversation id for the fake."""
+    (msg,) = REPORT_CHAT["messages"]
+    return dict(REPORT_CHAT, messages=[{"role": "user", "content": msg["content"] + f" [conv:{conv}]"}])
+
+
 class DevinChain:
     def __init__(self, d: Path) -> None:
         self.dir = d
@@ -91,7 +97,6 @@ class DevinChain:
                 if attempt == 2 or "address already in use" not in self.mitm.output.lower():
                     raise
         self.procs["mitmdump"] = self.mitm
-        assert tool("mitmdump") == cmd[0]
         self.side = f"http://127.0.0.1:{m.group(1)}"
         self.proxy = f"http://127.0.0.1:{reg}"
         devin = Proc([sys.executable, str(FAKE_DEVIN), "--port", "0",
@@ -102,7 +107,8 @@ class DevinChain:
         bundle = rd.ca_bundle(d / "conf" / "mitmproxy-ca-cert.pem", d / "ca-bundle.pem")
         self.cpa = rd.start(self.proxy, bundle, TOKEN)
         self.procs["CPA"] = self.cpa.proc
-        self.hostmap.write_text(json.dumps({rd.DEVIN_HOST: int(self.devin.rsplit(":", 1)[1]), "cpa.test": self.cpa.port}))
+        devin_port = int(self.devin.rsplit(":", 1)[1])
+        self.hostmap.write_text(json.dumps({rd.DEVIN_HOST: devin_port, "cpa.test": self.cpa.port}))
         time.sleep(0.05)  # a fresh mtime for the map
         return self
 
@@ -155,7 +161,8 @@ def chat_view(body: bytes) -> dict:
                 finishes.append(ch["finish_reason"])
             for tc in (ch.get("delta") or {}).get("tool_calls") or []:
                 indexes.append(tc.get("index"))
-                args[tc.get("index")] = args.get(tc.get("index"), "") + ((tc.get("function") or {}).get("arguments") or "")
+                piece = (tc.get("function") or {}).get("arguments") or ""
+                args[tc.get("index")] = args.get(tc.get("index"), "") + piece
     return {"indexes": sorted(set(indexes)), "finishes": finishes, "usages": usages, "args": args,
             "done": body.rstrip().endswith(b"data: [DONE]")}  # fmt: skip
 
@@ -203,7 +210,7 @@ async def test_report_chat_repro_straight_to_cpa(chain):
     and no usage at all (Devin's usage frame has no field 1, and the executor writes a
     chunk only for frames with an id, text, thinking, a StopReason or tool calls)."""
     conv = f"rchat-{uuid.uuid4().hex[:6]}"
-    body = dict(REPORT_CHAT, messages=[{"role": "user", "content": REPORT_CHAT["messages"][0]["content"] + f" [conv:{conv}]"}])
+    body = report_chat(conv)
     async with client() as c:
         r = await c.post(chain.cpa.url + "/v1/chat/completions", json=body)
     v = chat_view(r.content)
@@ -215,7 +222,7 @@ async def test_report_chat_repro_straight_to_cpa(chain):
 
 async def test_report_chat_repro_through_the_sidecar(chain):
     conv = f"rchat-side-{uuid.uuid4().hex[:6]}"
-    body = dict(REPORT_CHAT, messages=[{"role": "user", "content": REPORT_CHAT["messages"][0]["content"] + f" [conv:{conv}]"}])
+    body = report_chat(conv)
     async with client() as c:
         r = await c.post(chain.side + "/v1/chat/completions", json=body)
     v = chat_view(r.content)
@@ -252,7 +259,8 @@ async def test_messages_on_this_build_get_raw_chat_chunks_and_pass_unchanged(cha
     async with client() as c:
         side = await c.post(chain.side + "/v1/messages", json=body)
     assert side.status_code == 200 and side.headers["content-type"].startswith("text/event-stream")
-    assert side.content.startswith(b'{"id":"chatcmpl-') and b"data:" not in side.content and b"event:" not in side.content
+    assert side.content.startswith(b'{"id":"chatcmpl-')
+    assert b"data:" not in side.content and b"event:" not in side.content
     assert b'"finish_reason":"stop"' in side.content and b"message_start" not in side.content
 
 
@@ -376,19 +384,21 @@ async def test_responses_websocket_turn_gets_cpas_error(chain):
     1000 (it has no frame to forward: the client cannot tell this from a normal close)."""
     import aiohttp
 
-    create = {"type": "response.create", "model": rd.MODEL, "input": [{"role": "user", "content": "hi [scenario:stop]"}]}
+    create = {"type": "response.create", "model": rd.MODEL,
+              "input": [{"role": "user", "content": "hi [scenario:stop]"}]}  # fmt: skip
     got = {}
     for name, base in (("cpa", chain.cpa.url), ("side", chain.side)):
         msgs: list = []
-        async with aiohttp.ClientSession(trust_env=False, headers={"authorization": "Bearer test-key"}) as s:
-            async with s.ws_connect(base.replace("http://", "ws://", 1) + "/v1/responses") as ws:
-                await ws.send_str(orjson.dumps(create).decode())
-                while not msgs or msgs[-1].get("type") not in ("error", "response.failed", "response.completed"):
-                    m = await asyncio.wait_for(ws.receive(), TIMEOUT)
-                    if m.type != aiohttp.WSMsgType.TEXT:
-                        msgs.append({"type": f"ws {m.type.name}", "data": m.data, "extra": m.extra})
-                        break
-                    msgs.append(orjson.loads(m.data))
+        url = base.replace("http://", "ws://", 1) + "/v1/responses"
+        async with aiohttp.ClientSession(trust_env=False, headers={"authorization": "Bearer test-key"}) as s, \
+                s.ws_connect(url) as ws:  # fmt: skip
+            await ws.send_str(orjson.dumps(create).decode())
+            while not msgs or msgs[-1].get("type") not in ("error", "response.failed", "response.completed"):
+                m = await asyncio.wait_for(ws.receive(), TIMEOUT)
+                if m.type != aiohttp.WSMsgType.TEXT:
+                    msgs.append({"type": f"ws {m.type.name}", "data": m.data, "extra": m.extra})
+                    break
+                msgs.append(orjson.loads(m.data))
         got[name] = msgs
     assert [m["type"] for m in got["cpa"]] == ["ws CLOSED"], got
     assert [(m["type"], m["data"]) for m in got["side"]] == [("ws CLOSE", 1000)], got
@@ -414,7 +424,8 @@ async def test_devin_session_token_never_in_saved_flows_or_logs(chain):
     from mitmproxy import io
 
     with chain.flows.open("rb") as f:
-        devin = [fl for fl in io.FlowReader(f).stream() if getattr(fl, "request", None) and fl.request.host == rd.DEVIN_HOST]
+        flows = [fl for fl in io.FlowReader(f).stream() if getattr(fl, "request", None)]
+    devin = [fl for fl in flows if fl.request.host == rd.DEVIN_HOST]
     assert devin and all(fl.request.headers["authorization"].startswith("Basic <redacted:") for fl in devin)
     # this build talks HTTP/1.1 to the proxy through the CONNECT tunnel (no h2 offered)
     assert {fl.request.http_version for fl in devin} == {"HTTP/1.1"}
@@ -460,7 +471,7 @@ async def test_real_clients_on_the_report_turns(chain, tmp_path):
     for name, base in (("cpa", chain.cpa.url), ("side", chain.side)):
         oa = openai.OpenAI(base_url=base + "/v1", api_key="test-key", max_retries=0, timeout=TIMEOUT)
 
-        def capped_stream():
+        def capped_stream(oa=oa):
             with oa.chat.completions.stream(model=rd.MODEL, max_tokens=400, tools=REPORT_CHAT["tools"],
                                             messages=[{"role": "user", "content": prompt}]) as s:  # fmt: skip
                 return s.get_final_completion()

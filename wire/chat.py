@@ -404,12 +404,12 @@ class ChatRepairer(HoldingRepairer):
         callable), so nothing is held that cannot change."""
         v = self.verdict
         if v.resolver is not None and (self.rules.usage or "upstream" in v.enabled):
-            v.decide()  # runs the resolver: the upstream leg's record is known now...
-            if getattr(v.resolver, "waiting", False):
-                # ...unless the linked upstream call is still open (the gateway wrote its
-                # finish before reading the upstream's trailer): hold the finish until the
-                # next event ([DONE] comes after that trailer), then look again
-                return True
+            v.decide()  # runs the resolver: the upstream leg's record is known now, unless...
+        if getattr(v.resolver, "waiting", False):
+            # ...the linked upstream call is still open (the gateway wrote its finish
+            # before reading the upstream's trailer): hold the finish until the next
+            # event ([DONE] comes after that trailer), then look again
+            return True
         if self.rules.usage:
             if v.upstream_counts is not None:
                 return True  # rule usage fills them into a usage-only chunk if one follows
