@@ -482,3 +482,29 @@ async def test_real_clients_on_the_report_turns(chain, tmp_path):
     out = await asyncio.to_thread(run_codex, chain.side + "/v1", tmp_path)
     # Codex shows a 5xx as "We're currently experiencing high demand...": a failed turn
     assert out["rc"] != 0 and "turn.failed" in out["events"] and "turn.completed" not in out["events"], out
+
+
+async def test_two_tool_calls_in_one_turn(chain):
+    """This build writes index 0 on every tool-call delta, so a turn with two calls puts
+    both at index 0: a client that assembles by index (the spec's way) merges them into
+    one call whose arguments are two JSON texts glued together. Through the sidecar the
+    second call (a new id at a known index) gets index 1: two whole calls."""
+    got = {}
+    for name, base in (("cpa", chain.cpa.url), ("side", chain.side)):
+        conv = f"two-{name}-{uuid.uuid4().hex[:6]}"
+        async with client() as c:
+            r = await c.post(base + "/v1/chat/completions", json=ask_body(f"go [scenario:two_tools] [conv:{conv}]"))
+        v = chat_view(r.content)
+        got[name] = (v["indexes"], [parses(a) for _, a in sorted(v["args"].items())])
+        # openai-python's own stream assembly (what chat.completions.stream() builds)
+        from openai.lib.streaming.chat._completions import ChatCompletionStreamState
+        from openai.types.chat import ChatCompletionChunk
+
+        state = ChatCompletionStreamState()
+        for o in chunks(r.content):
+            state.handle_chunk(ChatCompletionChunk.model_validate(o))
+        calls = state.current_completion_snapshot.choices[0].message.tool_calls or []
+        got[name + " openai-python"] = [(tc.id, parses(tc.function.arguments)) for tc in calls]
+    assert got == {"cpa": ([0], [False]), "side": ([0, 1], [True, True]),
+                   "cpa openai-python": [("write_file_0#a1write_file_1#b2", False)],
+                   "side openai-python": [("write_file_0#a1", True), ("write_file_1#b2", True)]}  # fmt: skip

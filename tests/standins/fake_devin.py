@@ -24,6 +24,8 @@ the **last user prompt** (so a test selects it through any client API):
     call whose ``content`` is a long essay, about 10,000 characters of arguments in
     ~85-character fragments, 2,500 tokens), StopReason 10 FUNCTION_CALL; a cap below
     that (the report's 400) cuts the arguments mid-string with StopReason 3 MAX_TOKENS.
+    ``two_tools``: text, then two ``write_file`` calls one after the other (a.txt, b.txt),
+    StopReason 10.
 ``--default-scenario NAME`` picks the scenario for a prompt without a marker (so a
 client request can be sent exactly as a bug report wrote it).
 ``[conv:ID]``
@@ -77,7 +79,7 @@ _MARK = re.compile(r"\[(scenario|conv|delay|usage|prompt_tokens|stop):([^\]\s]+)
 USAGE_MODES = ("field7", "field28", "zero7", "none")
 MODEL = "swe-fake"
 SCENARIOS = ("stop", "tool", "max_tokens", "max_tokens_text", "content_filter", "gzip", "error", "truncated", "long",
-             "long_tool")
+             "long_tool", "two_tools")
 
 ESSAY_SENTENCES = (
     "Go was designed at Google in 2007 by Robert Griesemer, Rob Pike and Ken Thompson.",
@@ -101,6 +103,8 @@ class Script:
     trailer_error: tuple[str, str] | None = None
     truncate: bool = False
     gzip: bool = False
+    more_calls: list[tuple[str, str, list[str]]] = field(default_factory=list)
+    """Calls after ``call`` (dropped when a cap cuts the output)."""
 
 
 def script_for(scenario: str, conv: str) -> Script:
@@ -120,6 +124,11 @@ def script_for(scenario: str, conv: str) -> Script:
         s.call = ("write_file_0#a1", "write_file",
                   ['{"path":"index.html","content":"', "<!doctype html>\\n<h1>", f"Launch {conv}"])  # fmt: skip
         s.stop_reason = pb.STOP_REASON_MAX_TOKENS
+    elif scenario == "two_tools":
+        s.text = ["Writing ", "two files."]
+        s.call = ("write_file_0#a1", "write_file", ['{"path":"a.txt",', f'"content":"first {conv}"}}'])
+        s.more_calls = [("write_file_1#b2", "write_file", ['{"path":"b.txt",', f'"content":"second {conv}"}}'])]
+        s.stop_reason = pb.STOP_REASON_FUNCTION_CALL
     elif scenario == "long_tool":
         s.text = ["I'll write ", "the file now."]
         sentences = [f"{ESSAY_SENTENCES[i % len(ESSAY_SENTENCES)]} ({i + 1})\\n" for i in range(120)]
@@ -172,7 +181,13 @@ def apply_cap(s: Script, cap: int) -> tuple[Script, int]:
     if cut:
         s = Script(s.thinking, text, call, pb.STOP_REASON_MAX_TOKENS, None, False, s.gzip)
         return s, cap
-    s = Script(s.thinking, text, call, s.stop_reason, s.trailer_error, s.truncate, s.gzip)
+    more = s.more_calls
+    if more and budget is not None and used + sum(len(a) for _, _, args in more for a in args) > budget:
+        more, cut = [], True
+    if cut:
+        return Script(s.thinking, text, call, pb.STOP_REASON_MAX_TOKENS, None, False, s.gzip), cap
+    used += sum(len(a) for _, _, args in more for a in args)
+    s = Script(s.thinking, text, call, s.stop_reason, s.trailer_error, s.truncate, s.gzip, list(more))
     return s, -(-used // CHARS_PER_TOKEN)
 
 
@@ -212,6 +227,9 @@ def frames_for(s: Script, output_tokens: int, prompt_tokens: int, usage: str = "
         first = args[0] if args else ""
         out.append(env(R(tool_calls=[TC(id=cid.encode(), name=name.encode(), arguments_json=first.encode())])))
         out += [env(R(tool_calls=[TC(arguments_json=a.encode())])) for a in args[1:]]
+        for cid, name, args in s.more_calls:
+            out.append(env(R(tool_calls=[TC(id=cid.encode(), name=name.encode(), arguments_json=args[0].encode())])))
+            out += [env(R(tool_calls=[TC(arguments_json=a.encode())])) for a in args[1:]]
     if s.truncate:
         return out
     out.append(env(R(stop_reason=s.stop_reason, delta_tokens=output_tokens)))
