@@ -140,6 +140,12 @@ SCRIPTS: dict[str, Script] = {
         followup="done",
     ),
     "done": Script(text=("ALL ", "DONE",)),
+    "probe_no_usage": Script(
+        text=("Running the probe.",),
+        calls=(Call("toolu_01fakeprobe", "exec_command", (PROBE_CMD[:12], PROBE_CMD[12:])),),
+        followup="done_no_usage", usage=False,
+    ),
+    "done_no_usage": Script(text=("ALL ", "DONE",), usage=False),
     "long_tool": Script(
         text=("Writing the page.",),
         calls=(Call("toolu_01fake0006", "write_file",
@@ -407,11 +413,14 @@ class FakeProviders:
     async def _stream(self, request: web.Request, frames: list[bytes]) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"content-type": "text/event-stream", "cache-control": "no-cache"})
         await resp.prepare(request)
-        for f in frames:
-            await resp.write(f)
-            if self.delay_ms:
-                await asyncio.sleep(self.delay_ms / 1000)
-        await resp.write_eof()
+        try:
+            for f in frames:
+                await resp.write(f)
+                if self.delay_ms:
+                    await asyncio.sleep(self.delay_ms / 1000)
+            await resp.write_eof()
+        except ConnectionError:  # CPA went away (its client aborted): nothing to tell
+            pass
         return resp
 
     async def _read(self, request: web.Request, api: str) -> tuple[bytes, dict, str, Script, bool, int]:
