@@ -493,3 +493,75 @@ def test_websocket_upstream_error(stacks, request, version, provider):
         assert how == "open" and err["type"] == "error" and err["sequence_number"] == len(got)
     else:
         assert how == "closed"
+
+
+# --- the README's recipe, as written --------------------------------------------------
+
+
+def test_readme_recipe(stacks, request, tmp_path):
+    """README "In front of a real CPA": ``scripts/sidecar --upstream <CPA> --listen ...`` in
+    front of the real v7.2.89 (its Claude path), a client on the sidecar's address."""
+    from support import ROOT, free_port
+
+    st = stacks.get(request, "v7.2.89", "claude")
+    port = free_port()
+    proc = Proc([str(ROOT / "scripts" / "sidecar"), "--upstream", st.cpa.url, "--listen", f"127.0.0.1:{port}",
+                 "--", "--set", f"confdir={tmp_path}"])  # fmt: skip
+    show_logs_on_failure(request, {"scripts/sidecar": proc})
+    try:
+        proc.wait_for(rf"listening at 127\.0\.0\.1:{port}", 60)
+        r = fetch(f"http://127.0.0.1:{port}/v1/responses", body=orjson.dumps(request_body("responses", "text_tool")),
+                  headers=HEADERS, timeout=TIMEOUT)  # fmt: skip
+        assert r.status == 200
+        assert rules("responses", st.post("cpa", "responses", "text_tool")) >= {"item.order"}
+        assert check("responses", r.body) == []
+    finally:
+        proc.stop()
+
+
+# --- truncation: the provider says the output was cut -------------------------------
+
+
+def ending(api: str, body: bytes) -> str:
+    evs = events(body)
+    if api == "responses":
+        t = [e for e in evs if e.get("type") in ("response.completed", "response.incomplete", "response.failed")]
+        reason = (t[-1]["response"].get("incomplete_details") or {}).get("reason")
+        return t[-1]["type"].removeprefix("response.") + (f":{reason}" if reason else "")
+    if api == "chat":
+        return ",".join(ch["finish_reason"] for e in evs for ch in e.get("choices", []) if ch.get("finish_reason"))
+    return ",".join(e["delta"].get("stop_reason") or "" for e in evs if e.get("type") == "message_delta")
+
+
+INCOMPLETE = "incomplete:max_output_tokens"
+TRUNCATION_RAW = {
+    # (provider, api) -> how the real CPA ends a turn the provider cut ("cut_tool": a call
+    # whose arguments stop mid-string, Anthropic stop_reason max_tokens, interactions status
+    # incomplete, chat finish_reason length); v7.2.89 and v7.2.140 alike unless keyed by version
+    ("claude", "responses"): "completed",
+    ("claude", "chat"): "length",
+    ("claude", "messages"): "max_tokens",
+    ("interactions", "responses"): "completed",
+    ("interactions", "chat"): "tool_calls",
+    ("interactions", "messages"): "tool_use",
+    ("openai", "responses", "v7.2.89"): "completed",
+    ("openai", "responses", "v7.2.140"): INCOMPLETE,
+    ("openai", "chat"): "length",
+    ("openai", "messages"): "tool_use",
+}
+TRUNCATION_REPAIRED = {"responses": INCOMPLETE, "chat": "length", "messages": "max_tokens"}
+
+
+@pytest.mark.parametrize("version", ["v7.2.89", "v7.2.140"])
+@pytest.mark.parametrize("provider", PROVIDERS)
+@pytest.mark.parametrize("api", APIS)
+def test_truncation(stacks, request, version, provider, api):
+    """A turn the provider cut: raw as each build reports it (a success on most paths);
+    through the sidecar the API's truncation ending (here from the last call's arguments
+    not parsing)."""
+    st = stacks.get(request, version, provider)
+    want_raw = TRUNCATION_RAW.get((provider, api, version), TRUNCATION_RAW.get((provider, api)))
+    assert ending(api, st.post("cpa", api, "cut_tool")) == want_raw
+    got = st.post("sidecar", api, "cut_tool")
+    assert ending(api, got) == TRUNCATION_REPAIRED[api]
+    assert check(api, got) == []
