@@ -61,8 +61,8 @@ def missing_reason(version: str) -> str:
             f"(DIR/cpa-{version} or DIR/{version}/server), see docs/real-cpa.md")  # fmt: skip
 
 
-def config(port: int, auth_dir: Path, provider: str, upstream: str, proxy_url: str = "") -> str:
-    """CPA's config.yaml: one provider entry whose model alias is :data:`MODEL`."""
+def config(port: int, auth_dir: Path, provider: str, upstream: str, proxy_url: str = "", alias: str = MODEL) -> str:
+    """CPA's config.yaml: one provider entry whose model alias is ``alias`` (:data:`MODEL`)."""
     name = UPSTREAM_MODELS[provider]
     head = f"""\
 host: "127.0.0.1"
@@ -87,7 +87,7 @@ claude-api-key:
   - api-key: "fake-anthropic"
     base-url: "{upstream}"
     proxy-url: "{entry_proxy}"
-    models: [{{name: "{name}", alias: "{MODEL}"}}]
+    models: [{{name: "{name}", alias: "{alias}"}}]
 """
     elif provider == "interactions":
         body = f"""\
@@ -95,7 +95,7 @@ interactions-api-key:
   - api-key: "fake-goog"
     base-url: "{upstream}"
     proxy-url: "{entry_proxy}"
-    models: [{{name: "{name}", alias: "{MODEL}"}}]
+    models: [{{name: "{name}", alias: "{alias}"}}]
 """
     elif provider == "openai":
         body = f"""\
@@ -103,7 +103,7 @@ openai-compatibility:
   - name: "fakeoai"
     base-url: "{upstream}/v1"
     api-key-entries: [{{api-key: "fake-openai", proxy-url: "{entry_proxy}"}}]
-    models: [{{name: "{name}", alias: "{MODEL}"}}]
+    models: [{{name: "{name}", alias: "{alias}"}}]
 """
     else:
         raise ValueError(provider)
@@ -138,7 +138,7 @@ def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 def start(
     version: str, provider: str, upstream: str, proxy_url: str = "", env: dict[str, str] | None = None,
-    timeout: float = 30.0,
+    timeout: float = 30.0, alias: str = MODEL,
 ) -> Cpa:  # fmt: skip
     exe = binary(version)
     if exe is None:
@@ -148,7 +148,7 @@ def start(
         (d / "auths").mkdir()
         (d / "home").mkdir()
         port = free_port()
-        (d / "config.yaml").write_text(config(port, d / "auths", provider, upstream, proxy_url))
+        (d / "config.yaml").write_text(config(port, d / "auths", provider, upstream, proxy_url, alias))
         proc = Proc([str(exe), "-config", str(d / "config.yaml"), "-local-model"], cwd=d,
                     env=clean_env({"HOME": str(d / "home"), **(env or {})}))  # fmt: skip
         try:
@@ -178,3 +178,65 @@ def _healthz(port: int, proc: Proc, timeout: float) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"CPA /healthz not ready after {timeout}s:\n{proc.tail()}")
         time.sleep(0.1)
+
+
+# --- re-capturing a recording from the real CPA ---------------------------------------
+
+
+def capture(version: str, provider: str, script: str, recording: Path, name: str, out: Path) -> Path:
+    """Play ``script`` on the fake, send ``recording``'s request (its model as CPA's alias)
+    through a real CPA with the sidecar in front (``--keep-bodies``, ``-w``), and turn the
+    flow into ``out/name`` with ``python -m streamfix.capture``. Returns the recording's dir."""
+    import json
+    import subprocess
+    import sys
+
+    from standins.fake_providers import Running
+    from support import child_env, fetch, start_mitmdump
+
+    meta = json.loads((recording / "recording.json").read_text())
+    req = meta["request"]
+    body = dict(req["body"])
+    body.setdefault("input", [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}])
+    fakes = Running(delay_ms=0)
+    fakes.fake.default = script
+    cpa = start(version, provider, fakes.url, alias=str(body["model"]))
+    tmp = Path(tempfile.mkdtemp(prefix="capture-"))
+    flow = tmp / "turn.flow"
+    try:
+        mitm, port = start_mitmdump(cpa.url, tmp / "conf", "--set", "streamfix_keep_bodies=true", "-w", str(flow))
+        try:
+            headers = {k: v for k, v in req.get("headers", {}).items() if k in ("content-type", "accept", "user-agent", "originator")}
+            headers["authorization"] = f"Bearer {CLIENT_KEY}"
+            r = fetch(f"http://127.0.0.1:{port}{req['path']}", body=json.dumps(body).encode(), headers=headers)
+            assert r.status == 200, r.body[:300]
+        finally:
+            mitm.stop()
+        subprocess.run([sys.executable, "-m", "streamfix.capture", str(flow), name, "--out", str(out), "--force"],
+                       check=True, env=child_env(), cwd=ROOT)  # fmt: skip
+    finally:
+        cpa.stop()
+        fakes.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out / name
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    ap = argparse.ArgumentParser(prog="python tests/realcpa.py", description="re-capture a recording from a real CPA")
+    ap.add_argument("version")
+    ap.add_argument("provider", choices=sorted(UPSTREAM_MODELS))
+    ap.add_argument("script", help="a script of tests/standins/fake_providers.py")
+    ap.add_argument("recording", type=Path, help="the recording whose request is sent (recordings/NAME)")
+    ap.add_argument("--name", help="the new recording's name (default: the recording's)")
+    ap.add_argument("--out", type=Path, default=ROOT / "recordings")
+    a = ap.parse_args(argv)
+    print(capture(a.version, a.provider, a.script, a.recording, a.name or a.recording.name, a.out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

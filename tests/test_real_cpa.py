@@ -397,3 +397,171 @@ def test_fixed_claude_path_steps_aside(stacks, request):
     assert rules("responses", raw) == set()
     assert _masked(got) == _masked(raw)
     assert not [ln for ln in st.mitm.lines[n:] if "fixed" in ln], st.mitm.since(n)
+
+
+# --- an upstream failure mid-stream ------------------------------------------------------
+
+ERROR_UNREPAIRED: dict[tuple[str, str, str], set[str]] = {
+    # (version, provider, api) -> rules still broken through the sidecar after a mid-stream
+    # provider error; every other combination is clean through the sidecar
+    ("v7.2.89", "interactions", "messages"): {"terminal.present"},
+    ("v7.2.140", "interactions", "messages"): {"terminal.present"},
+    ("v7.2.89", "openai", "messages"): {"messages.stop"},
+}
+"""Findings on the real builds, no repair rule yet: interactions -> messages just stops
+after the last delta (no message_stop, no error event); v7.2.89's OpenAI -> Claude
+translator closes the block and sends message_stop after the provider's error (a success
+synthesized after a failure; v7.2.140 sends event: error)."""
+SILENT_CHAT_END = {"interactions"}
+"""interactions -> chat ignores the provider's error event and ends with ``data: [DONE]``
+and no finish_reason (v7.2.89 and v7.2.140): nothing in the stream says it failed, so
+nothing can be repaired (the contract does not require a finish_reason either)."""
+
+
+def _terminal_types(body: bytes) -> list[str]:
+    return [t for t in types(body) if t in ("response.completed", "response.incomplete", "response.failed", "error")]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("provider", PROVIDERS)
+@pytest.mark.parametrize("api", APIS)
+def test_upstream_error_mid_stream(stacks, request, version, provider, api):
+    """The provider fails after two deltas: never a success through the sidecar."""
+    st = stacks.get(request, version, provider)
+    raw = st.post("cpa", api, "error_mid")
+    got = st.post("sidecar", api, "error_mid")
+    assert rules(api, got) == ERROR_UNREPAIRED.get((version, provider, api), set()), check(api, got)
+    if api == "responses":
+        assert "response.completed" not in types(got)
+        assert _terminal_types(got)[-1] in ("response.failed", "error")
+        if version == "v7.2.89":  # the stream just ends: no terminal, no error (raw)
+            assert _terminal_types(raw) == []
+            assert _terminal_types(got) == ["response.failed"]
+        elif version == "v7.2.140":  # event: error with sequence_number 0
+            assert _terminal_types(raw) == ["error"] and events(raw)[-1]["sequence_number"] == 0
+    elif api == "chat":
+        errors = [e for e in events(got) if "error" in e]
+        finishes = [ch.get("finish_reason") for e in events(got) for ch in e.get("choices", []) if ch.get("finish_reason")]
+        assert not finishes
+        assert bool(errors) is (provider not in SILENT_CHAT_END)
+    else:
+        assert "message_delta" not in types(got) or (version, provider) == ("v7.2.89", "openai")
+
+
+async def ws_until_end(base: str, script: str, wait: float = 3.0) -> tuple[list[bytes], str]:
+    """One turn; (messages, how it ended: ``terminal``, ``closed`` or ``open``)."""
+    body = request_body("responses", script)
+    body.pop("stream")
+    body["type"] = "response.create"
+    out: list[bytes] = []
+    async with aiohttp.ClientSession() as session, session.ws_connect(
+        base.replace("http://", "ws://") + "/v1/responses", headers={"authorization": HEADERS["authorization"]},
+    ) as ws:  # fmt: skip
+        await ws.send_str(orjson.dumps(body).decode())
+        while True:
+            try:
+                msg = await asyncio.wait_for(ws.receive(), wait)
+            except TimeoutError:
+                return out, "open"
+            if msg.type != aiohttp.WSMsgType.TEXT:
+                return out, "closed"
+            out.append(msg.data.encode())
+            if orjson.loads(msg.data).get("type") in ("response.completed", "response.incomplete", "response.failed"):
+                return out, "terminal"
+
+
+@pytest.mark.parametrize("version", ["v7.2.89", "v7.2.140"])
+@pytest.mark.parametrize("provider", ["claude", "interactions"])
+def test_websocket_upstream_error(stacks, request, version, provider):
+    """Over the WebSocket, v7.2.89 answers a provider failure with an error message
+    (status 408, "stream closed before response.completed") and keeps the socket open;
+    v7.2.140 drops the connection without a close frame (as the stand-in does). Neither
+    says response.completed, raw or through the sidecar."""
+    st = stacks.get(request, version, provider)
+    raw, how = asyncio.run(ws_until_end(st.cpa.url, "error_mid"))
+    last = orjson.loads(raw[-1])
+    if version == "v7.2.89":
+        assert how == "open" and last["type"] == "error" and last["status"] == 408, (how, raw[-2:])
+    else:
+        assert how == "closed" and last["type"] == "response.output_text.delta", (how, raw[-2:])
+    got, how = asyncio.run(ws_until_end(st.proxy, "error_mid"))
+    assert not [m for m in got if b'"response.completed"' in m]
+    # the sidecar passes the failure on as CPA gave it: the error message (numbered after
+    # the turn's last event), or the dropped connection
+    if version == "v7.2.89":
+        err = orjson.loads(got[-1])
+        assert how == "open" and err["type"] == "error" and err["sequence_number"] == len(got)
+    else:
+        assert how == "closed"
+
+
+# --- the README's recipe, as written --------------------------------------------------
+
+
+def test_readme_recipe(stacks, request, tmp_path):
+    """README "In front of a real CPA": ``scripts/sidecar --upstream <CPA> --listen ...`` in
+    front of the real v7.2.89 (its Claude path), a client on the sidecar's address."""
+    from support import ROOT, free_port
+
+    st = stacks.get(request, "v7.2.89", "claude")
+    port = free_port()
+    proc = Proc([str(ROOT / "scripts" / "sidecar"), "--upstream", st.cpa.url, "--listen", f"127.0.0.1:{port}",
+                 "--", "--set", f"confdir={tmp_path}"])  # fmt: skip
+    show_logs_on_failure(request, {"scripts/sidecar": proc})
+    try:
+        proc.wait_for(rf"listening at 127\.0\.0\.1:{port}", 60)
+        r = fetch(f"http://127.0.0.1:{port}/v1/responses", body=orjson.dumps(request_body("responses", "text_tool")),
+                  headers=HEADERS, timeout=TIMEOUT)  # fmt: skip
+        assert r.status == 200
+        assert rules("responses", st.post("cpa", "responses", "text_tool")) >= {"item.order"}
+        assert check("responses", r.body) == []
+    finally:
+        proc.stop()
+
+
+# --- truncation: the provider says the output was cut -------------------------------
+
+
+def ending(api: str, body: bytes) -> str:
+    evs = events(body)
+    if api == "responses":
+        t = [e for e in evs if e.get("type") in ("response.completed", "response.incomplete", "response.failed")]
+        reason = (t[-1]["response"].get("incomplete_details") or {}).get("reason")
+        return t[-1]["type"].removeprefix("response.") + (f":{reason}" if reason else "")
+    if api == "chat":
+        return ",".join(ch["finish_reason"] for e in evs for ch in e.get("choices", []) if ch.get("finish_reason"))
+    return ",".join(e["delta"].get("stop_reason") or "" for e in evs if e.get("type") == "message_delta")
+
+
+INCOMPLETE = "incomplete:max_output_tokens"
+TRUNCATION_RAW = {
+    # (provider, api) -> how the real CPA ends a turn the provider cut ("cut_tool": a call
+    # whose arguments stop mid-string, Anthropic stop_reason max_tokens, interactions status
+    # incomplete, chat finish_reason length); v7.2.89 and v7.2.140 alike unless keyed by version
+    ("claude", "responses"): "completed",
+    ("claude", "chat"): "length",
+    ("claude", "messages"): "max_tokens",
+    ("interactions", "responses"): "completed",
+    ("interactions", "chat"): "tool_calls",
+    ("interactions", "messages"): "tool_use",
+    ("openai", "responses", "v7.2.89"): "completed",
+    ("openai", "responses", "v7.2.140"): INCOMPLETE,
+    ("openai", "chat"): "length",
+    ("openai", "messages"): "tool_use",
+}
+TRUNCATION_REPAIRED = {"responses": INCOMPLETE, "chat": "length", "messages": "max_tokens"}
+
+
+@pytest.mark.parametrize("version", ["v7.2.89", "v7.2.140"])
+@pytest.mark.parametrize("provider", PROVIDERS)
+@pytest.mark.parametrize("api", APIS)
+def test_truncation(stacks, request, version, provider, api):
+    """A turn the provider cut: raw as each build reports it (a success on most paths);
+    through the sidecar the API's truncation ending (here from the last call's arguments
+    not parsing)."""
+    st = stacks.get(request, version, provider)
+    want_raw = TRUNCATION_RAW.get((provider, api, version), TRUNCATION_RAW.get((provider, api)))
+    assert ending(api, st.post("cpa", api, "cut_tool")) == want_raw
+    got = st.post("sidecar", api, "cut_tool")
+    assert ending(api, got) == TRUNCATION_REPAIRED[api]
+    assert check(api, got) == []

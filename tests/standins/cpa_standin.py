@@ -25,7 +25,9 @@ frames into the client's format the way unfixed CPA does (reference: cpa-wire.md
   as CPA builds do when Devin's usage frame is late or never copied: ``zero`` writes the
   zeros unfixed CPA writes then (no ``total_tokens``), ``omit`` writes no usage at all.
 
-JSON is written like Go's ``encoding/json`` (compact, ``<``, ``>``, ``&`` escaped). Text
+JSON is written as CPA's sjson templates write it (compact; a string with a quote, a
+backslash, a control or non-ASCII character re-encoded by Go's ``encoding/json``, which
+escapes ``<``, ``>``, ``&``; any other string verbatim). Text
 and argument deltas are passed on verbatim, as CPA does, so the sidecar can match the two
 legs. Upstream failures become the error events CPA writes (Responses ``event: error``,
 chat ``data: {"error":...}`` without ``[DONE]``, messages ``event: error``). The exact
@@ -56,16 +58,39 @@ DEFAULT_MAX_TOKENS = 128000
 _USAGE_MARK = re.compile(r"\[cpa_usage:(zero|omit)\]")
 
 
-def go_json(obj: Any) -> bytes:
-    """Compact JSON with Go's HTML escaping (the bytes CPA would write)."""
+def _go_string(v: str) -> bytes:
+    """A string as CPA's sjson writes it: verbatim in quotes unless it holds a byte below
+    0x20, above 0x7f, ``"`` or ``\\``; then ``encoding/json``'s form, which also escapes
+    ``<``, ``>``, ``&``, U+2028 and U+2029 (so ``<h1>`` stays as is, ``"<h1>"`` does not:
+    measured on the real v7.2.89 and v7.2.140)."""
+    raw = v.encode("utf-8", "surrogatepass")
+    if not any(c < 0x20 or c > 0x7F or c in (0x22, 0x5C) for c in raw):
+        return b'"' + raw + b'"'
     return (
-        orjson.dumps(obj)
+        orjson.dumps(v)
         .replace(b"<", b"\\u003c")
         .replace(b">", b"\\u003e")
         .replace(b"&", b"\\u0026")
         .replace("\u2028".encode(), b"\\u2028")
         .replace("\u2029".encode(), b"\\u2029")
     )
+
+
+class RawJSON(bytes):
+    """JSON text :func:`go_json` writes verbatim (CPA's sjson.SetRawBytes)."""
+
+
+def go_json(obj: Any) -> bytes:
+    """Compact JSON, each string written as CPA writes it (:func:`_go_string`)."""
+    if isinstance(obj, RawJSON):
+        return bytes(obj)
+    if isinstance(obj, str):
+        return _go_string(obj)
+    if isinstance(obj, dict):
+        return b"{" + b",".join(_go_string(str(k)) + b":" + go_json(v) for k, v in obj.items()) + b"}"
+    if isinstance(obj, (list, tuple)):
+        return b"[" + b",".join(go_json(v) for v in obj) + b"]"
+    return orjson.dumps(obj)
 
 
 # --- client request -> GetChatMessageRequest -----------------------------------------
@@ -293,17 +318,101 @@ class Executor:
 
 
 # --- interactions -> client formats (the unfixed translators) --------------------------
+# Compared with the real v7.2.140 (and v7.2.89) translators by tests/test_real_cpa_standin.py:
+# they read the events as CPA does (thought text from delta.content.text or delta.text,
+# item id = step.id, else step.call_id, else item_<index>; chat call id = step.call_id,
+# else step.id, else call_<index>; usage counters only where the interaction has them).
+
+
+def _dtext(d: dict) -> str:
+    """A delta's text as CPA reads it (thought_summary: content.text, else text)."""
+    if d.get("type") == "thought_summary":
+        return str((d.get("content") or {}).get("text") or d.get("text") or "")
+    return str(d.get("text") or "")
+
+
+def _item_id(step: dict, i: int) -> str:
+    return str(step.get("id") or step.get("call_id") or f"item_{i}")
+
+
+def _chat_call_id(step: dict, i: int) -> str:
+    return str(step.get("call_id") or step.get("id") or f"call_{i}")
+
+
+def _usage_ints(u: dict | None, keys: tuple[tuple[str, tuple[str, ...]], ...]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, names in keys:
+        v = next((u[n] for n in names if isinstance((u or {}).get(n), int)), None)
+        if v is None:
+            continue
+        if "." in key:
+            a, b = key.split(".")
+            out.setdefault(a, {})[b] = v
+        else:
+            out[key] = v
+    return out
+
+
+_CHAT_USAGE = (("prompt_tokens", ("input_tokens", "total_input_tokens")),
+               ("completion_tokens", ("output_tokens", "total_output_tokens")), ("total_tokens", ("total_tokens",)),
+               ("prompt_tokens_details.cached_tokens", ("cached_tokens", "total_cached_tokens")),
+               ("completion_tokens_details.reasoning_tokens", ("reasoning_tokens", "total_thought_tokens")))  # fmt: skip
+
+
+def _chat_usage(u: dict | None) -> dict[str, Any] | None:
+    """Chat usage: no key without interactions usage, else only the counters it has."""
+    return None if u is None else _usage_ints(u, _CHAT_USAGE)
+
+
+def _messages_usage(u: dict | None) -> dict[str, Any]:
+    """Claude usage: the {"input_tokens":0,"output_tokens":0} template, overwritten where
+    the interactions usage has the counters."""
+    out: dict[str, Any] = {"input_tokens": 0, "output_tokens": 0}
+    out.update(_usage_ints(u, (("input_tokens", ("input_tokens", "total_input_tokens")),
+                               ("output_tokens", ("output_tokens", "total_output_tokens")))))  # fmt: skip
+    return out
+
+
+def _responses_usage(u: dict | None, ensure_details: bool = False) -> dict[str, Any]:
+    """Responses usage from interactions usage, keys only where it has them (CPA's {} template);
+    ``ensure_details``: the zero details the gemini executor adds (EnsureResponsesUsageDetails)."""
+    out: dict[str, Any] = {}
+    u = u or {}
+
+    def first(*keys: str) -> int | None:
+        for k in keys:
+            if isinstance(u.get(k), int):
+                return u[k]
+        return None
+
+    for key, names in (("input_tokens", ("input_tokens", "total_input_tokens")),
+                       ("output_tokens", ("output_tokens", "total_output_tokens")), ("total_tokens", ("total_tokens",))):  # fmt: skip
+        if (v := first(*names)) is not None:
+            out[key] = v
+    if (v := first("cached_tokens", "total_cached_tokens")) is not None:
+        out["input_tokens_details"] = {"cached_tokens": v}
+    if (v := first("reasoning_tokens", "total_thought_tokens")) is not None:
+        out["output_tokens_details"] = {"reasoning_tokens": v}
+    if ensure_details:
+        out.setdefault("output_tokens_details", {"reasoning_tokens": 0})
+        out.setdefault("input_tokens_details", {"cached_tokens": 0})
+    return out
 
 
 class ResponsesOut:
     terminal_events = ("response.completed",)
 
-    def __init__(self) -> None:
+    def __init__(self, request_model: str = "", ensure_usage_details: bool = False) -> None:
         self.seq = 0
         self.id = self.model = ""
+        self.request_model = request_model
+        """The client's model: v7.2.140 writes it into response.created (v7.2.89: the
+        interaction's model, which is the same for the Devin executor)."""
+        self.ensure_usage_details = ensure_usage_details
         self.items: dict[int, dict] = {}  # output_index -> item (for the terminal)
         self.text: dict[int, list[str]] = {}
         self.kind: dict[int, str] = {}
+        self.ids: dict[int, str] = {}
 
     def _ev(self, typ: str, obj: dict) -> bytes:
         self.seq += 1
@@ -315,7 +424,8 @@ class ResponsesOut:
         if et == "interaction.created":
             self.id, self.model = e["interaction"]["id"], e["interaction"]["model"]
             return self._ev("response.created", {"response": {"id": self.id, "object": "response",
-                                                               "status": "in_progress", "model": self.model,
+                                                               "status": "in_progress",
+                                                               "model": self.request_model or self.model,
                                                                "output": []}})  # fmt: skip
         if et == "step.start":
             i, step = e["index"], e["step"]
@@ -323,28 +433,29 @@ class ResponsesOut:
                 return b""
             self.kind[i] = step["type"]
             self.text[i] = []
+            iid = self.ids[i] = _item_id(step, i)
             if step["type"] == "thought":
                 return self._ev("response.output_item.added", {"output_index": i, "item": {
-                    "id": f"item_{i}", "type": "reasoning", "status": "in_progress", "encrypted_content": "",
+                    "id": iid, "type": "reasoning", "status": "in_progress", "encrypted_content": "",
                     "summary": []}})  # fmt: skip
             if step["type"] == "model_output":
-                item = {"id": f"item_{i}", "type": "message", "status": "in_progress", "role": "assistant", "content": []}
+                item = {"id": iid, "type": "message", "status": "in_progress", "role": "assistant", "content": []}
                 return self._ev("response.output_item.added", {"output_index": i, "item": item}) + self._ev(
-                    "response.content_part.added", {"output_index": i, "content_index": 0, "item_id": f"item_{i}",
+                    "response.content_part.added", {"output_index": i, "content_index": 0, "item_id": iid,
                                                     "part": {"type": "output_text", "text": ""}})  # fmt: skip
-            item = {"id": step["id"], "type": "function_call", "call_id": step["call_id"], "name": step["name"],
+            item = {"id": iid, "type": "function_call", "call_id": iid, "name": step.get("name", ""),
                     "arguments": ""}  # fmt: skip
             self.items[i] = item
             return self._ev("response.output_item.added", {"output_index": i, "item": item})
         if et == "step.delta":
             i, d = e["index"], e["delta"]
             if d["type"] == "thought_summary":
-                self.text[i].append(d["text"])
-                return self._ev("response.reasoning_summary_text.delta", {"output_index": i, "delta": d["text"]})
+                self.text.setdefault(i, []).append(_dtext(d))
+                return self._ev("response.reasoning_summary_text.delta", {"output_index": i, "delta": _dtext(d)})
             if d["type"] == "text":
-                self.text[i].append(d["text"])
+                self.text.setdefault(i, []).append(_dtext(d))
                 return self._ev("response.output_text.delta", {"output_index": i, "content_index": 0,
-                                                               "item_id": f"item_{i}", "delta": d["text"]})  # fmt: skip
+                                                               "item_id": self.ids.get(i, ""), "delta": _dtext(d)})  # fmt: skip
             if d["type"] == "arguments_delta":
                 self.text[i].append(d["arguments"])
                 return self._ev("response.function_call_arguments.delta", {"output_index": i,
@@ -354,20 +465,21 @@ class ResponsesOut:
             i = e["index"]
             kind = self.kind.get(i)
             if kind == "thought":
-                item = {"id": f"item_{i}", "type": "reasoning", "encrypted_content": "",
+                item = {"id": self.ids[i], "type": "reasoning", "encrypted_content": "",
                         "summary": [{"type": "summary_text", "text": t} for t in self.text[i]]}  # fmt: skip
                 self.items[i] = item
                 return self._ev("response.output_item.done", {"output_index": i, "item": item})
             if kind == "model_output":
                 text = "".join(self.text[i])
-                item = {"id": f"item_{i}", "type": "message", "status": "completed", "role": "assistant",
+                iid = self.ids[i]
+                item = {"id": iid, "type": "message", "status": "completed", "role": "assistant",
                         "content": [{"type": "output_text", "text": text}]}  # fmt: skip
                 self.items[i] = item
                 return (
                     self._ev("response.output_text.done", {"output_index": i, "content_index": 0,
-                             "item_id": f"item_{i}", "text": text, "logprobs": []})
+                             "item_id": iid, "text": text, "logprobs": []})
                     + self._ev("response.content_part.done", {"output_index": i, "content_index": 0,
-                               "item_id": f"item_{i}", "part": {"type": "output_text", "text": text}})
+                               "item_id": iid, "part": {"type": "output_text", "text": text}})
                     + self._ev("response.output_item.done", {"output_index": i, "item": item})
                 )  # fmt: skip
             if kind == "function_call":
@@ -379,15 +491,10 @@ class ResponsesOut:
             return b""
         if et == "interaction.completed":
             u = e["interaction"].get("usage")
-            resp = {"id": self.id, "object": "response", "status": "completed", "model": self.model,
-                    "output": [self.items[i] for i in sorted(self.items)]}  # fmt: skip
-            if u is not None:
-                usage: dict[str, Any] = {"input_tokens": u["total_input_tokens"],
-                                         "output_tokens": u["total_output_tokens"]}  # fmt: skip
-                if "total_tokens" in u:
-                    usage["total_tokens"] = u["total_tokens"]
-                usage["input_tokens_details"] = {"cached_tokens": u["total_cached_tokens"]}
-                resp["usage"] = usage
+            resp = {"id": self.id, "object": "response", "status": "completed",
+                    "model": e["interaction"].get("model") or self.model,
+                    "output": [self.items[i] for i in sorted(self.items)],
+                    "usage": _responses_usage(u, self.ensure_usage_details)}  # fmt: skip
             # the framer writes nothing after the terminal; the swallowed [DONE] leaves "\n"
             return self._ev("response.completed", {"response": resp}) + b"\n"
         return b""
@@ -399,17 +506,19 @@ class ResponsesOut:
         for e in events:
             self.event(e)
         last = events[-1]["interaction"].get("usage")
-        out = []
-        for i in sorted(self.items):
+        out: list[dict] = []
+        for i in sorted(self.items):  # the non-stream shapes: no ids, one summary part
             it = self.items[i]
             if it["type"] == "function_call":
                 it = {"type": "function_call", "call_id": it["call_id"], "name": it["name"], "arguments": it["arguments"]}
+            elif it["type"] == "reasoning":
+                it = {"type": "reasoning", "summary": [{"type": "summary_text", "text": "".join(self.text[i])}]}
+            else:
+                it = {"type": "message", "role": "assistant", "content": it["content"]}
             out.append(it)
         body = {"id": self.id, "object": "response", "status": "completed", "model": self.model, "output": out}
-        if last is not None:
-            body["usage"] = {"input_tokens": last["total_input_tokens"], "output_tokens": last["total_output_tokens"],
-                             "total_tokens": last.get("total_tokens", 0),
-                             "input_tokens_details": {"cached_tokens": last["total_cached_tokens"]}}  # fmt: skip
+        if last is not None:  # the executor's EnsureResponsesUsageDetails: zero details added
+            body["usage"] = _responses_usage(last, ensure_details=True)
         return body
 
 
@@ -434,25 +543,19 @@ class ChatOut:
         if et == "step.start" and e["step"]["type"] == "function_call":
             s = e["step"]
             self.any_call = True
-            return self._chunk({"tool_calls": [{"index": e["index"], "id": s.get("call_id") or f"call_{e['index']}",
+            return self._chunk({"tool_calls": [{"index": e["index"], "id": _chat_call_id(s, e["index"]),
                                 "type": "function", "function": {"name": s["name"], "arguments": ""}}]})  # fmt: skip
         if et == "step.delta":
             d = e["delta"]
-            if d["type"] == "thought_summary" and d["text"]:
-                return self._chunk({"reasoning_content": d["text"]})
-            if d["type"] == "text" and d["text"]:
-                return self._chunk({"content": d["text"]})
+            if d["type"] == "thought_summary" and _dtext(d):
+                return self._chunk({"reasoning_content": _dtext(d)})
+            if d["type"] == "text" and _dtext(d):
+                return self._chunk({"content": _dtext(d)})
             if d["type"] == "arguments_delta":
                 return self._chunk({"tool_calls": [{"index": e["index"], "function": {"arguments": d["arguments"]}}]})
             return b""
         if et == "interaction.completed":
-            u = e["interaction"].get("usage")
-            usage: dict[str, Any] | None = None
-            if u is not None:
-                usage = {"prompt_tokens": u["total_input_tokens"], "completion_tokens": u["total_output_tokens"]}
-                if "total_tokens" in u:
-                    usage["total_tokens"] = u["total_tokens"]
-                usage["prompt_tokens_details"] = {"cached_tokens": u["total_cached_tokens"]}
+            usage = _chat_usage(e["interaction"].get("usage"))
             finish = "tool_calls" if self.any_call else "stop"
             return self._chunk({}, finish, usage) + b"data: [DONE]\n\n"
         return b""
@@ -471,21 +574,18 @@ class ChatOut:
                 self.id, self.model = e["interaction"]["id"], e["interaction"]["model"]
             elif et == "step.start" and e["step"]["type"] == "function_call":
                 s = e["step"]
-                calls.setdefault(e["index"], {"id": s.get("call_id") or "call_0", "type": "function",
+                calls.setdefault(e["index"], {"id": s.get("call_id") or s.get("id") or "call_0", "type": "function",
                                               "function": {"name": s["name"], "arguments": ""}})  # fmt: skip
             elif et == "step.delta":
                 d = e["delta"]
                 if d["type"] == "text":
-                    content.append(d["text"])
+                    content.append(_dtext(d))
                 elif d["type"] == "thought_summary":
-                    reasoning.append(d["text"])
+                    reasoning.append(_dtext(d))
                 elif d["type"] == "arguments_delta":
                     calls[e["index"]]["function"]["arguments"] += d["arguments"]
-            elif et == "interaction.completed" and "usage" in e["interaction"]:
-                u = e["interaction"]["usage"]
-                usage = {"prompt_tokens": u["total_input_tokens"], "completion_tokens": u["total_output_tokens"],
-                         "total_tokens": u.get("total_tokens", 0),
-                         "prompt_tokens_details": {"cached_tokens": u["total_cached_tokens"]}}  # fmt: skip
+            elif et == "interaction.completed":
+                usage = _chat_usage(e["interaction"].get("usage"))
         msg: dict[str, Any] = {"role": "assistant", "content": None if calls else "".join(content)}
         if reasoning:
             msg["reasoning_content"] = "".join(reasoning)
@@ -528,16 +628,16 @@ class MessagesOut:
                 cb = {"type": "text", "text": ""}
             else:
                 self.any_call = True
-                cb = {"type": "tool_use", "id": s.get("call_id") or f"toolu_{i}", "name": s["name"], "input": {}}
+                cb = {"type": "tool_use", "id": s.get("call_id") or s.get("id") or f"toolu_{i}", "name": s["name"], "input": {}}
             return self._ev("content_block_start", {"index": self.block, "content_block": cb})
         if et == "step.delta":
             d, b = e["delta"], self.blocks.get(e["index"])
             if b is None:
                 return b""
-            if d["type"] == "thought_summary" and d["text"]:
-                return self._ev("content_block_delta", {"index": b, "delta": {"type": "thinking_delta", "thinking": d["text"]}})
-            if d["type"] == "text" and d["text"]:
-                return self._ev("content_block_delta", {"index": b, "delta": {"type": "text_delta", "text": d["text"]}})
+            if d["type"] == "thought_summary" and _dtext(d):
+                return self._ev("content_block_delta", {"index": b, "delta": {"type": "thinking_delta", "thinking": _dtext(d)}})
+            if d["type"] == "text" and _dtext(d):
+                return self._ev("content_block_delta", {"index": b, "delta": {"type": "text_delta", "text": _dtext(d)}})
             if d["type"] == "arguments_delta":
                 return self._ev("content_block_delta", {"index": b, "delta": {"type": "input_json_delta",
                                                                                "partial_json": d["arguments"]}})  # fmt: skip
@@ -548,9 +648,7 @@ class MessagesOut:
         if et == "interaction.completed":
             u = e["interaction"].get("usage")
             delta: dict[str, Any] = {"delta": {"stop_reason": "tool_use" if self.any_call else "end_turn",
-                                               "stop_sequence": None}}  # fmt: skip
-            if u is not None:
-                delta["usage"] = {"input_tokens": u["total_input_tokens"], "output_tokens": u["total_output_tokens"]}
+                                               "stop_sequence": None}, "usage": _messages_usage(u)}  # fmt: skip
             return self._ev("message_delta", delta) + self._ev("message_stop", {})
         return b""
 
@@ -573,7 +671,7 @@ class MessagesOut:
                     blk = {"type": "text", "text": ""}
                 else:
                     self.any_call = True
-                    blk = {"type": "tool_use", "id": s.get("call_id") or "toolu_0", "name": s["name"], "input": {},
+                    blk = {"type": "tool_use", "id": s.get("call_id") or s.get("id") or "toolu_0", "name": s["name"], "input": {},
                            "_args": ""}  # fmt: skip
                 by_step[e["index"]] = blk
                 content.append(blk)
@@ -582,20 +680,21 @@ class MessagesOut:
                 if blk is None:
                     continue
                 if d["type"] == "thought_summary":
-                    blk["thinking"] += d["text"]
+                    blk["thinking"] += _dtext(d)
                 elif d["type"] == "text":
-                    blk["text"] += d["text"]
+                    blk["text"] += _dtext(d)
                 elif d["type"] == "arguments_delta":
                     blk["_args"] += d["arguments"]
-            elif et == "interaction.completed" and "usage" in e["interaction"]:
-                u = e["interaction"]["usage"]
-                usage = {"input_tokens": u["total_input_tokens"], "output_tokens": u["total_output_tokens"]}
+            elif et == "interaction.completed":
+                usage = _messages_usage(e["interaction"].get("usage"))
         for blk in content:
-            if "_args" in blk:
+            if "_args" in blk:  # the arguments' own JSON text, written raw
+                args = blk.pop("_args") or "{}"
                 try:
-                    blk["input"] = orjson.loads(blk.pop("_args") or "{}")
+                    ok = isinstance(orjson.loads(args), dict)
                 except orjson.JSONDecodeError:
-                    blk["input"] = {}
+                    ok = False
+                blk["input"] = RawJSON(args.encode()) if ok else {}
         body = {"id": self.id, "type": "message", "role": "assistant", "model": self.model, "content": content,
                 "stop_reason": "tool_use" if self.any_call else "end_turn", "stop_sequence": None}  # fmt: skip
         if usage:
@@ -625,18 +724,18 @@ class GeminiOut:
         u = e["interaction"].get("usage")
         if u is None:
             return {}
-        inp, out = u["total_input_tokens"], u["total_output_tokens"]
+        inp, out = u.get("total_input_tokens", 0), u.get("total_output_tokens", 0)
         return {"promptTokenCount": inp, "promptTokensDetails": [{"modality": "TEXT", "tokenCount": inp}],
                 "candidatesTokenCount": out, "totalTokenCount": u.get("total_tokens", 0),
-                "cachedContentTokenCount": u["total_cached_tokens"]}  # fmt: skip
+                "cachedContentTokenCount": u.get("total_cached_tokens", 0)}  # fmt: skip
 
     @staticmethod
     def _part(e: dict) -> dict | None:
         d = e["delta"]
-        if d["type"] == "thought_summary" and d["text"]:
-            return {"text": d["text"], "thought": True}
-        if d["type"] == "text" and d["text"]:
-            return {"text": d["text"]}
+        if d["type"] == "thought_summary" and _dtext(d):
+            return {"text": _dtext(d), "thought": True}
+        if d["type"] == "text" and _dtext(d):
+            return {"text": _dtext(d)}
         return None  # argument deltas: Gemini's functionCall parts are not modelled here
 
     def event(self, e: dict) -> bytes:

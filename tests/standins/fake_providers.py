@@ -53,6 +53,7 @@ from streamfix.aioserve import start_app
 
 CHARS_PER_TOKEN = 4
 INPUT_TOKENS = 42
+"""The input tokens every script reports unless it says otherwise."""
 _MARK = re.compile(rb"\[script:([a-z0-9_]+)\]")
 
 
@@ -80,6 +81,18 @@ class Script:
     cut: bool = False
     """The model's own budget ran out here, whatever the request's cap: the turn ends as
     truncated (``max_tokens``, ``incomplete``, ``length``)."""
+    text_after: tuple[str, ...] = ()
+    """A second text block after the calls (Claude's text, tool_use, text)."""
+    msg_id: str = ""
+    """The response id (default: from the script's name)."""
+    model: str = ""
+    """The model the provider reports (default: the one asked for)."""
+    signature: str = "EqQBCkYIARgCKkBmYWtlLXNpZ25hdHVyZQ=="
+    """The thinking block's signature (Anthropic ``signature_delta``)."""
+    usage_in: tuple[int, int] = (INPUT_TOKENS, 0)
+    """Input tokens: (uncached, cache read)."""
+    out_tokens: int | None = None
+    """Output tokens to report (default: the streamed characters / 4)."""
 
     def capped(self, cap: int | None) -> tuple[Script, bool, int]:
         """The script cut at ``cap`` tokens: (script, cut, output tokens)."""
@@ -110,8 +123,12 @@ class Script:
                 break
             args = take(c.args)
             calls.append(replace(c, args=args))
+        text_after = take(self.text_after) if not cut else ()
         tokens = -(-used // CHARS_PER_TOKEN) if not cut else cap
-        return replace(self, thinking=thinking, text=text, calls=tuple(calls)), cut or self.cut, max(int(tokens or 0), 1)
+        if self.out_tokens is not None and not cut:
+            tokens = self.out_tokens
+        return (replace(self, thinking=thinking, text=text, calls=tuple(calls), text_after=text_after),
+                cut or self.cut, max(int(tokens or 0), 1))  # fmt: skip
 
 
 PROBE_CMD = '{"cmd":"echo probe-ok > probe-marker.txt"}'
@@ -140,6 +157,12 @@ SCRIPTS: dict[str, Script] = {
         followup="done",
     ),
     "done": Script(text=("ALL ", "DONE",)),
+    "probe_no_usage": Script(
+        text=("Running the probe.",),
+        calls=(Call("toolu_01fakeprobe", "exec_command", (PROBE_CMD[:12], PROBE_CMD[12:])),),
+        followup="done_no_usage", usage=False,
+    ),
+    "done_no_usage": Script(text=("ALL ", "DONE",), usage=False),
     "long_tool": Script(
         text=("Writing the page.",),
         calls=(Call("toolu_01fake0006", "write_file",
@@ -149,6 +172,25 @@ SCRIPTS: dict[str, Script] = {
         text=("Writing index.html now.",),
         calls=(Call("toolu_01fake0008", "write_file", ('{"path":"index.html","content":"', "<h1>Launch")),),
         cut=True,
+    ),
+    # the Claude turns of recordings/responses-claude-* (re-captured from real v7.2.89)
+    "rec_claude_text_then_tool": Script(
+        text=("I'll list the files", " first."),
+        calls=(Call("toolu_01Xk7bQ2mN9pL4sV8tR3yW6z", "exec_command", ('{"cmd":', '"ls -la"}')),),
+        msg_id="msg_01HqA9ZkT3vF8w2bXyR7cD4e", model="claude-sonnet-4-6", usage_in=(2188, 20992), out_tokens=87,
+    ),
+    "rec_claude_text_tool_text": Script(
+        text=("I'll look for the test directory", " first."),
+        calls=(Call("toolu_01Dk4Rw8Nq2Ls6Vb9Yh3Tc7M", "exec_command", ('{"cmd":', '"ls tests"}')),),
+        text_after=("Once I see the layout,", " I'll check how pytest is configured."),
+        msg_id="msg_01Pq7WmX2kR9dT4vB8nC3sJe", model="claude-sonnet-4-6", usage_in=(1840, 21504), out_tokens=112,
+    ),
+    "rec_claude_thinking_text_tool": Script(
+        thinking=("The user wants the tests run. ", "I should call exec_command with pytest."),
+        text=("Running the test suite.",),
+        calls=(Call("toolu_01Pq4Wm7Zx2Kc9Vb5Nr8Ty3L", "exec_command", ('{"cmd":"pytest -q"}',)),),
+        signature="EqQBCkYIBxgCKkCx3f9sZ0m1Tq8vWn4yLr2uJd6oPa5bHc7kNg1eXi0RtMwVz3QpLf2Ys9AaKo4Uj8Ed5Gn6Cb1Vh7Tx0Ir2Mu3wEgyHqZ4nLp8Ws0Ek5Jb2QaAh",
+        msg_id="msg_01Tz8KqW3nVb6Yc2Hd9Lf5Rx", model="claude-sonnet-4-6", usage_in=(412, 18944), out_tokens=96,
     ),
     "no_usage": Script(text=("No usage ", "here."), calls=(Call("toolu_01fake0007", "exec_command", ('{"cmd":"id"}',)),),
                        usage=False),  # fmt: skip
@@ -169,8 +211,8 @@ def _sse(event: str | None, obj: Any) -> bytes:
 
 
 def anthropic_events(s: Script, model: str, cut: bool, out_tokens: int, msg_id: str) -> list[bytes]:
-    usage_start = {"input_tokens": INPUT_TOKENS, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
-                   "output_tokens": 1}  # fmt: skip
+    usage_start = {"input_tokens": s.usage_in[0], "cache_creation_input_tokens": 0,
+                   "cache_read_input_tokens": s.usage_in[1], "output_tokens": 1}  # fmt: skip
     msg: dict[str, Any] = {"id": msg_id, "type": "message", "role": "assistant", "model": model, "content": [],
                            "stop_reason": None, "stop_sequence": None}  # fmt: skip
     if s.usage:
@@ -189,12 +231,14 @@ def anthropic_events(s: Script, model: str, cut: bool, out_tokens: int, msg_id: 
     if s.thinking:
         blocks.append(({"type": "thinking", "thinking": "", "signature": ""},
                        [{"type": "thinking_delta", "thinking": t} for t in s.thinking]
-                       + [{"type": "signature_delta", "signature": "EqQBCkYIARgCKkBmYWtlLXNpZ25hdHVyZQ=="}]))  # fmt: skip
+                       + [{"type": "signature_delta", "signature": s.signature}]))  # fmt: skip
     if s.text:
         blocks.append(({"type": "text", "text": ""}, [{"type": "text_delta", "text": t} for t in s.text]))
     for c in s.calls:
         blocks.append(({"type": "tool_use", "id": c.id, "name": c.name, "input": {}},
                        [{"type": "input_json_delta", "partial_json": a} for a in c.args]))  # fmt: skip
+    if s.text_after:
+        blocks.append(({"type": "text", "text": ""}, [{"type": "text_delta", "text": t} for t in s.text_after]))
     for start, deltas_of in blocks:
         ev.append(_sse("content_block_start", {"type": "content_block_start", "index": block, "content_block": start}))
         for d in deltas_of:
@@ -227,12 +271,14 @@ def anthropic_json(s: Script, model: str, cut: bool, out_tokens: int, msg_id: st
         except orjson.JSONDecodeError:
             inp = {}
         content.append({"type": "tool_use", "id": c.id, "name": c.name, "input": inp})
+    if s.text_after:
+        content.append({"type": "text", "text": "".join(s.text_after)})
     body: dict[str, Any] = {"id": msg_id, "type": "message", "role": "assistant", "model": model, "content": content,
                             "stop_reason": "max_tokens" if cut else "tool_use" if s.calls else "end_turn",
                             "stop_sequence": None}  # fmt: skip
     if s.usage:
-        body["usage"] = {"input_tokens": INPUT_TOKENS, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
-                         "output_tokens": out_tokens}  # fmt: skip
+        body["usage"] = {"input_tokens": s.usage_in[0], "cache_creation_input_tokens": 0,
+                         "cache_read_input_tokens": s.usage_in[1], "output_tokens": out_tokens}  # fmt: skip
     return body
 
 
@@ -254,6 +300,8 @@ def interactions_events(s: Script, model: str, cut: bool, out_tokens: int, iid: 
     for c in s.calls:
         steps.append(({"type": "function_call", "id": c.id, "name": c.name, "arguments": {}},
                       [{"type": "arguments_delta", "arguments": a} for a in c.args]))  # fmt: skip
+    if s.text_after:
+        steps.append(({"type": "model_output"}, [{"type": "text", "text": t} for t in s.text_after]))
     for step, ds in steps:
         ev.append({"event_type": "step.start", "index": index, "step": step})
         for d in ds:
@@ -268,8 +316,10 @@ def interactions_events(s: Script, model: str, cut: bool, out_tokens: int, iid: 
     inter: dict[str, Any] = {"id": iid, "model": model,
                              "status": "incomplete" if cut else "requires_action" if s.calls else "completed"}  # fmt: skip
     if s.usage:
-        inter["usage"] = {"total_input_tokens": INPUT_TOKENS, "total_output_tokens": out_tokens,
-                          "total_tokens": INPUT_TOKENS + out_tokens}  # fmt: skip
+        inp = s.usage_in[0] + s.usage_in[1]
+        inter["usage"] = {"total_input_tokens": inp, "total_output_tokens": out_tokens, "total_tokens": inp + out_tokens}
+        if s.usage_in[1]:
+            inter["usage"]["total_cached_tokens"] = s.usage_in[1]
     ev.append({"event_type": "interaction.completed", "interaction": inter})
     return ev
 
@@ -407,11 +457,14 @@ class FakeProviders:
     async def _stream(self, request: web.Request, frames: list[bytes]) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"content-type": "text/event-stream", "cache-control": "no-cache"})
         await resp.prepare(request)
-        for f in frames:
-            await resp.write(f)
-            if self.delay_ms:
-                await asyncio.sleep(self.delay_ms / 1000)
-        await resp.write_eof()
+        try:
+            for f in frames:
+                await resp.write(f)
+                if self.delay_ms:
+                    await asyncio.sleep(self.delay_ms / 1000)
+            await resp.write_eof()
+        except ConnectionError:  # CPA went away (its client aborted): nothing to tell
+            pass
         return resp
 
     async def _read(self, request: web.Request, api: str) -> tuple[bytes, dict, str, Script, bool, int]:
@@ -425,8 +478,8 @@ class FakeProviders:
 
     async def messages(self, request: web.Request) -> web.StreamResponse:
         raw, body, name, s, cut, tokens = await self._read(request, "anthropic")
-        model = str(body.get("model", "claude"))
-        mid = f"msg_01Fake{self.ids}{name}"
+        model = s.model or str(body.get("model", "claude"))
+        mid = s.msg_id or f"msg_01Fake{self.ids}{name}"
         if body.get("stream"):
             return await self._stream(request, anthropic_events(s, model, cut, tokens, mid))
         return web.Response(body=_dumps(anthropic_json(s, model, cut, tokens, mid)), content_type="application/json")
