@@ -366,6 +366,7 @@ async def test_max_completion_tokens_reaches_devin_through_the_request_patch(cha
     be mapped to it); max_completion_tokens (openai-python's newer field) is dropped and
     Devin gets 128000. The sidecar lowers field 8.2 to the client's cap."""
     got = {}
+    start = len(chain.mitm.lines)
     for name, base in (("cpa", chain.cpa.url), ("side", chain.side)):
         conv = f"mct-{name}-{uuid.uuid4().hex[:6]}"
         async with client() as c:
@@ -373,6 +374,8 @@ async def test_max_completion_tokens_reaches_devin_through_the_request_patch(cha
                              json=ask_body(f"go [scenario:long] [conv:{conv}]", max_completion_tokens=12))  # fmt: skip
         got[name] = (chain.seen(conv)[0]["max_tokens"], chat_view(r.content)["finishes"])
     assert got == {"cpa": (128000, ["stop"]), "side": (12, ["length"])}
+    chain.mitm.wait_for(r"Devin max_tokens 128000 -> 12 \(client /v1/chat/completions max_completion_tokens=12\)",
+                        10, start)  # fmt: skip
 
 
 # --- Responses over WebSocket ------------------------------------------------------------
