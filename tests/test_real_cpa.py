@@ -568,3 +568,27 @@ def test_truncation(stacks, request, version, provider, api):
     got = st.post("sidecar", api, "cut_tool")
     assert ending(api, got) == TRUNCATION_REPAIRED[api]
     assert check(api, got) == []
+
+
+RAW_JSON: dict[tuple[str, str, str], list[str]] = {
+    # (provider, api, script) -> json_problems() of the raw non-stream body, both builds
+    ("interactions", "responses", "text_tool"): ["function_call without status"],
+    ("interactions", "responses", "no_usage"): ["function_call without status", "usage {}"],
+    ("openai", "responses", "no_usage"): ["usage {}"],  # no usage key at all
+}
+
+
+@pytest.mark.parametrize("version", ["v7.2.89", "v7.2.140"])
+@pytest.mark.parametrize("provider", PROVIDERS)
+@pytest.mark.parametrize("api", APIS)
+def test_raw_json(stacks, request, version, provider, api):
+    """Non-stream bodies raw: the interactions path's Responses output items have no id
+    (and calls no status); without upstream usage the Responses body has no usage
+    (interactions, OpenAI-compatible). Everything else is clean."""
+    st = stacks.get(request, version, provider)
+    for script in ("text_tool", "no_usage"):
+        raw = st.post("cpa", api, script, stream=False)
+        assert json_problems(api, raw) == RAW_JSON.get((provider, api, script), []), (script, raw)
+        if api == "responses":
+            out = orjson.loads(raw)["output"]
+            assert all(("id" in o) is (provider != "interactions") for o in out), out

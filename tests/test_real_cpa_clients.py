@@ -139,7 +139,7 @@ def _run_all(st, base_of: dict[str, str], scratch: Path) -> dict[tuple[str, str]
 
 @pytest.mark.parametrize("version", ["v7.2.89", "v7.2.140"])
 @pytest.mark.parametrize("provider", ["claude", "interactions", "openai"])
-def test_real_clients(stacks: Stacks, request, version, provider):
+def test_real_clients(stacks: Stacks, request, record_property, version, provider):
     st = stacks.get(request, version, provider)
     missing = [c.name for c in clients_for(provider) if not installed(c)]
     assert not missing, f"not installed in {CLIENTS}: {missing}; run scripts/install-clients"
@@ -148,7 +148,8 @@ def test_real_clients(stacks: Stacks, request, version, provider):
     with tempfile.TemporaryDirectory(prefix="realcpa-", dir=SCRATCH) as tmp:
         got = _run_all(st, {"raw": st.cpa.url, "sidecar": st.proxy}, Path(tmp))
     names = rows(provider)
-    table = "\n".join(f"{n:28} raw: {got[('raw', n)]:45} sidecar: {got[('sidecar', n)]}" for n in names)
+    table = "\n".join(f"{n:32} raw: {got[('raw', n)]:45} sidecar: {got[('sidecar', n)]}" for n in names)
+    record_property("terminal_summary", f"real CPA {version}, {provider} path: clients raw and through the sidecar\n{table}")
     assert {n: got[("sidecar", n)] for n in names} == dict.fromkeys(names, OK), table
     want_raw = RAW.get((version, provider), {})
     assert {n: got[("raw", n)] for n in names} == {n: want_raw.get(n, OK) for n in names}, table
