@@ -10,8 +10,11 @@ Responses over a WebSocket:
 - raw: what the real CPA emits shows the defects the bug reports describe, asserted per
   version as they really are (``RAW_DEFECTS``; docs/real-cpa.md has the table);
 - through the sidecar: the contract checker (``wire/contract.py``) finds nothing;
-- a fixed path (v7.2.140's Claude translator): the sidecar changes only what is still
-  missing and says which fields in its receipt.
+- a fixed path (v7.2.140's Claude translator): the sidecar steps aside (byte-identical,
+  no receipt);
+- truncation, mid-stream provider failures, non-stream bodies, the README's recipe.
+
+No mitmdump may log a traceback or "has crashed" during any of it (``no_crash``).
 
 The real clients against the real CPA are in tests/test_real_cpa_clients.py.
 """
@@ -133,6 +136,16 @@ def stacks(fakes: Running, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     s = Stacks(fakes, tmp_path_factory.mktemp("realcpa"))
     yield s
     s.close()
+
+
+@pytest.fixture(autouse=True)
+def no_crash(stacks: Stacks) -> Iterator[None]:
+    """Every sidecar started so far (and during the test) logs no traceback meanwhile."""
+    marks = {k: len(st.mitm.lines) for k, st in stacks.started.items()}
+    yield
+    for k, st in stacks.started.items():
+        new = "\n".join(st.mitm.lines[marks.get(k, 0):])
+        assert "has crashed" not in new and "Traceback" not in new, f"mitmdump in front of {k}:\n{new}"
 
 
 def rules(api: str, body: bytes) -> set[str]:

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).with_name("clients")))
 from expect import Call, Expected  # noqa: E402
 from judge import judge  # noqa: E402
 from runners import CLIENT_LIST, CLIENTS, Client, installed, run_aisdk_batch, run_codex, run_openai_py  # noqa: E402
-from test_real_cpa import Stacks, fakes, stacks  # noqa: E402,F401  (the module's fixtures)
+from test_real_cpa import Stacks, fakes, no_crash, stacks  # noqa: E402,F401  (the module's fixtures)
 
 from standins.fake_providers import PROBE_CMD
 
