@@ -10,8 +10,11 @@ Responses over a WebSocket:
 - raw: what the real CPA emits shows the defects the bug reports describe, asserted per
   version as they really are (``RAW_DEFECTS``; docs/real-cpa.md has the table);
 - through the sidecar: the contract checker (``wire/contract.py``) finds nothing;
-- a fixed path (v7.2.140's Claude translator): the sidecar changes only what is still
-  missing and says which fields in its receipt.
+- a fixed path (v7.2.140's Claude translator): the sidecar steps aside (byte-identical,
+  no receipt);
+- truncation, mid-stream provider failures, non-stream bodies, the README's recipe.
+
+No mitmdump may log a traceback or "has crashed" during any of it (``no_crash``).
 
 The real clients against the real CPA are in tests/test_real_cpa_clients.py.
 """
@@ -135,6 +138,16 @@ def stacks(fakes: Running, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     s.close()
 
 
+@pytest.fixture(autouse=True)
+def no_crash(stacks: Stacks) -> Iterator[None]:
+    """Every sidecar started so far (and during the test) logs no traceback meanwhile."""
+    marks = {k: len(st.mitm.lines) for k, st in stacks.started.items()}
+    yield
+    for k, st in stacks.started.items():
+        new = "\n".join(st.mitm.lines[marks.get(k, 0):])
+        assert "has crashed" not in new and "Traceback" not in new, f"mitmdump in front of {k}:\n{new}"
+
+
 def rules(api: str, body: bytes) -> set[str]:
     return {v.rule for v in check(api, body)}
 
@@ -171,13 +184,16 @@ RAW_DEFECTS: dict[tuple[str, str, str], set[str]] = {
     ("v7.2.140", "interactions", "responses"): {"function_call.status", "response.fields", "reasoning.fields"},
     ("v7.2.89", "interactions", "chat"): {"chat.tool_index"},
     ("v7.2.140", "interactions", "chat"): {"chat.tool_index"},
+    **{(v, p, "messages"): set() for v in ("v7.2.89", "v7.2.140") for p in PROVIDERS},
+    ("v7.2.89", "openai", "responses"): {"response.fields"},  # created/in_progress without model
+    ("v7.2.140", "openai", "responses"): set(),
+    **{(v, "openai", "chat"): set() for v in ("v7.2.89", "v7.2.140")},
 }
 """Measured on the real builds (docs/real-cpa.md). Versions not listed are not asserted raw."""
 
 
 @pytest.mark.parametrize("version", ["v7.2.89", "v7.2.140"])
-@pytest.mark.parametrize("provider, api", [("claude", "responses"), ("claude", "chat"),
-                                           ("interactions", "responses"), ("interactions", "chat")])  # fmt: skip
+@pytest.mark.parametrize("provider, api", [(p, a) for p in PROVIDERS for a in APIS])
 def test_raw_contract_violations(stacks, request, version, provider, api):
     """What the contract checker finds in the real CPA's raw stream (thinking, text, one call)."""
     st = stacks.get(request, version, provider)
@@ -565,3 +581,46 @@ def test_truncation(stacks, request, version, provider, api):
     got = st.post("sidecar", api, "cut_tool")
     assert ending(api, got) == TRUNCATION_REPAIRED[api]
     assert check(api, got) == []
+
+
+RAW_JSON: dict[tuple[str, str, str], list[str]] = {
+    # (provider, api, script) -> json_problems() of the raw non-stream body, both builds
+    ("interactions", "responses", "text_tool"): ["function_call without status"],
+    ("interactions", "responses", "no_usage"): ["function_call without status", "usage {}"],
+    ("openai", "responses", "no_usage"): ["usage {}"],  # no usage key at all
+}
+
+
+@pytest.mark.parametrize("version", ["v7.2.89", "v7.2.140"])
+@pytest.mark.parametrize("provider", PROVIDERS)
+@pytest.mark.parametrize("api", APIS)
+def test_raw_json(stacks, request, version, provider, api):
+    """Non-stream bodies raw: the interactions path's Responses output items have no id
+    (and calls no status); without upstream usage the Responses body has no usage
+    (interactions, OpenAI-compatible). Everything else is clean."""
+    st = stacks.get(request, version, provider)
+    for script in ("text_tool", "no_usage"):
+        raw = st.post("cpa", api, script, stream=False)
+        assert json_problems(api, raw) == RAW_JSON.get((provider, api, script), []), (script, raw)
+        if api == "responses":
+            out = orjson.loads(raw)["output"]
+            assert all(("id" in o) is (provider != "interactions") for o in out), out
+
+
+# --- a fixed v8 (not obtainable here: skips, saying why) ------------------------------
+
+_CREATED_AT = re.compile(rb',"created_at":\d+')
+
+
+def test_v8_interactions_path_steps_aside(stacks, request):
+    """CPA v8's fixed interactions translator (as read in its source and modelled by
+    recordings/responses-cpa-v8-fixed): only ``created_at`` is missing from
+    response.created; the sidecar adds it and changes no other byte. Never run here: the
+    module proxy refuses v8 and the public repository has no v8 tag."""
+    st = stacks.get(request, "v8.0.78", "interactions")
+    raw = st.post("cpa", "responses", "thinking_text_tool")
+    got = st.post("sidecar", "responses", "thinking_text_tool")
+    assert rules("responses", raw) <= {"response.fields"}
+    first = got.split(b"\n\n", 1)
+    assert b'"created_at":' in first[0] and b'"created_at":' not in raw.split(b"\n\n", 1)[0]
+    assert _CREATED_AT.sub(b"", first[0]) + b"\n\n" + first[1] == raw

@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).with_name("clients")))
 from expect import Call, Expected  # noqa: E402
 from judge import judge  # noqa: E402
 from runners import CLIENT_LIST, CLIENTS, Client, installed, run_aisdk_batch, run_codex, run_openai_py  # noqa: E402
-from test_real_cpa import Stacks, fakes, stacks  # noqa: E402,F401  (the module's fixtures)
+from test_real_cpa import Stacks, fakes, no_crash, stacks  # noqa: E402,F401  (the module's fixtures)
 
 from standins.fake_providers import PROBE_CMD
 
@@ -39,7 +40,10 @@ CALLS = (Call("exec_command", PROBE_CMD),)
 EXPECTED = {
     "responses": Expected("responses", CALLS, "response.completed", None, TEXT),
     "chat": Expected("chat", CALLS, "tool_calls", None, TEXT),
+    "messages": Expected("messages", CALLS, "tool_use", None, TEXT),
 }
+JSON = " json"
+"""Row suffix of a non-streamed run (AI SDK generateText, openai-python create()/parse())."""
 SCRATCH = Path(__file__).resolve().parents[1] / ".cache" / "clients-runs"
 
 OK = "ok"
@@ -54,13 +58,21 @@ _NO_STATUS = {
     "aisdk6/responses": "finish stop, 0 calls",
     "aisdk5/responses": "finish stop, 0 calls",
 }
+_NO_MODEL = {
+    # response.created/in_progress without model (the strict schema of AI SDK 7)
+    "aisdk7/responses": "error part (rejects created, in_progress), finish error",
+}
+_JSON_NO_ID = {
+    # non-stream Responses body: function_call output items without id and status
+    f"aisdk{g}/responses{JSON}": "throws Invalid JSON response" for g in (5, 6, 7)
+}
 RAW: dict[tuple[str, str], dict[str, str]] = {
-    ("v7.2.89", "claude"): {**_CHAT_INDEX,
-                            # response.created/in_progress without model (the strict schema of AI SDK 7)
-                            "aisdk7/responses": "error part (rejects created, in_progress), finish error"},
+    ("v7.2.89", "claude"): {**_CHAT_INDEX, **_NO_MODEL},
     ("v7.2.140", "claude"): _CHAT_INDEX,
-    ("v7.2.89", "interactions"): {**_CHAT_INDEX, **_NO_STATUS},
-    ("v7.2.140", "interactions"): {**_CHAT_INDEX, **_NO_STATUS},
+    ("v7.2.89", "interactions"): {**_CHAT_INDEX, **_NO_STATUS, **_JSON_NO_ID},
+    ("v7.2.140", "interactions"): {**_CHAT_INDEX, **_NO_STATUS, **_JSON_NO_ID},
+    ("v7.2.89", "openai"): _NO_MODEL,
+    ("v7.2.140", "openai"): {},
 }  # fmt: skip
 """(version, provider) -> client -> the raw outcome measured on the real build (the
 judge's label); a client not named is ``ok``. Codex 0.171 gets through v7.2.89's late
@@ -68,7 +80,13 @@ message close (as with the recordings, docs/clients.md)."""
 
 
 def clients_for(provider: str) -> list[Client]:
-    return [c for c in CLIENT_LIST if c.api in ("responses", "chat")]
+    return [c for c in CLIENT_LIST if c.api in ("responses", "chat", "messages")]
+
+
+def rows(provider: str) -> list[str]:
+    """Every row: each client streaming, and each but Codex also non-streamed."""
+    cs = [c for c in clients_for(provider) if installed(c)]
+    return [c.name for c in cs] + [c.name + JSON for c in cs if c.family != "codex"]
 
 
 def _run_all(st, base_of: dict[str, str], scratch: Path) -> dict[tuple[str, str], str]:
@@ -85,19 +103,23 @@ def _run_all(st, base_of: dict[str, str], scratch: Path) -> dict[tuple[str, str]
                 singles.append((mode, c))
 
     def aisdk(mode: str, cs: list[Client]) -> None:
-        cases = [{"id": c.name, "api": c.variant, "baseURL": base_of[mode] + "/v1", "stream": True, "tools": TOOLS}
-                 for c in cs]  # fmt: skip
+        cases = [{"id": c.name + ("" if stream else JSON), "api": c.variant, "baseURL": base_of[mode] + "/v1",
+                  "stream": stream, "tools": TOOLS} for c in cs for stream in (True, False)]  # fmt: skip
         res = run_aisdk_batch(cs[0].install_dir, cases)
         for c in cs:
-            out[(mode, c.name)] = judge(c, EXPECTED[c.api], res[c.name]).label
+            for stream in (True, False):
+                row = c.name + ("" if stream else JSON)
+                exp = replace(EXPECTED[c.api], stream=stream)
+                out[(mode, row)] = judge(c, exp, res[row]).label
 
-    def py(mode: str, c: Client) -> None:
-        r = run_openai_py(c, base_of[mode] + "/v1", TOOLS)
-        out[(mode, c.name)] = judge(c, EXPECTED[c.api], r).label
+    def py(mode: str, c: Client, stream: bool) -> None:
+        r = run_openai_py(c, base_of[mode] + "/v1", TOOLS, stream=stream)
+        exp = replace(EXPECTED[c.api], stream=stream)
+        out[(mode, c.name + ("" if stream else JSON))] = judge(c, exp, r).label
 
     with ThreadPoolExecutor(max_workers=6) as pool:
         futures = [pool.submit(aisdk, m, cs) for (m, _), cs in batches.items()]
-        futures += [pool.submit(py, m, c) for m, c in singles]
+        futures += [pool.submit(py, m, c, stream) for m, c in singles for stream in (True, False)]
         for f in futures:
             f.result()
     # Codex one run at a time: which transport a run used is read from CPA's own log
@@ -115,21 +137,19 @@ def _run_all(st, base_of: dict[str, str], scratch: Path) -> dict[tuple[str, str]
     return out
 
 
-def test_every_client_is_installed():
-    missing = [c.name for c in CLIENT_LIST if not installed(c)]
-    assert not missing, f"not installed in {CLIENTS}: {missing}; run scripts/install-clients"
-
-
 @pytest.mark.parametrize("version", ["v7.2.89", "v7.2.140"])
-@pytest.mark.parametrize("provider", ["claude", "interactions"])
-def test_real_clients(stacks: Stacks, request, version, provider):
+@pytest.mark.parametrize("provider", ["claude", "interactions", "openai"])
+def test_real_clients(stacks: Stacks, request, record_property, version, provider):
     st = stacks.get(request, version, provider)
+    missing = [c.name for c in clients_for(provider) if not installed(c)]
+    assert not missing, f"not installed in {CLIENTS}: {missing}; run scripts/install-clients"
     stacks.fakes.fake.default = "probe"
     SCRATCH.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="realcpa-", dir=SCRATCH) as tmp:
         got = _run_all(st, {"raw": st.cpa.url, "sidecar": st.proxy}, Path(tmp))
-    names = [c.name for c in clients_for(provider) if installed(c)]
-    table = "\n".join(f"{n:28} raw: {got[('raw', n)]:45} sidecar: {got[('sidecar', n)]}" for n in names)
+    names = rows(provider)
+    table = "\n".join(f"{n:32} raw: {got[('raw', n)]:45} sidecar: {got[('sidecar', n)]}" for n in names)
+    record_property("terminal_summary", f"real CPA {version}, {provider} path: clients raw and through the sidecar\n{table}")
     assert {n: got[("sidecar", n)] for n in names} == dict.fromkeys(names, OK), table
     want_raw = RAW.get((version, provider), {})
     assert {n: got[("raw", n)] for n in names} == {n: want_raw.get(n, OK) for n in names}, table

@@ -23,7 +23,7 @@ import re
 import orjson
 import pytest
 import realcpa
-from test_real_cpa import APIS, Stacks, events, fakes, stacks, types  # noqa: F401  (the module's fixtures)
+from test_real_cpa import APIS, Stacks, events, fakes, no_crash, stacks, types  # noqa: F401  (the module's fixtures)
 
 from standins import cpa_standin as cs
 from standins.fake_providers import SCRIPTS, _cap, interactions_events
@@ -95,3 +95,23 @@ def test_v7_2_89_differs_from_the_standin(stacks, request):
     assert msg["message"]["usage"] == {"input_tokens": 0, "output_tokens": 0}
     chat = st.post("cpa", "chat", "two_tools")
     assert masked(chat) == masked(standin_bytes(stacks, "chat", "two_tools", True))
+
+
+@pytest.mark.parametrize("version", ["v7.2.89", "v7.2.140"])
+@pytest.mark.parametrize("provider", ["claude", "interactions", "openai"])
+def test_websocket_messages_are_the_sse_data(stacks, request, version, provider):
+    """GET /v1/responses sends one message per SSE event, its data JSON (no event: line,
+    no [DONE]), as the stand-in's WebSocket handler does."""
+    import asyncio
+
+    from test_real_cpa import ws_turn
+
+    st = stacks.get(request, version, provider)
+    ws = asyncio.run(ws_turn(st.cpa.url, "two_tools"))
+    sse = st.post("cpa", "responses", "two_tools")
+    data = [ln[6:] for ln in sse.split(b"\n") if ln.startswith(b"data: ") and ln != b"data: [DONE]"]
+    assert [masked(_stamp(m)) for m in ws] == [masked(_stamp(d)) for d in data]
+
+
+def _stamp(b: bytes) -> bytes:
+    return re.sub(rb'"created_at":\d+', b'"created_at":0', b)

@@ -531,19 +531,22 @@ class Running:
     """The fakes served from a thread of this process (so a test sets ``fake.default`` and
     reads ``fake.requests`` directly): ``.url`` is ``http://127.0.0.1:PORT``."""
 
-    def __init__(self, delay_ms: float = 2.0) -> None:
+    def __init__(self, delay_ms: float = 2.0, ssl_context=None) -> None:
+        """``ssl_context``: serve HTTPS with it (``.url`` is then ``https://``)."""
         self.fake = FakeProviders(delay_ms=delay_ms)
+        self.ssl_context = ssl_context
         self.loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="fake-providers")
         self._thread.start()
         if not self._ready.wait(30):
             raise RuntimeError("fake providers did not start")
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"{'https' if self.ssl_context else 'http'}://127.0.0.1:{self.port}"
 
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
-        self.runner, self.port = self.loop.run_until_complete(start_app(self.fake.app()))
+        self.runner, self.port = self.loop.run_until_complete(
+            start_app(self.fake.app(), ssl_context=self.ssl_context))
         self._ready.set()
         self.loop.run_forever()
 
