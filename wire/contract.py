@@ -16,6 +16,11 @@ for the end of the stream) and a short reason that names fields, types, ids and 
 never content (no text, no arguments). At most :data:`MAX_VIOLATIONS` are kept per
 stream; :attr:`StreamChecker.dropped` counts the rest.
 
+Prefix mode (``prefix=True``): the bytes are what a client got of a stream that was cut
+(the upstream reset or closed mid-body). Every rule a prefix can satisfy is checked;
+those only a whole stream can (:data:`END_RULES`: a terminal at the end) are not, and an
+unfinished last event is not judged (no client parses half an event).
+
 :func:`check` runs it over a whole body.
 """
 
@@ -28,7 +33,7 @@ import orjson
 from .foreign import foreign
 from .sse import Event, SseParser
 
-__all__ = ["MAX_VIOLATIONS", "RULES", "StreamChecker", "Violation", "check", "guess_api"]
+__all__ = ["END_RULES", "MAX_VIOLATIONS", "RULES", "StreamChecker", "Violation", "check", "guess_api"]
 
 MAX_VIOLATIONS = 200
 
@@ -73,6 +78,10 @@ RULES: dict[str, str] = {
     # Gemini
     "gemini.finish": "the stream's last candidate chunk carries finishReason",
 }
+
+
+END_RULES = frozenset({"terminal.present"})
+"""Rules only a whole stream can satisfy (reported at its end): not checked in prefix mode."""
 
 
 class Violation(NamedTuple):
@@ -537,9 +546,9 @@ _APIS = {"responses": _Responses, "chat": _Chat, "messages": _Messages, "gemini"
 class StreamChecker:
     """Feed a stream's bytes; read :attr:`violations`. Never changes or keeps the bytes."""
 
-    __slots__ = ("_closed", "_contract", "_parser", "api", "dropped", "events", "violations")
+    __slots__ = ("_closed", "_contract", "_parser", "api", "dropped", "events", "prefix", "violations")
 
-    def __init__(self, api: str) -> None:
+    def __init__(self, api: str, prefix: bool = False) -> None:
         if api not in _APIS:
             raise ValueError(f"unknown API {api!r}; known: {', '.join(_APIS)}")
         self.api = api
@@ -549,8 +558,12 @@ class StreamChecker:
         self._parser = SseParser()
         self._contract: _Api = _APIS[api](self._bad)
         self._closed = False
+        self.prefix = prefix
+        """The bytes are a cut stream's prefix: see the module docstring."""
 
     def _bad(self, rule: str, n: int | None, reason: str) -> None:
+        if self.prefix and self._closed and rule in END_RULES:
+            return
         if len(self.violations) < MAX_VIOLATIONS:
             self.violations.append(Violation(rule, n, reason))
         else:
@@ -568,7 +581,8 @@ class StreamChecker:
         if not self._closed:
             self._closed = True
             for ev in self._parser.close():
-                self._event(ev)
+                if ev.complete or not self.prefix:
+                    self._event(ev)
             self._contract.end()
         return self.violations
 
@@ -603,9 +617,10 @@ class StreamChecker:
         self._contract.event(n, obj)
 
 
-def check(api: str, body: bytes) -> list[Violation]:
-    """All violations of a whole SSE body."""
-    c = StreamChecker(api)
+def check(api: str, body: bytes, prefix: bool = False) -> list[Violation]:
+    """All violations of a whole SSE body (``prefix``: of what a client got of a cut
+    stream, see the module docstring)."""
+    c = StreamChecker(api, prefix)
     c.feed(body)
     return c.close()
 

@@ -7,8 +7,8 @@ nameless tool_use start for its name, a tool_use stop for whole input JSON). Eve
 after a held event queues behind it, so the client sees the stream in order; at most
 :data:`HOLD_LIMIT` events wait, then the subclass gives up waiting (:meth:`_release`).
 Each queued event is a :class:`Rec`, parallel to :attr:`EventRepairer.held` (which the
-driver sends as it came if the repairer fails, and ``addons/salvage.py`` if the upstream
-does).
+driver sends as it came if the repairer fails; if the upstream fails, ``addons/salvage.py``
+sends them through :meth:`HoldingRepairer.salvage`).
 """
 
 from __future__ import annotations
@@ -64,6 +64,15 @@ class HoldingRepairer(ApiRepairer):
     def _release(self, why: str | None) -> None:
         """Stop waiting (``why``: the reason for the note; None at the end of the stream)."""
         raise NotImplementedError
+
+    def salvage(self) -> list[bytes]:
+        """The upstream failed mid-body: stop waiting (what the held events wait for will
+        not come) and send them in order, each with the rules already applied to it (a
+        renumbered tool-call index, a shifted block index, a resent header merged); a
+        held finish is decided on the evidence seen. As at the end of the stream, minus
+        what :meth:`end` adds for a stream that ended without a terminal."""
+        self._release("the upstream failed")
+        return self._flush()
 
     def _flush(self) -> list[bytes]:
         """The events at the head of the queue that wait for nothing, in order."""
