@@ -7,6 +7,7 @@ defect stays (so each rule is what removes it). Plus the two misfires of older r
 these shapes, measured before the fix.
 """
 
+from collections import Counter
 from dataclasses import replace
 
 import orjson
@@ -30,6 +31,7 @@ CASES = [
     ("responses-failed-sequence-restart", "sequence", {"response.sequence"}),
     ("responses-failed-sequence-restart", "response_id", {"response.id"}),
     ("responses-reasoning-no-summary", "reasoning_summary", {"reasoning.summary"}),
+    ("responses-reasoning-no-summary-done", "reasoning_summary", {"reasoning.summary"}),
 ]
 
 
@@ -151,3 +153,51 @@ def test_fixed_cpa_v8_only_gets_created_at(off):
     assert out == (rec.body if off == "schema_fill" else rec.expected)
     first = rec.body.index(b"\n\n") + 2
     assert out[out.index(b"\n\n") + 2 :] == rec.body[first:]  # only response.created differs
+
+
+def _ev(t, **kw):
+    return b"event: " + t.encode() + b"\ndata: " + orjson.dumps({"type": t, **kw}) + b"\n\n"
+
+
+def test_reasoning_summary_on_done_and_terminal_from_what_was_streamed():
+    """Issue 20: the summary a gateway stripped from the done item and the terminal's
+    output is what was streamed into the item (here one part), not an empty list; the
+    terminal's entry takes the done item's."""
+    rs = {"id": "rs", "type": "reasoning"}
+    sd = {"item_id": "rs", "output_index": 0, "summary_index": 0}
+    body = (
+        _ev("response.created", sequence_number=0, response={"id": "r", "created_at": 1, "model": "m"})
+        + _ev("response.output_item.added", sequence_number=1, output_index=0, item=rs)
+        + _ev("response.reasoning_summary_part.added", sequence_number=2, **sd, part={"type": "summary_text", "text": ""})
+        + _ev("response.reasoning_summary_text.delta", sequence_number=3, **sd, delta="Plan")
+        + _ev("response.reasoning_summary_text.delta", sequence_number=4, **sd, delta=" it.")
+        + _ev("response.output_item.done", sequence_number=5, output_index=0, item=rs)
+        + _ev(
+            "response.completed",
+            sequence_number=6,
+            response={"id": "r", "created_at": 1, "model": "m", "output": [rs],
+                      "usage": {"input_tokens": 1, "output_tokens": 1, "total_tokens": 2}},
+        )
+    )
+    rec = Recording("t", None, {"api": "responses", "started_at": 1, "request": {"body": {}}}, body)
+    evs = json_events(repair(rec))
+    want = [{"type": "summary_text", "text": "Plan it."}]
+    assert evs[1]["item"]["summary"] == []
+    assert evs[5]["item"] == {"id": "rs", "type": "reasoning", "summary": want}
+    assert evs[6]["response"]["output"] == [{"id": "rs", "type": "reasoning", "summary": want}]
+    assert rules_of(body, "responses") == {"reasoning.summary"}
+    assert check("responses", repair(rec)) == []
+    assert repair(rec, Rules(reasoning_summary=False)) == body
+
+
+def test_reasoning_summary_in_a_json_body():
+    from wire.responses import repair_responses_json
+
+    obj = {"id": "r", "created_at": 1, "model": "m", "output": [{"id": "rs", "type": "reasoning"}]}
+    fired = Counter()
+    assert repair_responses_json(obj, Rules(), FlowContext(model="m"), Verdict(), fired)
+    assert obj["output"][0] == {"id": "rs", "type": "reasoning", "summary": []}
+    assert fired["reasoning_summary"] == 1
+    obj = {"id": "r", "created_at": 1, "model": "m", "output": [{"id": "rs", "type": "reasoning"}]}
+    repair_responses_json(obj, Rules(reasoning_summary=False), FlowContext(model="m"), Verdict())
+    assert "summary" not in obj["output"][0]

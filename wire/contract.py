@@ -55,7 +55,7 @@ RULES: dict[str, str] = {
     "part.announced": "text events for a content part follow its content_part.added",
     "text.replay": "no delta repeats the whole text already streamed into its part",
     "function_call.status": "function_call items: status in_progress on added, completed/incomplete on done and in output",
-    "reasoning.summary": "a reasoning item is announced with a summary list",
+    "reasoning.summary": "a reasoning item carries a summary list (added, done, and in the terminal's output)",
     "reasoning.fields": "reasoning summary events carry item_id and summary_index",
     "terminal.present": "the stream ends with a terminal event (a success, or a failure)",
     "terminal.last": "nothing but comments or [DONE] after the terminal event",
@@ -275,6 +275,8 @@ class _Responses(_Api):
         self._fields(n, "output_item.done", item)
         if item.get("type") == "function_call" and item.get("status") not in ("completed", "incomplete"):
             bad("function_call.status", n, f"function_call done with status {item.get('status')!r}")
+        if item.get("type") == "reasoning" and not isinstance(item.get("summary"), list):
+            bad("reasoning.summary", n, "reasoning item done without a summary list")
         if self.open is not None and self.open.pos == pos:
             self.open = None
 
@@ -348,6 +350,8 @@ class _Responses(_Api):
                     n,
                     f"function_call {o.get('id')!r} in output with status {o.get('status')!r}",
                 )
+            if isinstance(o, dict) and o.get("type") == "reasoning" and not isinstance(o.get("summary"), list):
+                bad("reasoning.summary", n, f"reasoning {o.get('id')!r} in output without a summary list")
         u = r.get("usage")
         if not isinstance(u, dict) or not all(
             _is_int(u.get(k)) for k in ("input_tokens", "output_tokens", "total_tokens")

@@ -575,6 +575,12 @@ class ResponsesRepairer(ApiRepairer):
                 args = it.arguments()
             if isinstance(args, str):
                 self.verdict.tool_args(args)
+        if item.get("type") == "reasoning" and self.rules.reasoning_summary and not isinstance(item.get("summary"), list):
+            # codex-acp #266: a gateway that strips an empty summary strips it here too, and
+            # Codex reads the done item: what was streamed into it, else []
+            item["summary"] = self._summary(it)
+            dirty = True
+            self.fire("reasoning_summary")
         if it is not None and self.rules.replay and it.type == "message" and self._unreplay(it, item):
             dirty = True
             self.fire("replay")
@@ -583,6 +589,27 @@ class ResponsesRepairer(ApiRepairer):
         else:
             it.close(item)
         return [self._out(ev, obj, dirty)]
+
+    @staticmethod
+    def _summary(it: Item | None) -> list[dict[str, Any]]:
+        """Rule reasoning_summary: a reasoning item's summary list from what was streamed
+        into it (none: ``[]``)."""
+        if it is None:
+            return []
+        return [{"type": "summary_text", "text": it.summary[si].text()} for si in sorted(it.summary)]
+
+    def _summaries(self, output: list[Any]) -> bool:
+        """Rule reasoning_summary on a terminal's ``output``: a reasoning entry without a
+        summary list gets its item's, as closed (else ``[]``)."""
+        dirty = False
+        for e in output:
+            if isinstance(e, dict) and e.get("type") == "reasoning" and not isinstance(e.get("summary"), list):
+                it = self.items.by_id.get(e["id"]) if isinstance(e.get("id"), str) else None
+                final = it.final.get("summary") if it is not None and it.final is not None else None
+                e["summary"] = list(final) if isinstance(final, list) else []
+                dirty = True
+                self.fire("reasoning_summary")
+        return dirty
 
     def _unreplay(self, it: Item, item: dict[str, Any]) -> bool:
         """Rule replay on a message's done item: a part whose full-text replay was dropped
@@ -982,6 +1009,8 @@ class ResponsesRepairer(ApiRepairer):
         """Rules 1 and 5 on ``response.output``."""
         given = resp.get("output")
         dirty = False
+        if isinstance(given, list) and self.rules.reasoning_summary:
+            dirty = self._summaries(given)
         if not isinstance(given, list):
             if not self.rules.terminal_output or not self.items:
                 return False
@@ -1109,6 +1138,10 @@ def _repair_json(
                 if isinstance(item.get("arguments"), str):
                     verdict.observe_args(item["arguments"])
                     verdict.tool_args(item["arguments"])
+            elif typ == "reasoning" and rules.reasoning_summary and not isinstance(item.get("summary"), list):
+                item["summary"] = []  # codex-acp #266, as on the stream's items
+                changed = True
+                hit.add("reasoning_summary")
             elif typ == "message" and isinstance(item.get("content"), list):
                 for part in item["content"]:
                     if not isinstance(part, dict) or part.get("type") != "output_text":

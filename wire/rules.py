@@ -36,7 +36,8 @@ class Rules:
     item_id: bool = True
     """An item's events and its done/terminal entries carry the id it was announced with."""
     reasoning_summary: bool = True
-    """A reasoning ``output_item.added`` without ``summary`` gets ``summary: []``."""
+    """A reasoning item without ``summary`` gets one: ``[]`` on ``output_item.added``, what was
+    streamed (else ``[]``) on ``output_item.done`` and in the terminal's ``output``."""
     # every API
     replay: bool = True
     """A text delta repeating the whole text already streamed (a full-text replay) is dropped."""
