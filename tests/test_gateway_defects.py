@@ -28,6 +28,7 @@ CASES = [
     ("chat-litellm-text-replay", "replay", {"text.replay"}),
     ("responses-keepalive-ping", "nonstandard", {"sse.nonstandard", "sse.empty_data"}),
     ("responses-eof-no-terminal", "eof_terminal", {"terminal.present"}),
+    ("responses-eof-open-call", "eof_terminal", {"terminal.present"}),
     ("responses-failed-sequence-restart", "sequence", {"response.sequence"}),
     ("responses-failed-sequence-restart", "response_id", {"response.id"}),
     ("responses-reasoning-no-summary", "reasoning_summary", {"reasoning.summary"}),
@@ -70,6 +71,24 @@ def test_eof_failure_is_a_failure_with_the_streams_id_and_next_number():
     assert last["response"]["id"] == evs[0]["response"]["id"]
     assert last["sequence_number"] == evs[-2]["sequence_number"] + 1
     assert not any(e["type"] in ("response.completed", "response.incomplete") for e in evs)
+
+
+def test_eof_failure_lists_every_announced_item_an_open_one_incomplete():
+    """Issue 20: the synthesized response.failed lists the closed items as closed and the
+    open call as announced, with its arguments so far and status incomplete; no done event
+    is made up for it. Rule terminal_output off: the closed ones only (the old output),
+    which the contract reports."""
+    rec = load("responses-eof-open-call")
+    evs = json_events(repair(rec))
+    failed = evs[-1]
+    assert failed["type"] == "response.failed"
+    assert [o["id"] for o in failed["response"]["output"]] == ["rs_e2", "msg_e2", "fc_e2"]
+    call = failed["response"]["output"][2]
+    assert (call["status"], call["arguments"]) == ("incomplete", '{"cmd":"ls')
+    assert not any(e["type"] == "response.output_item.done" and e["item"]["id"] == "fc_e2" for e in evs)
+    off = repair(rec, Rules(terminal_output=False))
+    assert [o["id"] for o in json_events(off)[-1]["response"]["output"]] == ["rs_e2", "msg_e2"]
+    assert rules_of(off, "responses") == {"terminal.output"}
 
 
 def test_misfire_dense_output_index_does_not_move_a_call_onto_an_unannounced_message():

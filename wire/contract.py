@@ -60,7 +60,7 @@ RULES: dict[str, str] = {
     "terminal.present": "the stream ends with a terminal event (a success, or a failure)",
     "terminal.last": "nothing but comments or [DONE] after the terminal event",
     "terminal.items_closed": "every item is closed before a success terminal",
-    "terminal.output": "a success terminal's output lists the announced items, in order",
+    "terminal.output": "a success terminal's output lists the announced items, in order (a failure's too, when it lists any)",
     "terminal.usage": "a success terminal's usage has integer input/output/total tokens",
     "terminal.incomplete_reason": "response.incomplete names incomplete_details.reason",
     "failure.sequence": "response.failed/error carry a sequence_number when the stream numbers its events",
@@ -216,6 +216,11 @@ class _Responses(_Api):
             self.terminal = n
             if self.numbered and not _is_int(seq):
                 bad("failure.sequence", n, f"{t} without sequence_number")
+            output = resp.get("output") if isinstance(resp, dict) else None
+            if isinstance(output, list) and output:
+                out_ids = [o.get("id") if isinstance(o, dict) else None for o in output]
+                if out_ids != self.ids:
+                    bad("terminal.output", n, f"{t} output ids {out_ids}, announced {self.ids}")
         elif "item_id" in obj or "output_index" in obj:
             self._item_event(n, t, obj)
 

@@ -271,7 +271,9 @@ class ResponsesRepairer(ApiRepairer):
     def _eof_failure(self, ev: Event) -> bytes:
         """Rule eof_terminal: the gateway's stream stopped without a terminal event; the
         client gets ``response.failed`` (same response id, the next ``sequence_number``),
-        never a success. Open items stay open: a call the gateway never closed is not run."""
+        never a success. Open items stay open (no done event: a call the gateway never
+        closed is not run); the failure's ``output`` lists every announced item (rule
+        terminal_output), an open one as ``incomplete`` with what was streamed into it."""
         self._finished = True
         if self._last_seq is None:
             self._last_seq = -1  # clients require sequence_number on response.failed
@@ -283,11 +285,41 @@ class ResponsesRepairer(ApiRepairer):
             "error": {"code": "server_error", "message": "The upstream stream ended without a terminal event."},
             "incomplete_details": None,
             "model": self._model or self.ctx.model,
-            "output": self.items.finals(),
+            "output": self._failure_output(),
             "usage": None,
         }
         self.note("stream ended without a terminal event: ended it with response.failed")
         return self._synth(ev, "response.failed", {"response": resp}, "eof_terminal")
+
+    def _failure_output(self) -> list[dict[str, Any]]:
+        """A synthesized failure's ``output``: every announced item, as closed, or (still
+        open) as streamed so far with ``status: "incomplete"``; rule terminal_output off:
+        the closed ones only."""
+        if not self.rules.terminal_output:
+            return self.items.finals()
+        out: list[dict[str, Any]] = []
+        for it in self.items:
+            if it.final is not None:
+                out.append(it.final)
+                continue
+            item = dict(it.item)
+            if it.type == "message":
+                content = []
+                for ci in sorted(it.parts):
+                    part = dict(it.parts[ci].part)
+                    if part.get("type") == "output_text":
+                        part["text"] = it.parts[ci].full_text()
+                    content.append(part)
+                item["content"] = content
+            elif it.type == "function_call":
+                item["arguments"] = it.arguments()
+            elif it.type == "reasoning" and it.summary:
+                item["summary"] = self._summary(it)
+            item["status"] = "incomplete"
+            out.append(item)
+        if len(out) > len(self.items.finals()):
+            self.fired["terminal_output"] += 1  # the failure event lists what only it lists
+        return out
 
     # --- output and numbering -----------------------------------------------------
     def _out(self, ev: Event, obj: dict[str, Any], dirty: bool, event: str | None = None) -> bytes:
