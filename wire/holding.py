@@ -20,6 +20,10 @@ from .stream import ApiRepairer
 
 HOLD_LIMIT = 64
 """Most events held behind one that waits."""
+REPLAY_HOLD_LIMIT = 1024
+"""Most events held while a text may be being sent twice (rule replay, chat and
+Responses): a possible repeat never holds more text than was streamed before it, and
+goes out at its first divergence; past this many events it goes out as it came."""
 
 
 class Rec:
@@ -54,12 +58,17 @@ class HoldingRepairer(ApiRepairer):
         if not self._recs and rec.wait is None:
             b = self._bytes(rec)
             return [] if b is None else [b]
-        if len(self._recs) >= HOLD_LIMIT:
-            self._release(f"more than {HOLD_LIMIT} events held")
+        limit = self._hold_limit()
+        if len(self._recs) >= limit:
+            self._release(f"more than {limit} events held")
         # nothing below raises: an event in self.held is never also re-sent by the driver
         self.held.append(rec.ev)
         self._recs.append(rec)
         return self._flush()
+
+    def _hold_limit(self) -> int:
+        """How many events may wait now (:data:`HOLD_LIMIT`; a subclass may allow more)."""
+        return HOLD_LIMIT
 
     def _release(self, why: str | None) -> None:
         """Stop waiting (``why``: the reason for the note; None at the end of the stream)."""
