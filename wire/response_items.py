@@ -20,7 +20,7 @@ from .stream import Streamed
 class Part:
     """One content part of a message item."""
 
-    __slots__ = ("part", "chunks", "text", "text_done", "part_done", "announced", "size", "replayed")
+    __slots__ = ("part", "chunks", "text", "text_done", "part_done", "announced", "size", "replayed", "first")
 
     def __init__(self, part: dict[str, Any], announced: bool = False) -> None:
         self.part = part
@@ -31,6 +31,14 @@ class Part:
         self.announced = announced  # its content_part.added went out (rule announce)
         self.size = 0  # characters streamed into it (rule replay compares lengths first)
         self.replayed = False  # a full-text replay was dropped (rule replay)
+        self.first = ""  # the text's first character (rule replay: a delta that begins with it may repeat it)
+
+    def add(self, delta: str) -> None:
+        """A text delta streamed into the part."""
+        self.chunks.append(delta)
+        self.size += len(delta)
+        if not self.first and delta:
+            self.first = delta[0]
 
     def full_text(self) -> str:
         return self.text if self.text is not None else self.chunks.text()

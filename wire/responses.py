@@ -127,11 +127,13 @@ from typing import Any
 
 import orjson
 
+from .contract import MIN_REPEAT, power
 from .foreign import commented, foreign
 from .response_items import Item, Items, Part
 from .response_usage import _int, fill_upstream_usage, fix_usage
 from .rules import FlowContext, Rules
 from .sse import Event, format_event
+from .holding import REPLAY_HOLD_LIMIT
 from .stream import ApiRepairer, Streamed
 from .verdict import Decision, Verdict
 
@@ -179,6 +181,23 @@ _REASON = {"max_tokens": "max_output_tokens", "content_filter": "content_filter"
 _NATIVE = {"max_output_tokens": "max_tokens", "content_filter": "content_filter"}
 
 
+class _Run:
+    """Rule replay: a second run of text deltas of one part that may be repeating its
+    whole text: the held events (a delta: ``(ev, obj, dirty, fired rules, delta)``; the
+    bytes of an event that passes between, a comment) and how many bytes of the text the
+    deltas matched."""
+
+    __slots__ = ("it", "ci", "p", "entries", "nbytes", "deltas")
+
+    def __init__(self, it: Item, ci: int, p: Part) -> None:
+        self.it = it
+        self.ci = ci
+        self.p = p
+        self.entries: list[Any] = []
+        self.nbytes = 0
+        self.deltas = 0
+
+
 class ResponsesRepairer(ApiRepairer):
     """Repairs one ``/v1/responses`` SSE stream; see the module docstring for the rules.
 
@@ -199,9 +218,51 @@ class ResponsesRepairer(ApiRepairer):
         self._unannounced = False  # events for an item never added passed as they came
         self._rotated: set[int] = set()  # rule item_id: items whose events carried other ids
         self._replayed: set[int] = set()  # rule replay: items whose done text was doubled
+        self._run: _Run | None = None  # rule replay: deltas that may repeat a part's text, held
 
     # --- driver interface ---------------------------------------------------------
     def event(self, ev: Event) -> list[bytes]:
+        run = self._run
+        if run is None:
+            return self._event(ev)
+        how = self._in_run(ev, run)
+        if how == "end":
+            return self._end_run() + self._event(ev)
+        out = self._event(ev)
+        if how == "delta" or self._run is not run:
+            return out  # held, dropped with the run, or released by it (_replay)
+        # a comment (or an event no client reads) between held deltas keeps its place
+        self.held.append(ev)
+        run.entries.extend(out)
+        if len(self.held) >= REPLAY_HOLD_LIMIT:
+            self.note(f"released a possible repeat of a text: more than {REPLAY_HOLD_LIMIT} events held")
+            return self._end_run()
+        return []
+
+    def _in_run(self, ev: Event, run: _Run) -> str:
+        """While deltas are held (rule replay): ``delta`` for the next text delta of the
+        same part, ``end`` for any other Responses event (the run is no repeat), ``pass``
+        for what is none (a comment, a non-standard event, data that is not JSON)."""
+        if not ev.complete or ev.data is None:
+            return "pass"
+        if self.rules.nonstandard and foreign("responses", ev) is not None:
+            return "pass"
+        try:
+            obj = ev.json()
+        except orjson.JSONDecodeError:
+            return "pass"
+        typ = obj.get("type") if isinstance(obj, dict) else None
+        if not isinstance(typ, str) or not (typ.startswith(("response.", "codex.")) or typ == "error"):
+            return "pass"
+        if typ == _TEXT_DELTA and self.items.lookup(obj) is run.it:
+            ci = obj.get("content_index")
+            if run.it.root is not None and type(ci) is int:
+                ci = run.it.ci_map.get(ci)
+            if ci == run.ci:
+                return "delta"
+        return "end"
+
+    def _event(self, ev: Event) -> list[bytes]:
         if self.rules.nonstandard and ev.complete:
             why = foreign("responses", ev)
             if why is not None:
@@ -261,12 +322,18 @@ class ResponsesRepairer(ApiRepairer):
         return None
 
     def end(self) -> list[bytes]:
-        out = super().end()
+        out = self._end_run()  # a possible repeat cut by the end: text
+        out += super().end()
         if not self._finished:
             self.note("stream ended without a terminal event")
             if self.rules.eof_terminal and self._framing is not None:
                 out.append(self._eof_failure(self._framing))
         return out
+
+    def salvage(self) -> list[bytes]:
+        """The upstream failed mid-body: held deltas of a possible repeat go out as the
+        text they are so far (numbered; a repeat cannot be proved of a cut stream)."""
+        return self._end_run() + super().salvage()
 
     def _eof_failure(self, ev: Event) -> bytes:
         """Rule eof_terminal: the gateway's stream stopped without a terminal event; the
@@ -660,6 +727,92 @@ class ResponsesRepairer(ApiRepairer):
                 dirty = True
         return dirty
 
+    def _replay(
+        self, ev: Event, obj: dict[str, Any], dirty: bool, it: Item, ci: int, p: Part, delta: str
+    ) -> tuple[list[bytes], bool]:
+        """Rule replay (LiteLLM #41109; :func:`wire.contract.repeat`): what goes out before
+        this delta (a run it ends), and whether the delta was taken: held in a possible
+        repeat, or dropped with one (else the caller streams it as text)."""
+        enc = delta.encode("utf-8", "surrogatepass")
+        buf = p.chunks.view()
+        out: list[bytes] = []
+        run = self._run
+        if run is not None:  # this delta is the part's next (event() ended the run otherwise)
+            if buf.startswith(enc, run.nbytes) and run.nbytes + len(enc) <= len(buf):
+                self._hold(run, ev, obj, dirty, delta)
+                run.nbytes += len(enc)
+                if run.nbytes < len(buf):
+                    if len(self.held) >= REPLAY_HOLD_LIMIT:
+                        self.note(f"released a possible repeat of a text: more than {REPLAY_HOLD_LIMIT} events held")
+                        return self._end_run(), True
+                    return out, True
+                if power(buf):  # the text is a phrase said over and over: text
+                    return self._end_run(), True
+                return self._drop_run(), True
+            out = self._end_run()  # diverged: its text is the part's; this delta may start another
+            buf = p.chunks.view()
+        if p.chunks.pieces >= 2 and len(enc) <= len(buf) and buf.startswith(enc):
+            if len(enc) == len(buf):
+                p.replayed = True
+                self.count("replay")
+                self._note_once("dropped a delta replaying the whole text", it)
+                return out, True
+            if p.size >= MIN_REPEAT:
+                run = self._run = _Run(it, ci, p)
+                self._hold(run, ev, obj, dirty, delta)
+                run.nbytes = len(enc)
+                return out, True
+        return out, False
+
+    def _hold(self, run: _Run, ev: Event, obj: dict[str, Any], dirty: bool, delta: str) -> None:
+        """A delta of a possible repeat, kept with the rules that fired for it."""
+        run.entries.append((ev, obj, dirty, frozenset(self._firing), delta))
+        run.deltas += 1
+        self._firing.clear()
+        self.held.append(ev)
+
+    def _end_run(self) -> list[bytes]:
+        """The held deltas are no repeat: they go out (numbered now, in order) as the
+        part's text."""
+        run, self._run = self._run, None
+        if run is None:
+            return []
+        saved = set(self._firing)  # the event being repaired, if any
+        self._firing.clear()
+        out: list[bytes] = []
+        for e in run.entries:
+            if isinstance(e, bytes):
+                out.append(e)
+                continue
+            ev, obj, dirty, fired, delta = e
+            run.p.add(delta)
+            self.verdict.observe_text(delta)
+            self._firing.update(fired)
+            out.append(self._out(ev, obj, dirty))
+        self.held.clear()
+        self._firing.update(saved)
+        return out
+
+    def _drop_run(self) -> list[bytes]:
+        """The held deltas repeat the part's whole text: dropped (what passed between them
+        goes out); the done text the gateway doubled is listed once (``p.replayed``)."""
+        run, self._run = self._run, None
+        assert run is not None
+        saved = set(self._firing)
+        self._firing.clear()
+        out: list[bytes] = []
+        for e in run.entries:
+            if isinstance(e, bytes):
+                out.append(e)
+            else:
+                self._firing.update(e[3])
+                self.count("replay")
+        run.p.replayed = True
+        self.held.clear()
+        self._firing.update(saved)
+        self.note(f"dropped a second run of {run.deltas} deltas repeating the whole text (item {run.it.index})")
+        return out
+
     def _announce(self, ev: Event, obj: dict[str, Any], typ: str) -> tuple[list[bytes], Item | None]:
         """Rule announce: a message's (or reasoning item's) first event came without its
         ``output_item.added`` (LiteLLM #22102, cc-switch #387: Codex drops the item and
@@ -771,8 +924,8 @@ class ResponsesRepairer(ApiRepairer):
         bookkeeping (the streamed text or arguments, the verdict's digest) and rule
         ``sequence`` (:meth:`_out`).
         """
-        if self._firing:
-            return None  # a rule already fired for this event: the full path counts it
+        if self._firing or self._run is not None:
+            return None  # a rule already fired for this event: the full path counts it; held deltas: rule replay
         gid = obj.get("item_id")
         if type(gid) is not str:
             return None  # schema_fill may add the id, announce may open an item for it
@@ -793,12 +946,13 @@ class ResponsesRepairer(ApiRepairer):
             if type(ci) is not int:
                 return None  # schema_fill
             p = it.parts.get(ci)
-            # a part not yet announced: rule announce opens it; a delta as long as the
-            # text so far may be a replay of it (rule replay compares the text)
-            if p is None or (self.rules.announce and not p.announced) or p.size == len(delta):
+            # a part not yet announced: rule announce opens it; a delta that begins with
+            # the text's first character may repeat it (rule replay compares the text)
+            if p is None or (self.rules.announce and not p.announced):
                 return None
-            p.chunks.append(delta)
-            p.size += len(delta)
+            if self.rules.replay and delta and delta[0] == p.first and p.chunks.pieces >= 2:
+                return None
+            p.add(delta)
             self.verdict.observe_text(delta)
         else:
             it.args.append(delta)
@@ -866,14 +1020,12 @@ class ResponsesRepairer(ApiRepairer):
                 delta = obj.get("delta")
                 if isinstance(delta, str):
                     p = it.part(ci)
-                    replay = p.size == len(delta) and p.chunks.pieces >= 2 and delta == p.chunks.text()
-                    if self.rules.replay and delta and replay:
-                        p.replayed = True
-                        self.count("replay")
-                        self._note_once("dropped a delta replaying the whole text", it)
-                        return out
-                    p.chunks.append(delta)
-                    p.size += len(delta)
+                    if self.rules.replay and delta:
+                        pre, taken = self._replay(ev, obj, dirty, it, ci, p, delta)
+                        out += pre
+                        if taken:
+                            return out
+                    p.add(delta)
                     self.verdict.observe_text(delta)
             elif typ == _TEXT_DONE:
                 p = it.part(ci)

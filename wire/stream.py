@@ -52,6 +52,16 @@ class Streamed:
         self._str = text
         self.pieces = 1
 
+    def view(self) -> bytearray:
+        """The text as UTF-8 bytes, the buffer itself (not a copy; do not change it): a
+        prefix test of a string costs O(that string), a string being a prefix of another
+        exactly when its UTF-8 bytes are."""
+        buf = self._buf
+        if buf is None:
+            buf = self._buf = bytearray(self._str.encode("utf-8", "surrogatepass"))
+            self._str = ""
+        return buf
+
     def text(self) -> str:
         buf = self._buf
         if buf is not None:  # decoded once; a later append re-encodes (rare: closes come last)
