@@ -26,6 +26,8 @@ CASES = [
     ("responses-litellm-unannounced", "announce", {"item.announced"}),
     ("responses-copilot-rotating-ids", "item_id", {"item.id"}),
     ("chat-litellm-text-replay", "replay", {"text.replay"}),
+    ("chat-litellm-text-twice", "replay", {"text.replay"}),
+    ("responses-litellm-text-twice", "replay", {"text.replay"}),
     ("responses-keepalive-ping", "nonstandard", {"sse.nonstandard", "sse.empty_data"}),
     ("responses-eof-no-terminal", "eof_terminal", {"terminal.present"}),
     ("responses-eof-open-call", "eof_terminal", {"terminal.present"}),
@@ -220,3 +222,123 @@ def test_reasoning_summary_in_a_json_body():
     obj = {"id": "r", "created_at": 1, "model": "m", "output": [{"id": "rs", "type": "reasoning"}]}
     repair_responses_json(obj, Rules(reasoning_summary=False), FlowContext(model="m"), Verdict())
     assert "summary" not in obj["output"][0]
+
+
+# --- issue 20: the text sent twice as a second run of ordinary deltas ------------------
+
+
+def _chat_body(contents: list[str], end: bool = True) -> bytes:
+    def chunk(delta, finish=None):
+        return b"data: " + orjson.dumps(
+            {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
+             "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        ) + b"\n\n"
+
+    body = chunk({"role": "assistant", "content": ""}) + b"".join(chunk({"content": c}) for c in contents)
+    return body + (chunk({}, "stop") + b"data: [DONE]\n\n" if end else b"")
+
+
+def _responses_body(deltas: list[str], end: bool = True) -> bytes:
+    base = {"item_id": "m", "output_index": 0, "content_index": 0}
+    evs = [
+        ("response.created", {"response": {"id": "r", "created_at": 1, "model": "m"}}),
+        ("response.output_item.added", {"output_index": 0, "item": {"id": "m", "type": "message", "content": []}}),
+        ("response.content_part.added", {**base, "part": {"type": "output_text", "text": ""}}),
+        *(("response.output_text.delta", {**base, "delta": d}) for d in deltas),
+    ]
+    if end:
+        text = "".join(deltas)
+        item = {"id": "m", "type": "message", "content": [{"type": "output_text", "text": text}]}
+        usage = {"input_tokens": 1, "output_tokens": 1, "total_tokens": 2}
+        evs += [
+            ("response.output_text.done", {**base, "text": text}),
+            ("response.output_item.done", {"output_index": 0, "item": item}),
+            ("response.completed", {"response": {"id": "r", "created_at": 1, "model": "m", "output": [item], "usage": usage}}),
+        ]
+    return b"".join(_ev(t, sequence_number=i, **kw) for i, (t, kw) in enumerate(evs))
+
+
+def _texts(api: str, out: bytes) -> list[str]:
+    """What the client is streamed, delta by delta (chat: non-empty contents)."""
+    if api == "chat":
+        return [e["choices"][0]["delta"]["content"] for e in json_events(out)
+                if e.get("choices") and e["choices"][0]["delta"].get("content")]
+    return [e["delta"] for e in json_events(out) if e["type"] == "response.output_text.delta"]
+
+
+def _run(api: str, deltas: list[str], end: bool = True, rules: Rules | None = None) -> tuple[bytes, bytes]:
+    body = (_chat_body if api == "chat" else _responses_body)(deltas, end)
+    rec = Recording("t", None, {"api": api, "started_at": 1, "request": {"body": {}}}, body)
+    return body, repair(rec, rules or Rules(eof_terminal=False))
+
+
+TEXT = ["The build", " passed", " on all targets."]  # 32 characters in three deltas
+EDGES = {
+    # deltas -> what the client is streamed
+    "repeat, chunked otherwise": (TEXT + ["The", " build passed on", " all targets."], TEXT),
+    "repeat, one delta": (TEXT + ["The build passed on all targets."], TEXT),
+    "diverges at the last char": (TEXT + ["The build", " passed on all targets!"], TEXT + ["The build", " passed on all targets!"]),
+    "repeat that goes on": (TEXT + ["The build passed", " on all targets. Done."], TEXT + ["The build passed", " on all targets. Done."]),
+    "a text that starts ha ha": (["ha ha", ", the build", " passed on all targets.", "ha ha", "!"],
+                                 ["ha ha", ", the build", " passed on all targets.", "ha ha", "!"]),
+    "a phrase repeated": (["ha", " ha", " ha", " ha", " ha", " ha", " ha", " ha"], ["ha", " ha", " ha", " ha", " ha", " ha", " ha", " ha"]),
+    "a phrase repeated, spaces apart": (["ha", " "] * 12, ["ha", " "] * 12),
+    "a rule of dashes": (["--"] * 20, ["--"] * 20),
+    "too short to tell": (["ab", "cd", "ab", "cd"], ["ab", "cd", "ab", "cd"]),
+    "diverges, then repeats": (TEXT + ["The", " end."] + ["The build passed on all targets.The end."],
+                               TEXT + ["The", " end."]),
+}
+
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
+@pytest.mark.parametrize("case", list(EDGES))
+def test_text_twice_edges(api: str, case: str) -> None:
+    """wire.contract.repeat's definition, on both APIs: the repeat is dropped wherever it
+    starts and however it is chunked; a run that diverges (at the last character too) or
+    goes on, a text that starts "ha ha", a phrase said over and over, and a text too short
+    to tell pass whole and in order; the contract agrees with the repair."""
+    deltas, want = EDGES[case]
+    body, out = _run(api, deltas)
+    assert _texts(api, out) == want
+    repeated = want != deltas
+    assert ("text.replay" in rules_of(body, api)) == repeated
+    assert "text.replay" not in rules_of(out, api)
+    if repeated:
+        _, off = _run(api, deltas, rules=Rules(eof_terminal=False, replay=False))
+        assert _texts(api, off) == deltas  # the rule off: the text twice
+    else:
+        assert out == body  # held, then released: byte for byte
+
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_text_twice_cut_by_the_end_or_the_upstream(api: str) -> None:
+    """A repeat that the stream's end cuts before it completes cannot be told from text:
+    every held delta goes out (before the failure that rule eof_terminal adds), and the
+    same when the upstream fails (salvage): nothing held is lost, nothing is decided."""
+    deltas = TEXT + ["The build", " passed"]
+    body, out = _run(api, deltas, end=False, rules=Rules())
+    assert _texts(api, out) == deltas
+    assert "text.replay" not in rules_of(out, api)
+    assert check(api, out) == []  # ended by the failure rule eof_terminal adds
+    rep = stream_repairer(api, Rules(), FlowContext(model="m", request={}), Verdict())
+    s = StreamRepair(rep)
+    sent = s.feed(body)
+    assert _texts(api, sent) == TEXT and len(rep.held) == 2  # the two deltas of the run wait
+    got = sent + s.salvage()
+    assert _texts(api, got) == deltas and not rep.held
+    assert check(api, got, prefix=True) == []
+
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_text_twice_hold_is_bounded(api: str) -> None:
+    """A run that stays a prefix of a long text is held for at most REPLAY_HOLD_LIMIT events,
+    then goes out as it came."""
+    from wire.holding import REPLAY_HOLD_LIMIT
+
+    first = [f"w{i} " for i in range(REPLAY_HOLD_LIMIT + 10)]
+    body = (_chat_body if api == "chat" else _responses_body)(first + first[: REPLAY_HOLD_LIMIT + 5], end=False)
+    rep = stream_repairer(api, Rules(), FlowContext(model="m", request={}), Verdict())
+    s = StreamRepair(rep)
+    out = s.feed(body)
+    assert len(rep.held) < REPLAY_HOLD_LIMIT
+    assert len(_texts(api, out)) > len(first) + REPLAY_HOLD_LIMIT - 10

@@ -1052,6 +1052,7 @@ class ResponsesRepairer(ApiRepairer):
                     if p.replayed and part.get("text") == p.chunks.text() * 2:
                         part["text"] = p.chunks.text()
                         dirty = True
+                        self.fire("replay")
                     if it.root is not None:
                         text = p.text if p.text is not None else p.chunks.text()
                         if part.get("text") != text:
