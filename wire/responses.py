@@ -56,8 +56,20 @@ Everything else (comments, ``data: [DONE]``, non-JSON data, JSON without a strin
 ``type``, types outside ``response.*``/``error``) passes as its original bytes. A
 ``response.*`` type this module does not model gets only rules 3 and 4. An event that
 needs no repair goes out as ``ev.raw``; a changed one is re-serialized once with
-``orjson.dumps`` (key order kept, new keys appended). Nothing is held back: every repair is
-decided from the events seen so far, so the first byte of an event is never delayed.
+``orjson.dumps`` (key order kept, new keys appended). Nothing is held back but by rule
+``replay``: every other repair is decided from the events seen so far, so the first byte of
+an event is never delayed.
+
+10. ``replay`` (LiteLLM #41109; :func:`wire.contract.repeat` defines it): the text of a
+    content part sent twice. One delta equal to the whole text so far is dropped. A second
+    run of deltas that begins, at a delta boundary, with the text's first characters is
+    held (with whatever passes between, a comment, in its place) while it is still a
+    prefix of the text as it was, and released, numbered then, at the first divergence,
+    at any other Responses event, at the end of the stream or when the upstream fails
+    (:meth:`ResponsesRepairer.salvage`); when it completes the whole text its deltas are
+    dropped and the doubled done texts (``output_text.done``, ``content_part.done``,
+    ``output_item.done``, the terminal's ``output``) list the text once. Bounded by the
+    text so far and :data:`~wire.holding.REPLAY_HOLD_LIMIT` events.
 
 Cost per event: one ``orjson.loads``, O(1) dictionary work, at most one ``orjson.dumps``.
 Per stream: the streamed text/arguments of items not yet closed are kept, each as one
