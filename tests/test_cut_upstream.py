@@ -83,6 +83,31 @@ CREATED = _resp(
     }
 )
 NO_CAP = {"model": "m", "stream": True, "messages": []}
+MESSAGE_START = _msg(
+    {
+        "type": "message_start",
+        "message": {
+            "id": "m1",
+            "type": "message",
+            "role": "assistant",
+            "content": [],
+            "model": "m",
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {"input_tokens": 1, "output_tokens": 0},
+        },
+    }
+)
+
+
+def _tool_use_start(index, id_, name):
+    block = {"type": "tool_use", "id": id_, "name": name, "input": {}}
+    return {"type": "content_block_start", "index": index, "content_block": block}
+
+
+def _json_delta(index, part):
+    return {"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": part}}
+
 CAP = {"model": "m", "stream": True, "max_tokens": 100, "messages": []}
 
 # name -> (path, request, events, how many events reach the client before the cut)
@@ -205,6 +230,25 @@ CASES: dict[str, tuple[str, dict, list[bytes], int | None]] = {
         ],
         1,
     ),
+    # messages: a re-sent tool_use start merged into the first (its name filled, later
+    # indexes shifted down), then a second nameless start at raw index 2 held: it and the
+    # delta behind it reach the client at index 1 (SALVAGED), not 2
+    "messages-held-shifted-start": (
+        "/v1/messages",
+        NO_CAP,
+        [
+            MESSAGE_START,
+            _msg(_tool_use_start(0, "toolu_a", "")),
+            _msg(_json_delta(0, '{"pa')),
+            _msg({"type": "content_block_stop", "index": 0}),
+            _msg(_tool_use_start(1, "toolu_a", "write_file")),
+            _msg(_json_delta(1, 'th":"a"}')),
+            _msg({"type": "content_block_stop", "index": 1}),
+            _msg(_tool_use_start(2, "toolu_b", "")),
+            _msg(_json_delta(2, '{"x')),
+        ],
+        7,
+    ),
     # must hold: with a cap, a later usage chunk may still make the finish "length"
     "chat-finish-awaiting-usage": (
         "/v1/chat/completions",
@@ -236,6 +280,16 @@ SALVAGED: dict[str, list[bytes]] = {
         _chunk({"role": "assistant"}),
         _chunk(_tool(0, name="")),
         _chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"pa'}}]}),
+    ],
+    "messages-held-shifted-start": [
+        MESSAGE_START,
+        _msg(_tool_use_start(0, "toolu_a", "write_file")),  # the re-sent start's name, merged
+        _msg(_json_delta(0, '{"pa')),
+        # the held stop and the re-sent start: dropped (one block)
+        _msg(_json_delta(0, 'th":"a"}')),
+        _msg({"type": "content_block_stop", "index": 0}),
+        _msg(_tool_use_start(1, "toolu_b", "")),  # held for its name when the upstream failed
+        _msg(_json_delta(1, '{"x')),
     ],
 }
 """Cases whose held events reach the client repaired (the others' held events need no
@@ -375,16 +429,22 @@ def test_cut_upstream_loses_nothing(proxy, request, case: str, cut: str) -> None
         # every upstream event arrived, each as repaired (or as it came)
         assert got.count(b"\n\n") == len(events)
         assert b'"index":2' not in got  # the step index was renumbered
+    elif salvage and case in SALVAGED:
+        # the held events arrive repaired as far as a cut stream allows (hand-written)
+        assert got == b"".join(SALVAGED[case])
+        assert got.startswith(want)
+        mitm.wait_for(r"bytes the repair still held .* sent before the connection closed", timeout=10, start=start)
     elif salvage:
         # the events before the held one pass unchanged in these cases; the held ones
-        # arrive repaired where a cut stream allows it (SALVAGED), else byte for byte,
-        # and the unfinished one as it came
+        # arrive byte for byte (no rule changed them), and the unfinished one as it came
         assert want == b"".join(events[:delivered])
-        assert got == b"".join(SALVAGED.get(case, events))
+        assert got == b"".join(events)
         mitm.wait_for(r"bytes the repair still held .* sent before the connection closed", timeout=10, start=start)
     else:
         mitm.wait_for(r"not delivered: \d+ held event", timeout=10, start=start)
-        assert got == want == b"".join(events[:delivered])
+        assert got == want
+        if case not in SALVAGED:
+            assert want == b"".join(events[:delivered])
     _prefix_ok(api_for_path(path), got, b"".join(events))
     log = "\n".join(mitm.lines[start:])
     assert "Traceback" not in log and "has crashed" not in log
