@@ -272,7 +272,7 @@ class ChatRepairer(HoldingRepairer):
             return Event(raw, c.fields, ev.eol)
         return ev
 
-    def _replay(self, rec: Rec, ci: int, delta: dict[str, Any], content: str, pure: bool) -> bool:
+    def _replay(self, rec: Rec, ci: int, delta: dict[str, Any], content: str, obj: dict[str, Any]) -> bool:
         """Rule replay (LiteLLM #41109; :func:`wire.contract.repeat`): True when the delta
         is not (yet) text for the client: held in a possible repeat, or dropped as part of
         one (its ``content`` emptied)."""
@@ -305,7 +305,7 @@ class ChatRepairer(HoldingRepairer):
                 rec.mark("replay")
                 self.note(f"dropped a content delta replaying the whole text (choice {ci})")
                 return True
-            if pure and said.chars >= MIN_REPEAT:
+            if said.chars >= MIN_REPEAT and pure_content(obj) is not None:
                 run = self._run = _Run(ci, said)
                 run.recs.append((rec, delta, content))
                 run.nbytes = len(enc)
@@ -335,7 +335,6 @@ class ChatRepairer(HoldingRepairer):
     # --- the rules -------------------------------------------------------------
     def _chunk(self, rec: Rec, obj: dict[str, Any]) -> None:
         choices = obj.get("choices")
-        pure = pure_content(obj) is not None
         finishing: list[dict[str, Any]] = []
         if isinstance(choices, list):
             for ch in choices:
@@ -347,7 +346,7 @@ class ChatRepairer(HoldingRepairer):
                 delta = ch.get("delta")
                 if isinstance(delta, dict):
                     content = _text(delta.get("content"))
-                    if content and self.rules.replay and self._replay(rec, ci, delta, content, pure):
+                    if content and self.rules.replay and self._replay(rec, ci, delta, content, obj):
                         content = None
                     if content:
                         self.verdict.observe_text(content)
