@@ -141,7 +141,7 @@ import orjson
 
 from .contract import MIN_REPEAT, power
 from .foreign import commented, foreign
-from .response_items import Item, Items, Part
+from .response_items import HEAD, Item, Items, Part
 from .response_usage import _int, fill_upstream_usage, fix_usage
 from .rules import FlowContext, Rules
 from .sse import Event, format_event
@@ -231,16 +231,19 @@ class ResponsesRepairer(ApiRepairer):
         self._rotated: set[int] = set()  # rule item_id: items whose events carried other ids
         self._replayed: set[int] = set()  # rule replay: items whose done text was doubled
         self._run: _Run | None = None  # rule replay: deltas that may repeat a part's text, held
+        self._routed = False  # event() called by _run_event
 
     # --- driver interface ---------------------------------------------------------
-    def event(self, ev: Event) -> list[bytes]:
-        run = self._run
-        if run is None:
-            return self._event(ev)
+    def _run_event(self, ev: Event, run: _Run) -> list[bytes]:
+        """:meth:`event` while deltas of a possible repeat are held (rule replay)."""
         how = self._in_run(ev, run)
         if how == "end":
-            return self._end_run() + self._event(ev)
-        out = self._event(ev)
+            return self._end_run() + self.event(ev)
+        self._routed = True
+        try:
+            out = self.event(ev)
+        finally:
+            self._routed = False
         if how == "delta" or self._run is not run:
             return out  # held, dropped with the run, or released by it (_replay)
         # a comment (or an event no client reads) between held deltas keeps its place
@@ -274,7 +277,9 @@ class ResponsesRepairer(ApiRepairer):
                 return "delta"
         return "end"
 
-    def _event(self, ev: Event) -> list[bytes]:
+    def event(self, ev: Event) -> list[bytes]:
+        if self._run is not None and not self._routed:
+            return self._run_event(ev, self._run)
         if self.rules.nonstandard and ev.complete:
             why = foreign("responses", ev)
             if why is not None:
@@ -958,13 +963,19 @@ class ResponsesRepairer(ApiRepairer):
             if type(ci) is not int:
                 return None  # schema_fill
             p = it.parts.get(ci)
-            # a part not yet announced: rule announce opens it; a delta that begins with
-            # the text's first character may repeat it (rule replay compares the text)
+            # a part not yet announced: rule announce opens it; a delta that agrees with
+            # the text's beginning may repeat it (rule replay compares the text)
             if p is None or (self.rules.announce and not p.announced):
                 return None
-            if self.rules.replay and delta and delta[0] == p.first and p.chunks.pieces >= 2:
+            head = p.head  # Part.may_repeat and Part.add, inline (the hot path)
+            if self.rules.replay and delta and p.chunks.pieces >= 2 and (
+                head.startswith(delta) if len(delta) <= len(head) else delta.startswith(head)
+            ):
                 return None
-            p.add(delta)
+            p.chunks.append(delta)
+            p.size += len(delta)
+            if len(head) < HEAD:
+                p.head = (head + delta)[:HEAD]
             self.verdict.observe_text(delta)
         else:
             it.args.append(delta)
