@@ -48,10 +48,10 @@ RULE_HELP: dict[str, str] = {
     "response_id": "Responses: keep response.id the same across lifecycle events.",
     "announce": "Responses: synthesize the output_item.added / content_part.added a gateway left out before an item's first delta.",
     "item_id": "Responses: pin every event of an item (and its done and terminal entries) to the id it was announced with.",
-    "reasoning_summary": "Responses: give a reasoning item without summary one (output_item.added: [], output_item.done "
-    "and the terminal's output: what was streamed into it, else []).",
-    "replay": "Responses, chat: drop the text sent twice: a delta, or a second run of deltas (held while it is a prefix "
-    "of the text so far, released at the first divergence), that repeats the whole text already streamed.",
+    "reasoning_summary": "Responses: give a reasoning item without summary one (output_item.added: [], "
+    "output_item.done and the terminal's output: what was streamed into it, else []).",
+    "replay": "Responses, chat: drop the text sent twice: a delta, or a second run of deltas (held while it is a "
+    "prefix of the text so far, released at the first divergence), that repeats the whole text already streamed.",
     "nonstandard": "Responses, chat: turn events the API does not define (ping, keepalive) and empty data events into SSE comments.",
     "eof_terminal": "Responses, chat: end a stream that stops without a terminal with a failure (response.failed, continuing sequence_number; chat: an error chunk), never a success.",
     "tool_index": "Chat: renumber tool_calls[].index 0..n-1 per choice by first appearance.",

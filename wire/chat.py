@@ -294,7 +294,8 @@ class ChatRepairer(HoldingRepairer):
                         d["content"] = ""
                         r.mark("replay")
                         r.wait = None
-                    self.note(f"dropped a second run of {len(run.recs)} content deltas repeating the whole text (choice {ci})")
+                    n = len(run.recs)
+                    self.note(f"dropped a second run of {n} content deltas repeating the whole text (choice {ci})")
                 else:
                     rec.wait = "replay"
                 return True

@@ -72,7 +72,8 @@ RULES: dict[str, str] = {
     "terminal.present": "the stream ends with a terminal event (a success, or a failure)",
     "terminal.last": "nothing but comments or [DONE] after the terminal event",
     "terminal.items_closed": "every item is closed before a success terminal",
-    "terminal.output": "a success terminal's output lists the announced items, in order (a failure's too, when it lists any)",
+    "terminal.output": "a success terminal's output lists the announced items, in order "
+    "(a failure's too, when it lists any)",
     "terminal.usage": "a success terminal's usage has integer input/output/total tokens",
     "terminal.incomplete_reason": "response.incomplete names incomplete_details.reason",
     "failure.sequence": "response.failed/error carry a sequence_number when the stream numbers its events",
@@ -416,7 +417,7 @@ class _Responses(_Api):
         if delta:
             op.run, whole = repeat(op.text, op.run, op.chunks, delta)
             if whole:
-                how = "output_text.delta repeats" if whole == len(delta) else "a run of output_text.delta ends repeating"
+                how = "output_text.delta repeats" if whole == len(delta) else "a run of deltas ends repeating"
                 self.bad("text.replay", n, f"{how} the whole text of item {op.pos} part {ci!r} ({whole} chars)")
         op.text += delta
         op.chunks += 1

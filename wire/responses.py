@@ -141,11 +141,11 @@ import orjson
 
 from .contract import MIN_REPEAT, power
 from .foreign import commented, foreign
+from .holding import REPLAY_HOLD_LIMIT
 from .response_items import HEAD, Item, Items, Part
 from .response_usage import _int, fill_upstream_usage, fix_usage
 from .rules import FlowContext, Rules
 from .sse import Event, format_event
-from .holding import REPLAY_HOLD_LIMIT
 from .stream import ApiRepairer, Streamed
 from .verdict import Decision, Verdict
 
@@ -691,7 +691,8 @@ class ResponsesRepairer(ApiRepairer):
                 args = it.arguments()
             if isinstance(args, str):
                 self.verdict.tool_args(args)
-        if item.get("type") == "reasoning" and self.rules.reasoning_summary and not isinstance(item.get("summary"), list):
+        summary = item.get("summary")
+        if item.get("type") == "reasoning" and self.rules.reasoning_summary and not isinstance(summary, list):
             # codex-acp #266: a gateway that strips an empty summary strips it here too, and
             # Codex reads the done item: what was streamed into it, else []
             item["summary"] = self._summary(it)
