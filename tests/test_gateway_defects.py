@@ -346,3 +346,15 @@ def test_text_twice_hold_is_bounded(api: str) -> None:
     out = s.feed(body)
     assert len(rep.held) < REPLAY_HOLD_LIMIT
     assert len(_texts(api, out)) > len(first) + REPLAY_HOLD_LIMIT - 10
+
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_text_twice_with_an_empty_delta_inside(api: str) -> None:
+    """An empty delta inside a possible repeat is held with it, in its place: dropped with a
+    repeat (Responses; a chat chunk with empty content stays as it is), numbered in order
+    with a run that diverges (the stream then passes byte for byte)."""
+    body, out = _run(api, TEXT + ["The", "", " build passed on", " all targets."])
+    assert [t for t in _texts(api, out) if t] == TEXT
+    assert "text.replay" in rules_of(body, api) and "text.replay" not in rules_of(out, api)
+    body, out = _run(api, TEXT + ["The", "", " build passed!"])
+    assert out == body

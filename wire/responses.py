@@ -257,7 +257,8 @@ class ResponsesRepairer(ApiRepairer):
     def _in_run(self, ev: Event, run: _Run) -> str:
         """While deltas are held (rule replay): ``delta`` for the next text delta of the
         same part, ``end`` for any other Responses event (the run is no repeat), ``pass``
-        for what is none (a comment, a non-standard event, data that is not JSON)."""
+        for what is none (a comment, a non-standard event, data that is not JSON): it keeps
+        its place among the held deltas (none of these is numbered)."""
         if not ev.complete or ev.data is None:
             return "pass"
         if self.rules.nonstandard and foreign("responses", ev) is not None:
@@ -1044,7 +1045,7 @@ class ResponsesRepairer(ApiRepairer):
                 delta = obj.get("delta")
                 if isinstance(delta, str):
                     p = it.part(ci)
-                    if self.rules.replay and delta:
+                    if self.rules.replay and (delta or self._run is not None):  # an empty one: held too
                         pre, taken = self._replay(ev, obj, dirty, it, ci, p, delta)
                         out += pre
                         if taken:
