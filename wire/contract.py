@@ -671,8 +671,6 @@ class StreamChecker:
         """The bytes are a cut stream's prefix: see the module docstring."""
 
     def _bad(self, rule: str, n: int | None, reason: str) -> None:
-        if self.prefix and self._closed and rule in END_RULES:
-            return
         if len(self.violations) < MAX_VIOLATIONS:
             self.violations.append(Violation(rule, n, reason))
         else:
@@ -693,6 +691,8 @@ class StreamChecker:
                 if ev.complete or not self.prefix:
                     self._event(ev)
             self._contract.end()
+            if self.prefix:  # what only a whole stream can satisfy
+                self.violations[:] = [v for v in self.violations if not (v.event is None and v.rule in END_RULES)]
         return self.violations
 
     def _event(self, ev: Event) -> None:
