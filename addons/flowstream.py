@@ -115,8 +115,9 @@ class FlowStream:
 
     def salvage(self) -> list[bytes]:
         """The upstream failed mid-body (``addons/salvage.py`` calls this before mitmproxy
-        closes the client connection): what the repairer still holds and the bytes of an
-        unfinished event, as they came, so a cut upstream loses no byte it sent."""
+        closes the client connection): what the repairer still holds, repaired as far as a
+        cut stream allows (``StreamRepair.salvage``), and the bytes of an unfinished event as
+        they came, so a cut upstream loses no event it sent."""
         try:
             out = self.repair.salvage()
             if self.decoder is not None:

@@ -43,12 +43,15 @@ RULE_HELP: dict[str, str] = {
     "usage": "Responses: give usage integer input_tokens, output_tokens and total_tokens; every API: fill missing "
     "or zero usage counts from the upstream leg's (Devin's).",
     "schema_fill": "Responses: fill required fields the gateway leaves out (created_at, model, item_id, summary_index).",
-    "terminal_output": "Responses: list the announced items, in order, in the terminal event's output.",
+    "terminal_output": "Responses: list the announced items, in order, in the terminal event's output (a synthesized "
+    "response.failed too, an open item as incomplete).",
     "response_id": "Responses: keep response.id the same across lifecycle events.",
     "announce": "Responses: synthesize the output_item.added / content_part.added a gateway left out before an item's first delta.",
     "item_id": "Responses: pin every event of an item (and its done and terminal entries) to the id it was announced with.",
-    "reasoning_summary": "Responses: give a reasoning output_item.added without summary an empty summary list.",
-    "replay": "Responses, chat: drop a text delta that repeats the whole text already streamed (a full-text replay).",
+    "reasoning_summary": "Responses: give a reasoning item without summary one (output_item.added: [], "
+    "output_item.done and the terminal's output: what was streamed into it, else []).",
+    "replay": "Responses, chat: drop the text sent twice: a delta, or a second run of deltas (held while it is a "
+    "prefix of the text so far, released at the first divergence), that repeats the whole text already streamed.",
     "nonstandard": "Responses, chat: turn events the API does not define (ping, keepalive) and empty data events into SSE comments.",
     "eof_terminal": "Responses, chat: end a stream that stops without a terminal with a failure (response.failed, continuing sequence_number; chat: an error chunk), never a success.",
     "tool_index": "Chat: renumber tool_calls[].index 0..n-1 per choice by first appearance.",

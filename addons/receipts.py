@@ -116,7 +116,8 @@ def log_undelivered(flow: http.HTTPFlow, s) -> None:
         err = flow.error.msg if flow.error is not None else "flow failed"
         logger.info(
             f"streamfix: {where(flow)}: {err}; {s.salvaged} bytes the repair still held (held events, "
-            "an unfinished event) sent as they came before the connection closed"
+            "repaired as far as a cut stream allows; an unfinished event, as it came) sent before "
+            "the connection closed"
         )
     events, held, partial = s.repair.undelivered()
     if held or partial:

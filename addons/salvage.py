@@ -14,7 +14,9 @@ This addon wraps ``HttpStream.handle_protocol_error`` once per process: for a
 written to, it first asks the stream callable for what it still holds (its ``salvage()``
 method, which only :class:`addons.flowstream.FlowStream` has) and sends that to the client as
 response data, then lets mitmproxy go on as before (``error`` hook, connection closed).
-The bytes go out as the upstream sent them: no terminal is added and nothing looks
+The held events go out through every rule a cut stream can still satisfy (a renumbered
+tool-call index, not the gateway's step index; :meth:`wire.stream.StreamRepair.salvage`),
+the unfinished event as the upstream sent it: no terminal is added and nothing looks
 complete, the client still sees the body cut. Any other stream callable, error or state
 is left alone.
 
@@ -111,8 +113,9 @@ class Salvage:
             bool,
             True,
             "When the upstream fails mid-body, send the client what the repairer still holds "
-            "(held events, an unfinished event) as it came, before mitmproxy closes the "
-            "connection. Off: those bytes are only logged as not delivered.",
+            "(held events, repaired as far as a cut stream allows; an unfinished event, as it "
+            "came) before mitmproxy closes the connection. Off: those bytes are only logged as "
+            "not delivered.",
         )
         why = _install()
         self.installed = why is None

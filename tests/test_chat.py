@@ -198,7 +198,7 @@ def test_name_that_never_arrives_is_released_at_the_finish():
 
 
 def test_name_hold_is_bounded():
-    many = [chunk({"content": "x"}) for _ in range(chat.HOLD_LIMIT + 5)]
+    many = [chunk({"content": f"x{i}"}) for i in range(chat.HOLD_LIMIT + 5)]  # no delta repeats the text
     rep = ChatRepairer(Rules(), FlowContext(request=REQ), Verdict())
     from wire.stream import StreamRepair
     s = StreamRepair(rep)

@@ -229,3 +229,21 @@ def test_any_json_value_where_an_id_or_index_goes_never_breaks_the_checker():
             b"data: " + orjson.dumps({"choices": [{"index": v, "delta": {"tool_calls": [{"index": v}]}}]}) + b"\n\n"
         )
         contract.check("chat", chat_body)
+
+
+def test_prefix_mode_checks_what_a_cut_stream_can_satisfy():
+    """Issue 20: a cut stream's prefix (what a client got when the upstream failed) is held
+    to every rule but those only a whole stream satisfies (END_RULES: the terminal at the
+    end); its unfinished last event is not judged; every other rule still reports."""
+    from wire.contract import END_RULES, check
+
+    chunk = (
+        b'data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,'
+        b'"delta":{"tool_calls":[{"index":IDX,"id":"call_a","type":"function","function":{"name":"f"}}]}}]}\n\n'
+    )
+    cut = chunk.replace(b"IDX", b"0") + b'data: {"id":"c","obj'
+    assert {v.rule for v in check("chat", cut)} == {"terminal.present", "sse.unterminated", "sse.not_json"}
+    assert check("chat", cut, prefix=True) == []
+    bad = chunk.replace(b"IDX", b"1") + b'data: {"id"'
+    assert [v.rule for v in check("chat", bad, prefix=True)] == ["chat.tool_index"]
+    assert END_RULES == {"terminal.present"}

@@ -46,6 +46,16 @@ def repair(name: str, rules: Rules | None = None):
         ("messages-devin-truncated", {"truncation": 1}, 1),
         # one finishing chunk: finishReason STOP -> MAX_TOKENS
         ("gemini-devin-truncated", {"truncation": 1}, 1),
+        # issue 20: the second run's three chunks, content emptied
+        ("chat-litellm-text-twice", {"replay": 3}, 3),
+        # the second run's three deltas dropped; output_text.done, content_part.done and
+        # output_item.done list the text once (replay x3 more); the terminal's output
+        # lists the message as closed (terminal_output)
+        ("responses-litellm-text-twice", {"replay": 6, "terminal_output": 1}, 7),
+        # the reasoning item's added, done and the terminal's entry: summary []
+        ("responses-reasoning-no-summary-done", {"reasoning_summary": 3}, 3),
+        # one synthesized response.failed, listing the open call (terminal_output)
+        ("responses-eof-open-call", {"eof_terminal": 1, "terminal_output": 1}, 1),
     ],
 )
 def test_fired_counts_per_rule(name, expected, changed):

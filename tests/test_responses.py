@@ -948,7 +948,9 @@ def test_stream_without_terminal_passes_as_it_ended_with_the_rule_off():
 
 def test_stream_without_terminal_ends_with_response_failed():
     """Rule eof_terminal (pi #8473, codex #41340): a failure, same id, next number; the
-    open call stays open (never closed, so never run), nothing before it changes."""
+    open call stays open (never closed, so never run), nothing before it changes; the
+    failure's output lists it as announced, with its arguments so far, incomplete
+    (issue 20: every announced item)."""
     body = sse(created(created_at=STARTED), fc_added(0, "a", 2, status="in_progress"), args_delta(0, "a", "{", 3))
     cut = body + b"data: {\"type\":\"response.compl"
     out, rep = run(cut)
@@ -961,7 +963,9 @@ def test_stream_without_terminal_ends_with_response_failed():
     assert failed == {"type": "response.failed", "sequence_number": 4, "response": {
         "id": "interaction_1", "object": "response", "created_at": STARTED, "status": "failed",
         "error": {"code": "server_error", "message": "The upstream stream ended without a terminal event."},
-        "incomplete_details": None, "model": "devin/swe-2", "output": [], "usage": None}}
+        "incomplete_details": None, "model": "devin/swe-2", "output": [
+            {"id": "a", "type": "function_call", "call_id": "a", "name": "f", "arguments": "{", "status": "incomplete"}
+        ], "usage": None}}
     assert rep.decision is None
     assert check("responses", out) == []
 

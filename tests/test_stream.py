@@ -90,6 +90,35 @@ def test_salvage_hands_back_held_and_unfinished_bytes_as_they_came(cut):
     assert s.undelivered() == (0, 0, 0)
 
 
+class Salvaging(Upper):
+    """Upper whose salvage() repairs the held event 3 (or raises)."""
+
+    def __init__(self, boom=False):
+        super().__init__()
+        self.salvage_boom = boom
+
+    def salvage(self):
+        if self.salvage_boom:
+            raise RuntimeError("salvage boom")
+        out = [e.with_data(orjson.dumps({"n": 3, "salvaged": True})) for e in self.held]
+        self.held.clear()
+        return out
+
+
+@pytest.mark.parametrize("boom", [False, True])
+def test_salvage_asks_the_repairer_and_fails_open(boom):
+    """Issue 20: the held events go out through the repairer's salvage() (the rules a cut
+    stream can still satisfy), then the unfinished bytes as they came; if salvage()
+    raises, the held events go out raw and the error is kept."""
+    s = StreamRepair(Salvaging(boom))
+    sent = s.feed(b'data: {"n":2}\n\ndata: {"n":3}\n\ndata: {"n"')
+    assert sent == b'data: {"n":2,"fixed":true}\n\n'
+    held = b'data: {"n":3}\n\n' if boom else b'data: {"n":3,"salvaged":true}\n\n'
+    assert s.salvage() == held + b'data: {"n"'
+    assert (s.error is not None) == boom
+    assert s.undelivered() == (0, 0, 0)
+
+
 def test_repair_body_matches_streaming():
     out, err = repair_body(Upper(), BODY)
     assert err is None and out == run(Upper(), [BODY[i : i + 7] for i in range(0, len(BODY), 7)])[0]

@@ -61,6 +61,20 @@ Rules (each switchable in :class:`~wire.rules.Rules`):
     ``length``/``content_filter`` -> ``native`` (left untouched). Only single-choice
     streams are rewritten (n > 1 mixes the choices' evidence; noted, passed through).
 
+``replay``
+    The text sent twice (LiteLLM #41109: a Responses-to-chat bridge merges two message
+    items of one turn, the same text as commentary and as the final answer, into one
+    choice), as :func:`wire.contract.repeat` defines it: one more delta equal to the whole
+    content so far has its ``content`` emptied (the chunk stays); a second run of deltas
+    that begins, at a delta boundary, with the content's first characters is held (from
+    its first chunk on, with everything after it) while it is still a prefix of the
+    content as it was, and released unchanged at the first divergence, at any other chunk
+    (:func:`wire.contract.pure_content`), an error, the end of the stream or an upstream
+    failure; when it completes the whole content, each of its chunks has its ``content``
+    emptied. Bounded: it never holds more text than was streamed before it, nor more than
+    :data:`~wire.holding.REPLAY_HOLD_LIMIT` events. A text that merely repeats a phrase is
+    never held long: its deltas stop matching the text's beginning.
+
 Never turns an error into success: ``data: {"error": ...}`` passes through, anything held
 is released first, and no finish chunk is ever synthesized. A stream that ends without a
 ``finish_reason`` passes as it ended (noted). ``[DONE]``, comments and data that is not a
@@ -73,14 +87,14 @@ Cost: one orjson parse per event; per call its arguments in one growing buffer
 
 from __future__ import annotations
 
-import hashlib
 from collections import Counter
 from typing import Any
 
 import orjson
 
+from .contract import MIN_REPEAT, power, pure_content
 from .foreign import commented, foreign
-from .holding import HOLD_LIMIT, HoldingRepairer, Rec
+from .holding import HOLD_LIMIT, REPLAY_HOLD_LIMIT, HoldingRepairer, Rec
 from .rules import FlowContext, Rules
 from .sse import Event, format_event
 from .stream import Streamed
@@ -140,24 +154,35 @@ class _Call:
 
 
 class _Said:
-    """Rule replay: the content a choice streamed, as a length and a running hash (O(1)
-    memory and O(delta) work per delta; keeping the text itself would copy it per delta)."""
+    """Rule replay: the content a choice streamed, as one UTF-8 buffer grown in place
+    (about a byte per character; a prefix test of a delta costs O(delta): a string is a
+    prefix of another exactly when its UTF-8 bytes are)."""
 
-    __slots__ = ("length", "deltas", "_hash")
+    __slots__ = ("buf", "chars", "deltas")
 
     def __init__(self) -> None:
-        self.length = 0
+        self.buf = bytearray()
+        self.chars = 0
         self.deltas = 0
-        self._hash = hashlib.blake2b()
 
-    def add(self, content: str) -> None:
-        self.length += len(content)
+    def add(self, content: str, enc: bytes) -> None:
+        self.buf += enc
+        self.chars += len(content)
         self.deltas += 1
-        self._hash.update(content.encode("utf-8", "surrogatepass"))
 
-    def same(self, content: str) -> bool:
-        """Is ``content`` (of the same length) everything streamed so far?"""
-        return hashlib.blake2b(content.encode("utf-8", "surrogatepass")).digest() == self._hash.digest()
+
+class _Run:
+    """Rule replay: a second run of deltas that may be repeating a choice's content: its
+    held chunks (each with its delta and content) and how many bytes of the content it
+    matched."""
+
+    __slots__ = ("ci", "said", "recs", "nbytes")
+
+    def __init__(self, ci: int, said: _Said) -> None:
+        self.ci = ci
+        self.said = said
+        self.recs: list[tuple[Rec, dict[str, Any], str]] = []
+        self.nbytes = 0
 
 
 class ChatRepairer(HoldingRepairer):
@@ -174,6 +199,7 @@ class ChatRepairer(HoldingRepairer):
         self._done = False  # data: [DONE] came
         self._eol: bytes | None = None  # the stream's line end (a synthesized error chunk)
         self._said: dict[int, _Said] = {}  # rule replay: choice -> what it streamed
+        self._run: _Run | None = None  # rule replay: a run of deltas that may repeat the content
         self._noted_foreign = False
 
     # --- EventRepairer -----------------------------------------------------------
@@ -184,6 +210,10 @@ class ChatRepairer(HoldingRepairer):
             self._done = self._done or (b"[DONE]" in ev.data and ev.data.strip() == b"[DONE]")
         obj = self.parse(ev)
         rec = Rec(ev, obj)
+        if self._run is not None and ev.data is not None:
+            pure = pure_content(obj) if obj is not None else None
+            if pure is None or pure[0] != self._run.ci:
+                self._end_run()  # any other chunk: no repeat (chat.py docstring, replay)
         if obj is not None:
             if self._eol is None and isinstance(obj.get("choices"), list):
                 # a chat stream (rule eof_terminal ends only those: a body that never was
@@ -246,17 +276,66 @@ class ChatRepairer(HoldingRepairer):
             return Event(raw, c.fields, ev.eol)
         return ev
 
-    def _replay(self, ci: int, delta: dict[str, Any], content: str) -> bool:
-        """Rule replay (LiteLLM #41109): a content delta equal to the whole content already
-        streamed for the choice (after two deltas or more) is a replay; True to drop it."""
+    def _replay(self, rec: Rec, ci: int, delta: dict[str, Any], content: str, obj: dict[str, Any]) -> bool:
+        """Rule replay (LiteLLM #41109; :func:`wire.contract.repeat`): True when the delta
+        is not (yet) text for the client: held in a possible repeat, or dropped as part of
+        one (its ``content`` emptied)."""
         said = self._said.get(ci)
         if said is None:
             said = self._said[ci] = _Said()
-        if said.deltas >= 2 and len(content) == said.length and said.same(content):
-            self.note(f"dropped a content delta replaying the whole text (choice {ci})")
-            return True
-        said.add(content)
+        enc = content.encode("utf-8", "surrogatepass")
+        buf = said.buf
+        run = self._run
+        if run is not None:  # this pure chunk continues it (event() ended it otherwise)
+            if buf.startswith(enc, run.nbytes) and run.nbytes + len(enc) <= len(buf):
+                run.recs.append((rec, delta, content))
+                run.nbytes += len(enc)
+                if run.nbytes == len(buf) and power(buf):
+                    self._end_run()  # the content is a phrase said over and over: text
+                elif run.nbytes == len(buf):
+                    self._run = None
+                    for r, d, _ in run.recs:
+                        d["content"] = ""
+                        r.mark("replay")
+                        r.wait = None
+                    n = len(run.recs)
+                    self.note(f"dropped a second run of {n} content deltas repeating the whole text (choice {ci})")
+                else:
+                    rec.wait = "replay"
+                return True
+            self._end_run()  # diverged: its text is the client's; this delta may start another
+        if said.deltas >= 2 and len(enc) <= len(buf) and buf.startswith(enc):
+            if len(enc) == len(buf):
+                delta["content"] = ""
+                rec.mark("replay")
+                self.note(f"dropped a content delta replaying the whole text (choice {ci})")
+                return True
+            if said.chars >= MIN_REPEAT and pure_content(obj) is not None:
+                run = self._run = _Run(ci, said)
+                run.recs.append((rec, delta, content))
+                run.nbytes = len(enc)
+                rec.wait = "replay"
+                return True
+        said.add(content, enc)
         return False
+
+    def _end_run(self) -> None:
+        """A possible repeat is not one: its chunks go out unchanged, their text is the
+        choice's."""
+        run, self._run = self._run, None
+        if run is None:
+            return
+        for r, _, content in run.recs:
+            r.wait = None
+            run.said.add(content, content.encode("utf-8", "surrogatepass"))
+            self.verdict.observe_text(content)
+
+    def _hold_limit(self) -> int:
+        """A possible repeat may hold more than a name or a finish waits for, but only
+        while nothing else waits (else HOLD_LIMIT bounds the other wait as it would)."""
+        if self._run is None or self._awaiting or (self._finish is not None and not self._settled):
+            return HOLD_LIMIT
+        return REPLAY_HOLD_LIMIT
 
     # --- the rules -------------------------------------------------------------
     def _chunk(self, rec: Rec, obj: dict[str, Any]) -> None:
@@ -272,9 +351,7 @@ class ChatRepairer(HoldingRepairer):
                 delta = ch.get("delta")
                 if isinstance(delta, dict):
                     content = _text(delta.get("content"))
-                    if content and self.rules.replay and self._replay(ci, delta, content):
-                        delta["content"] = ""
-                        rec.mark("replay")
+                    if content and self.rules.replay and self._replay(rec, ci, delta, content, obj):
                         content = None
                     if content:
                         self.verdict.observe_text(content)
@@ -470,8 +547,9 @@ class ChatRepairer(HoldingRepairer):
             self._awaiting.clear()
 
     def _release(self, why: str | None) -> None:
-        if why is not None and (self._awaiting or (self._finish and not self._settled)):
+        if why is not None and (self._awaiting or (self._finish and not self._settled) or self._run):
             self.note(f"released held events early: {why}")
+        self._end_run()
         self._give_up_names(why or "the end of the stream")
         if self._finish is not None and not self._settled:
             self._settle()

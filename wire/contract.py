@@ -16,6 +16,11 @@ for the end of the stream) and a short reason that names fields, types, ids and 
 never content (no text, no arguments). At most :data:`MAX_VIOLATIONS` are kept per
 stream; :attr:`StreamChecker.dropped` counts the rest.
 
+Prefix mode (``prefix=True``): the bytes are what a client got of a stream that was cut
+(the upstream reset or closed mid-body). Every rule a prefix can satisfy is checked;
+those only a whole stream can (:data:`END_RULES`: a terminal at the end) are not, and an
+unfinished last event is not judged (no client parses half an event).
+
 :func:`check` runs it over a whole body.
 """
 
@@ -28,7 +33,19 @@ import orjson
 from .foreign import foreign
 from .sse import Event, SseParser
 
-__all__ = ["MAX_VIOLATIONS", "RULES", "StreamChecker", "Violation", "check", "guess_api"]
+__all__ = [
+    "END_RULES",
+    "MAX_VIOLATIONS",
+    "RULES",
+    "StreamChecker",
+    "Violation",
+    "check",
+    "guess_api",
+    "MIN_REPEAT",
+    "power",
+    "pure_content",
+    "repeat",
+]
 
 MAX_VIOLATIONS = 200
 
@@ -48,14 +65,15 @@ RULES: dict[str, str] = {
     "item.output_index": "output_index dense: the item's position in the output (0, 1, 2 ...)",
     "item.fields": "an added/done item carries what clients require (id; a call's call_id, name, arguments)",
     "part.announced": "text events for a content part follow its content_part.added",
-    "text.replay": "no delta repeats the whole text already streamed into its part",
+    "text.replay": "no delta, and no run of deltas, repeats the whole text already streamed into its part",
     "function_call.status": "function_call items: status in_progress on added, completed/incomplete on done and in output",
-    "reasoning.summary": "a reasoning item is announced with a summary list",
+    "reasoning.summary": "a reasoning item carries a summary list (added, done, and in the terminal's output)",
     "reasoning.fields": "reasoning summary events carry item_id and summary_index",
     "terminal.present": "the stream ends with a terminal event (a success, or a failure)",
     "terminal.last": "nothing but comments or [DONE] after the terminal event",
     "terminal.items_closed": "every item is closed before a success terminal",
-    "terminal.output": "a success terminal's output lists the announced items, in order",
+    "terminal.output": "a success terminal's output lists the announced items, in order "
+    "(a failure's too, when it lists any)",
     "terminal.usage": "a success terminal's usage has integer input/output/total tokens",
     "terminal.incomplete_reason": "response.incomplete names incomplete_details.reason",
     "failure.sequence": "response.failed/error carry a sequence_number when the stream numbers its events",
@@ -73,6 +91,79 @@ RULES: dict[str, str] = {
     # Gemini
     "gemini.finish": "the stream's last candidate chunk carries finishReason",
 }
+
+
+END_RULES = frozenset({"terminal.present"})
+"""Rules only a whole stream can satisfy (reported at its end): not checked in prefix mode."""
+
+
+def repeat(text: str, run: int | None, deltas: int, delta: str) -> tuple[int | None, int]:
+    """Rule text.replay, one non-empty delta of a text at a time: is the text being sent
+    twice? (LiteLLM #41109: a bridge merging two message items of one turn into one.)
+
+    One delta equal to the whole text so far, after two deltas or more, is a repeat.
+    Otherwise a repeat *starts* at a delta boundary: the text so far has at least two
+    deltas and :data:`MIN_REPEAT` characters, and the new delta is a prefix of it (begins
+    with the text's first characters). It *continues* while the deltas since its start
+    are still a prefix of the text as it was when it started, and *completes* when they
+    are that whole text, unless that text is itself a phrase said over and over
+    (``"ha "`` three times, ``"-"`` sixteen times: a power of a shorter string), which
+    is text, not a message sent twice. At the first divergence it is no repeat, and the
+    diverging delta may start a new one; any other event of the text's stream ends it too
+    (:func:`pure_content` for chat; any other Responses event than a text delta of the
+    same part). So a text that merely repeats a phrase is never cut: ``"ha ha ha"``
+    streamed as ``"ha", " ha", " ha"`` never starts one (a delta must begin with the
+    text's first characters), as ``"ha", " ", "ha", " ", "ha"`` only repeats ``"ha "``.
+
+    ``text``: every delta before this one; ``run``: the offset in ``text`` where a repeat
+    started (the length of the text it repeats), or None; ``deltas``: how many deltas
+    ``text`` has. Returns the new ``run`` and the length of the text this delta completes
+    a repeat of (0: none). The repairers (``wire/chat.py``, ``wire/responses.py``) follow
+    the same definition on the bytes they hold.
+    """
+    if run is not None:
+        done = len(text) - run
+        if text.startswith(delta, done, run):
+            if done + len(delta) < run:
+                return run, 0
+            return (None, 0) if power(text[:run]) else (None, run)
+        run = None  # diverged: not a repeat; this delta may start one
+    if deltas >= 2 and text.startswith(delta):
+        if len(delta) == len(text):
+            return None, len(text)
+        if len(text) >= MIN_REPEAT:
+            return len(text), 0
+    return None, 0
+
+
+MIN_REPEAT = 16
+"""Rule text.replay: the shortest text (in characters) a run of deltas is compared with."""
+
+
+def power(s: str | bytes) -> bool:
+    """Is ``s`` a shorter string said twice or more (``"abab"``, ``"---"``)? O(len(s)).
+    Of a string and of its UTF-8 bytes alike."""
+    return len(s) > 1 and (s + s).find(s, 1) < len(s)
+
+
+def pure_content(obj: dict[str, Any]) -> tuple[Any, str] | None:
+    """A chat chunk that carries only text for one choice (``(index, content)``): the only
+    chunk that continues a repeat (:func:`repeat`); ``role`` and empty or null fields are
+    allowed beside ``content``. Anything else (a tool call, a finish, usage, a second
+    choice, an error) ends one."""
+    choices = obj.get("choices")
+    if "error" in obj or not isinstance(choices, list) or len(choices) != 1 or obj.get("usage") is not None:
+        return None
+    ch = choices[0]
+    if not isinstance(ch, dict) or ch.get("finish_reason") is not None:
+        return None
+    delta = ch.get("delta")
+    if not isinstance(delta, dict) or not isinstance(delta.get("content"), str):
+        return None
+    for k, v in delta.items():
+        if v and k not in ("content", "role"):
+            return None
+    return ch.get("index", 0), delta["content"]
 
 
 class Violation(NamedTuple):
@@ -138,7 +229,7 @@ _SUMMARY = frozenset(
 
 
 class _Open:
-    __slots__ = ("chunks", "ci", "id", "parts", "pos", "text", "type")
+    __slots__ = ("chunks", "ci", "id", "parts", "pos", "run", "text", "type")
 
     def __init__(self, pos: int, iid: Any, typ: Any) -> None:
         self.pos = pos
@@ -148,6 +239,7 @@ class _Open:
         self.text = ""  # text streamed into the current part (text.replay)
         self.chunks = 0
         self.ci: Any = None
+        self.run: int | None = None  # where a possible repeat of the text began (text.replay)
 
 
 class _Responses(_Api):
@@ -177,6 +269,13 @@ class _Responses(_Api):
             return
         if self.terminal is not None:
             bad("terminal.last", n, f"{t} after the terminal event {self.terminal}")
+        op = self.open
+        if op is not None and op.run is not None and not (
+            t == "response.output_text.delta"
+            and self._find(obj, obj.get("item_id")) == op.pos
+            and _k(obj.get("content_index")) == op.ci
+        ):
+            op.run = None  # any other event ends a possible repeat (text.replay)
         seq = obj.get("sequence_number")
         if _is_int(seq):
             self.numbered = True
@@ -207,6 +306,11 @@ class _Responses(_Api):
             self.terminal = n
             if self.numbered and not _is_int(seq):
                 bad("failure.sequence", n, f"{t} without sequence_number")
+            output = resp.get("output") if isinstance(resp, dict) else None
+            if isinstance(output, list) and output:
+                out_ids = [o.get("id") if isinstance(o, dict) else None for o in output]
+                if out_ids != self.ids:
+                    bad("terminal.output", n, f"{t} output ids {out_ids}, announced {self.ids}")
         elif "item_id" in obj or "output_index" in obj:
             self._item_event(n, t, obj)
 
@@ -266,6 +370,8 @@ class _Responses(_Api):
         self._fields(n, "output_item.done", item)
         if item.get("type") == "function_call" and item.get("status") not in ("completed", "incomplete"):
             bad("function_call.status", n, f"function_call done with status {item.get('status')!r}")
+        if item.get("type") == "reasoning" and not isinstance(item.get("summary"), list):
+            bad("reasoning.summary", n, "reasoning item done without a summary list")
         if self.open is not None and self.open.pos == pos:
             self.open = None
 
@@ -295,7 +401,7 @@ class _Responses(_Api):
         ci = _k(obj.get("content_index"))
         if t == "response.content_part.added":
             op.parts.add(ci)
-            op.ci, op.text, op.chunks = ci, "", 0
+            op.ci, op.text, op.chunks, op.run = ci, "", 0, None
         elif t in _TEXT or t == "response.content_part.done":
             if ci not in op.parts:
                 op.parts.add(ci)  # reported once per part
@@ -307,13 +413,12 @@ class _Responses(_Api):
         if not isinstance(delta, str):
             return
         if op.ci != ci:
-            op.ci, op.text, op.chunks = ci, "", 0
-        if delta and op.chunks >= 2 and delta == op.text:
-            self.bad(
-                "text.replay",
-                n,
-                f"output_text.delta repeats the whole text of item {op.pos} part {ci!r} ({len(delta)} chars)",
-            )
+            op.ci, op.text, op.chunks, op.run = ci, "", 0, None
+        if delta:
+            op.run, whole = repeat(op.text, op.run, op.chunks, delta)
+            if whole:
+                how = "output_text.delta repeats" if whole == len(delta) else "a run of deltas ends repeating"
+                self.bad("text.replay", n, f"{how} the whole text of item {op.pos} part {ci!r} ({whole} chars)")
         op.text += delta
         op.chunks += 1
 
@@ -339,6 +444,8 @@ class _Responses(_Api):
                     n,
                     f"function_call {o.get('id')!r} in output with status {o.get('status')!r}",
                 )
+            if isinstance(o, dict) and o.get("type") == "reasoning" and not isinstance(o.get("summary"), list):
+                bad("reasoning.summary", n, f"reasoning {o.get('id')!r} in output without a summary list")
         u = r.get("usage")
         if not isinstance(u, dict) or not all(
             _is_int(u.get(k)) for k in ("input_tokens", "output_tokens", "total_tokens")
@@ -366,15 +473,20 @@ class _Chat(_Api):
         self.finished: set[Any] = set()
         self.ended = False
         self.text: dict[Any, tuple[str, int]] = {}  # choice -> (content so far, deltas)
+        self.run: tuple[Any, int] | None = None  # (choice, offset): a possible repeat (text.replay)
 
     def standard_name(self, name: str, obj: dict[str, Any] | None) -> bool:
         return False  # OpenAI's chat stream has no event: lines
 
     def done_sentinel(self, n: int) -> None:
         self.ended = True
+        self.run = None
 
     def event(self, n: int, obj: dict[str, Any]) -> None:
         bad = self.bad
+        pure = pure_content(obj)
+        if self.run is not None and (pure is None or _k(pure[0]) != self.run[0]):
+            self.run = None  # any other chunk ends a possible repeat (text.replay)
         if "error" in obj:
             self.ended = True
             return
@@ -392,8 +504,14 @@ class _Chat(_Api):
             content = delta.get("content")
             if isinstance(content, str) and content:
                 text, k = self.text.get(ci, ("", 0))
-                if k >= 2 and content == text:
-                    bad("text.replay", n, f"choice {ci} delta repeats the whole content so far ({len(content)} chars)")
+                if pure is None:  # only a pure chunk starts or continues a run; any may be a whole replay
+                    whole = len(text) if k >= 2 and content == text else 0
+                else:
+                    run, whole = repeat(text, self.run[1] if self.run is not None else None, k, content)
+                    self.run = (ci, run) if run is not None else None
+                if whole:
+                    how = "delta repeats" if whole == len(content) else "run of deltas ends repeating"
+                    bad("text.replay", n, f"choice {ci} {how} the whole content so far ({whole} chars)")
                 self.text[ci] = (text + content, k + 1)
             for tc in delta.get("tool_calls") or []:
                 if not isinstance(tc, dict):
@@ -537,9 +655,9 @@ _APIS = {"responses": _Responses, "chat": _Chat, "messages": _Messages, "gemini"
 class StreamChecker:
     """Feed a stream's bytes; read :attr:`violations`. Never changes or keeps the bytes."""
 
-    __slots__ = ("_closed", "_contract", "_parser", "api", "dropped", "events", "violations")
+    __slots__ = ("_closed", "_contract", "_parser", "api", "dropped", "events", "prefix", "violations")
 
-    def __init__(self, api: str) -> None:
+    def __init__(self, api: str, prefix: bool = False) -> None:
         if api not in _APIS:
             raise ValueError(f"unknown API {api!r}; known: {', '.join(_APIS)}")
         self.api = api
@@ -549,6 +667,8 @@ class StreamChecker:
         self._parser = SseParser()
         self._contract: _Api = _APIS[api](self._bad)
         self._closed = False
+        self.prefix = prefix
+        """The bytes are a cut stream's prefix: see the module docstring."""
 
     def _bad(self, rule: str, n: int | None, reason: str) -> None:
         if len(self.violations) < MAX_VIOLATIONS:
@@ -568,8 +688,11 @@ class StreamChecker:
         if not self._closed:
             self._closed = True
             for ev in self._parser.close():
-                self._event(ev)
+                if ev.complete or not self.prefix:
+                    self._event(ev)
             self._contract.end()
+            if self.prefix:  # what only a whole stream can satisfy
+                self.violations[:] = [v for v in self.violations if not (v.event is None and v.rule in END_RULES)]
         return self.violations
 
     def _event(self, ev: Event) -> None:
@@ -603,9 +726,10 @@ class StreamChecker:
         self._contract.event(n, obj)
 
 
-def check(api: str, body: bytes) -> list[Violation]:
-    """All violations of a whole SSE body."""
-    c = StreamChecker(api)
+def check(api: str, body: bytes, prefix: bool = False) -> list[Violation]:
+    """All violations of a whole SSE body (``prefix``: of what a client got of a cut
+    stream, see the module docstring)."""
+    c = StreamChecker(api, prefix)
     c.feed(body)
     return c.close()
 

@@ -7,8 +7,8 @@ nameless tool_use start for its name, a tool_use stop for whole input JSON). Eve
 after a held event queues behind it, so the client sees the stream in order; at most
 :data:`HOLD_LIMIT` events wait, then the subclass gives up waiting (:meth:`_release`).
 Each queued event is a :class:`Rec`, parallel to :attr:`EventRepairer.held` (which the
-driver sends as it came if the repairer fails, and ``addons/salvage.py`` if the upstream
-does).
+driver sends as it came if the repairer fails; if the upstream fails, ``addons/salvage.py``
+sends them through :meth:`HoldingRepairer.salvage`).
 """
 
 from __future__ import annotations
@@ -20,6 +20,10 @@ from .stream import ApiRepairer
 
 HOLD_LIMIT = 64
 """Most events held behind one that waits."""
+REPLAY_HOLD_LIMIT = 1024
+"""Most events held while a text may be being sent twice (rule replay, chat and
+Responses): a possible repeat never holds more text than was streamed before it, and
+goes out at its first divergence; past this many events it goes out as it came."""
 
 
 class Rec:
@@ -54,16 +58,30 @@ class HoldingRepairer(ApiRepairer):
         if not self._recs and rec.wait is None:
             b = self._bytes(rec)
             return [] if b is None else [b]
-        if len(self._recs) >= HOLD_LIMIT:
-            self._release(f"more than {HOLD_LIMIT} events held")
+        limit = self._hold_limit()
+        if len(self._recs) >= limit:
+            self._release(f"more than {limit} events held")
         # nothing below raises: an event in self.held is never also re-sent by the driver
         self.held.append(rec.ev)
         self._recs.append(rec)
         return self._flush()
 
+    def _hold_limit(self) -> int:
+        """How many events may wait now (:data:`HOLD_LIMIT`; a subclass may allow more)."""
+        return HOLD_LIMIT
+
     def _release(self, why: str | None) -> None:
         """Stop waiting (``why``: the reason for the note; None at the end of the stream)."""
         raise NotImplementedError
+
+    def salvage(self) -> list[bytes]:
+        """The upstream failed mid-body: stop waiting (what the held events wait for will
+        not come) and send them in order, each with the rules already applied to it (a
+        renumbered tool-call index, a shifted block index, a resent header merged); a
+        held finish is decided on the evidence seen. As at the end of the stream, minus
+        what :meth:`end` adds for a stream that ended without a terminal."""
+        self._release("the upstream failed")
+        return self._flush()
 
     def _flush(self) -> list[bytes]:
         """The events at the head of the queue that wait for nothing, in order."""

@@ -17,10 +17,14 @@ from typing import Any
 from .stream import Streamed
 
 
+HEAD = 16
+"""Characters of a part's text kept for rule replay's cheap test (:meth:`Part.may_repeat`)."""
+
+
 class Part:
     """One content part of a message item."""
 
-    __slots__ = ("part", "chunks", "text", "text_done", "part_done", "announced", "size", "replayed")
+    __slots__ = ("part", "chunks", "text", "text_done", "part_done", "announced", "size", "replayed", "head")
 
     def __init__(self, part: dict[str, Any], announced: bool = False) -> None:
         self.part = part
@@ -31,6 +35,19 @@ class Part:
         self.announced = announced  # its content_part.added went out (rule announce)
         self.size = 0  # characters streamed into it (rule replay compares lengths first)
         self.replayed = False  # a full-text replay was dropped (rule replay)
+        self.head = ""  # the text's first HEAD characters (rule replay: only a delta that agrees may repeat it)
+
+    def add(self, delta: str) -> None:
+        """A text delta streamed into the part."""
+        self.chunks.append(delta)
+        self.size += len(delta)
+        if len(self.head) < HEAD:
+            self.head = (self.head + delta)[:HEAD]
+
+    def may_repeat(self, delta: str) -> bool:
+        """Rule replay's cheap test: could ``delta`` be a prefix of the text (O(HEAD))?"""
+        head = self.head
+        return head.startswith(delta) if len(delta) <= len(head) else delta.startswith(head)
 
     def full_text(self) -> str:
         return self.text if self.text is not None else self.chunks.text()

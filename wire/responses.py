@@ -56,8 +56,20 @@ Everything else (comments, ``data: [DONE]``, non-JSON data, JSON without a strin
 ``type``, types outside ``response.*``/``error``) passes as its original bytes. A
 ``response.*`` type this module does not model gets only rules 3 and 4. An event that
 needs no repair goes out as ``ev.raw``; a changed one is re-serialized once with
-``orjson.dumps`` (key order kept, new keys appended). Nothing is held back: every repair is
-decided from the events seen so far, so the first byte of an event is never delayed.
+``orjson.dumps`` (key order kept, new keys appended). Nothing is held back but by rule
+``replay``: every other repair is decided from the events seen so far, so the first byte of
+an event is never delayed.
+
+10. ``replay`` (LiteLLM #41109; :func:`wire.contract.repeat` defines it): the text of a
+    content part sent twice. One delta equal to the whole text so far is dropped. A second
+    run of deltas that begins, at a delta boundary, with the text's first characters is
+    held (with whatever passes between, a comment, in its place) while it is still a
+    prefix of the text as it was, and released, numbered then, at the first divergence,
+    at any other Responses event, at the end of the stream or when the upstream fails
+    (:meth:`ResponsesRepairer.salvage`); when it completes the whole text its deltas are
+    dropped and the doubled done texts (``output_text.done``, ``content_part.done``,
+    ``output_item.done``, the terminal's ``output``) list the text once. Bounded by the
+    text so far and :data:`~wire.holding.REPLAY_HOLD_LIMIT` events.
 
 Cost per event: one ``orjson.loads``, O(1) dictionary work, at most one ``orjson.dumps``.
 Per stream: the streamed text/arguments of items not yet closed are kept, each as one
@@ -127,8 +139,10 @@ from typing import Any
 
 import orjson
 
+from .contract import MIN_REPEAT, power
 from .foreign import commented, foreign
-from .response_items import Item, Items, Part
+from .holding import REPLAY_HOLD_LIMIT
+from .response_items import HEAD, Item, Items, Part
 from .response_usage import _int, fill_upstream_usage, fix_usage
 from .rules import FlowContext, Rules
 from .sse import Event, format_event
@@ -179,6 +193,23 @@ _REASON = {"max_tokens": "max_output_tokens", "content_filter": "content_filter"
 _NATIVE = {"max_output_tokens": "max_tokens", "content_filter": "content_filter"}
 
 
+class _Run:
+    """Rule replay: a second run of text deltas of one part that may be repeating its
+    whole text: the held events (a delta: ``(ev, obj, dirty, fired rules, delta)``; the
+    bytes of an event that passes between, a comment) and how many bytes of the text the
+    deltas matched."""
+
+    __slots__ = ("it", "ci", "p", "entries", "nbytes", "deltas")
+
+    def __init__(self, it: Item, ci: int, p: Part) -> None:
+        self.it = it
+        self.ci = ci
+        self.p = p
+        self.entries: list[Any] = []
+        self.nbytes = 0
+        self.deltas = 0
+
+
 class ResponsesRepairer(ApiRepairer):
     """Repairs one ``/v1/responses`` SSE stream; see the module docstring for the rules.
 
@@ -199,9 +230,57 @@ class ResponsesRepairer(ApiRepairer):
         self._unannounced = False  # events for an item never added passed as they came
         self._rotated: set[int] = set()  # rule item_id: items whose events carried other ids
         self._replayed: set[int] = set()  # rule replay: items whose done text was doubled
+        self._run: _Run | None = None  # rule replay: deltas that may repeat a part's text, held
+        self._routed = False  # event() called by _run_event
 
     # --- driver interface ---------------------------------------------------------
+    def _run_event(self, ev: Event, run: _Run) -> list[bytes]:
+        """:meth:`event` while deltas of a possible repeat are held (rule replay)."""
+        how = self._in_run(ev, run)
+        if how == "end":
+            return self._end_run() + self.event(ev)
+        self._routed = True
+        try:
+            out = self.event(ev)
+        finally:
+            self._routed = False
+        if how == "delta" or self._run is not run:
+            return out  # held, dropped with the run, or released by it (_replay)
+        # a comment (or an event no client reads) between held deltas keeps its place
+        self.held.append(ev)
+        run.entries.extend(out)
+        if len(self.held) >= REPLAY_HOLD_LIMIT:
+            self.note(f"released a possible repeat of a text: more than {REPLAY_HOLD_LIMIT} events held")
+            return self._end_run()
+        return []
+
+    def _in_run(self, ev: Event, run: _Run) -> str:
+        """While deltas are held (rule replay): ``delta`` for the next text delta of the
+        same part, ``end`` for any other Responses event (the run is no repeat), ``pass``
+        for what is none (a comment, a non-standard event, data that is not JSON): it keeps
+        its place among the held deltas (none of these is numbered)."""
+        if not ev.complete or ev.data is None:
+            return "pass"
+        if self.rules.nonstandard and foreign("responses", ev) is not None:
+            return "pass"
+        try:
+            obj = ev.json()
+        except orjson.JSONDecodeError:
+            return "pass"
+        typ = obj.get("type") if isinstance(obj, dict) else None
+        if not isinstance(typ, str) or not (typ.startswith(("response.", "codex.")) or typ == "error"):
+            return "pass"
+        if typ == _TEXT_DELTA and self.items.lookup(obj) is run.it:
+            ci = obj.get("content_index")
+            if run.it.root is not None and type(ci) is int:
+                ci = run.it.ci_map.get(ci)
+            if ci == run.ci:
+                return "delta"
+        return "end"
+
     def event(self, ev: Event) -> list[bytes]:
+        if self._run is not None and not self._routed:
+            return self._run_event(ev, self._run)
         if self.rules.nonstandard and ev.complete:
             why = foreign("responses", ev)
             if why is not None:
@@ -261,17 +340,25 @@ class ResponsesRepairer(ApiRepairer):
         return None
 
     def end(self) -> list[bytes]:
-        out = super().end()
+        out = self._end_run()  # a possible repeat cut by the end: text
+        out += super().end()
         if not self._finished:
             self.note("stream ended without a terminal event")
             if self.rules.eof_terminal and self._framing is not None:
                 out.append(self._eof_failure(self._framing))
         return out
 
+    def salvage(self) -> list[bytes]:
+        """The upstream failed mid-body: held deltas of a possible repeat go out as the
+        text they are so far (numbered; a repeat cannot be proved of a cut stream)."""
+        return self._end_run() + super().salvage()
+
     def _eof_failure(self, ev: Event) -> bytes:
         """Rule eof_terminal: the gateway's stream stopped without a terminal event; the
         client gets ``response.failed`` (same response id, the next ``sequence_number``),
-        never a success. Open items stay open: a call the gateway never closed is not run."""
+        never a success. Open items stay open (no done event: a call the gateway never
+        closed is not run); the failure's ``output`` lists every announced item (rule
+        terminal_output), an open one as ``incomplete`` with what was streamed into it."""
         self._finished = True
         if self._last_seq is None:
             self._last_seq = -1  # clients require sequence_number on response.failed
@@ -283,11 +370,41 @@ class ResponsesRepairer(ApiRepairer):
             "error": {"code": "server_error", "message": "The upstream stream ended without a terminal event."},
             "incomplete_details": None,
             "model": self._model or self.ctx.model,
-            "output": self.items.finals(),
+            "output": self._failure_output(),
             "usage": None,
         }
         self.note("stream ended without a terminal event: ended it with response.failed")
         return self._synth(ev, "response.failed", {"response": resp}, "eof_terminal")
+
+    def _failure_output(self) -> list[dict[str, Any]]:
+        """A synthesized failure's ``output``: every announced item, as closed, or (still
+        open) as streamed so far with ``status: "incomplete"``; rule terminal_output off:
+        the closed ones only."""
+        if not self.rules.terminal_output:
+            return self.items.finals()
+        out: list[dict[str, Any]] = []
+        for it in self.items:
+            if it.final is not None:
+                out.append(it.final)
+                continue
+            item = dict(it.item)
+            if it.type == "message":
+                content = []
+                for ci in sorted(it.parts):
+                    part = dict(it.parts[ci].part)
+                    if part.get("type") == "output_text":
+                        part["text"] = it.parts[ci].full_text()
+                    content.append(part)
+                item["content"] = content
+            elif it.type == "function_call":
+                item["arguments"] = it.arguments()
+            elif it.type == "reasoning" and it.summary:
+                item["summary"] = self._summary(it)
+            item["status"] = "incomplete"
+            out.append(item)
+        if len(out) > len(self.items.finals()):
+            self.fired["terminal_output"] += 1  # the failure event lists what only it lists
+        return out
 
     # --- output and numbering -----------------------------------------------------
     def _out(self, ev: Event, obj: dict[str, Any], dirty: bool, event: str | None = None) -> bytes:
@@ -575,6 +692,13 @@ class ResponsesRepairer(ApiRepairer):
                 args = it.arguments()
             if isinstance(args, str):
                 self.verdict.tool_args(args)
+        summary = item.get("summary")
+        if item.get("type") == "reasoning" and self.rules.reasoning_summary and not isinstance(summary, list):
+            # codex-acp #266: a gateway that strips an empty summary strips it here too, and
+            # Codex reads the done item: what was streamed into it, else []
+            item["summary"] = self._summary(it)
+            dirty = True
+            self.fire("reasoning_summary")
         if it is not None and self.rules.replay and it.type == "message" and self._unreplay(it, item):
             dirty = True
             self.fire("replay")
@@ -583,6 +707,27 @@ class ResponsesRepairer(ApiRepairer):
         else:
             it.close(item)
         return [self._out(ev, obj, dirty)]
+
+    @staticmethod
+    def _summary(it: Item | None) -> list[dict[str, Any]]:
+        """Rule reasoning_summary: a reasoning item's summary list from what was streamed
+        into it (none: ``[]``)."""
+        if it is None:
+            return []
+        return [{"type": "summary_text", "text": it.summary[si].text()} for si in sorted(it.summary)]
+
+    def _summaries(self, output: list[Any]) -> bool:
+        """Rule reasoning_summary on a terminal's ``output``: a reasoning entry without a
+        summary list gets its item's, as closed (else ``[]``)."""
+        dirty = False
+        for e in output:
+            if isinstance(e, dict) and e.get("type") == "reasoning" and not isinstance(e.get("summary"), list):
+                it = self.items.by_id.get(e["id"]) if isinstance(e.get("id"), str) else None
+                final = it.final.get("summary") if it is not None and it.final is not None else None
+                e["summary"] = list(final) if isinstance(final, list) else []
+                dirty = True
+                self.fire("reasoning_summary")
+        return dirty
 
     def _unreplay(self, it: Item, item: dict[str, Any]) -> bool:
         """Rule replay on a message's done item: a part whose full-text replay was dropped
@@ -600,6 +745,92 @@ class ResponsesRepairer(ApiRepairer):
                 content[ci]["text"] = text
                 dirty = True
         return dirty
+
+    def _replay(
+        self, ev: Event, obj: dict[str, Any], dirty: bool, it: Item, ci: int, p: Part, delta: str
+    ) -> tuple[list[bytes], bool]:
+        """Rule replay (LiteLLM #41109; :func:`wire.contract.repeat`): what goes out before
+        this delta (a run it ends), and whether the delta was taken: held in a possible
+        repeat, or dropped with one (else the caller streams it as text)."""
+        enc = delta.encode("utf-8", "surrogatepass")
+        buf = p.chunks.view()
+        out: list[bytes] = []
+        run = self._run
+        if run is not None:  # this delta is the part's next (event() ended the run otherwise)
+            if buf.startswith(enc, run.nbytes) and run.nbytes + len(enc) <= len(buf):
+                self._hold(run, ev, obj, dirty, delta)
+                run.nbytes += len(enc)
+                if run.nbytes < len(buf):
+                    if len(self.held) >= REPLAY_HOLD_LIMIT:
+                        self.note(f"released a possible repeat of a text: more than {REPLAY_HOLD_LIMIT} events held")
+                        return self._end_run(), True
+                    return out, True
+                if power(buf):  # the text is a phrase said over and over: text
+                    return self._end_run(), True
+                return self._drop_run(), True
+            out = self._end_run()  # diverged: its text is the part's; this delta may start another
+            buf = p.chunks.view()
+        if p.chunks.pieces >= 2 and len(enc) <= len(buf) and buf.startswith(enc):
+            if len(enc) == len(buf):
+                p.replayed = True
+                self.count("replay")
+                self._note_once("dropped a delta replaying the whole text", it)
+                return out, True
+            if p.size >= MIN_REPEAT:
+                run = self._run = _Run(it, ci, p)
+                self._hold(run, ev, obj, dirty, delta)
+                run.nbytes = len(enc)
+                return out, True
+        return out, False
+
+    def _hold(self, run: _Run, ev: Event, obj: dict[str, Any], dirty: bool, delta: str) -> None:
+        """A delta of a possible repeat, kept with the rules that fired for it."""
+        run.entries.append((ev, obj, dirty, frozenset(self._firing), delta))
+        run.deltas += 1
+        self._firing.clear()
+        self.held.append(ev)
+
+    def _end_run(self) -> list[bytes]:
+        """The held deltas are no repeat: they go out (numbered now, in order) as the
+        part's text."""
+        run, self._run = self._run, None
+        if run is None:
+            return []
+        saved = set(self._firing)  # the event being repaired, if any
+        self._firing.clear()
+        out: list[bytes] = []
+        for e in run.entries:
+            if isinstance(e, bytes):
+                out.append(e)
+                continue
+            ev, obj, dirty, fired, delta = e
+            run.p.add(delta)
+            self.verdict.observe_text(delta)
+            self._firing.update(fired)
+            out.append(self._out(ev, obj, dirty))
+        self.held.clear()
+        self._firing.update(saved)
+        return out
+
+    def _drop_run(self) -> list[bytes]:
+        """The held deltas repeat the part's whole text: dropped (what passed between them
+        goes out); the done text the gateway doubled is listed once (``p.replayed``)."""
+        run, self._run = self._run, None
+        assert run is not None
+        saved = set(self._firing)
+        self._firing.clear()
+        out: list[bytes] = []
+        for e in run.entries:
+            if isinstance(e, bytes):
+                out.append(e)
+            else:
+                self._firing.update(e[3])
+                self.count("replay")
+        run.p.replayed = True
+        self.held.clear()
+        self._firing.update(saved)
+        self.note(f"dropped a second run of {run.deltas} deltas repeating the whole text (item {run.it.index})")
+        return out
 
     def _announce(self, ev: Event, obj: dict[str, Any], typ: str) -> tuple[list[bytes], Item | None]:
         """Rule announce: a message's (or reasoning item's) first event came without its
@@ -712,8 +943,8 @@ class ResponsesRepairer(ApiRepairer):
         bookkeeping (the streamed text or arguments, the verdict's digest) and rule
         ``sequence`` (:meth:`_out`).
         """
-        if self._firing:
-            return None  # a rule already fired for this event: the full path counts it
+        if self._firing or self._run is not None:
+            return None  # a rule already fired for this event: the full path counts it; held deltas: rule replay
         gid = obj.get("item_id")
         if type(gid) is not str:
             return None  # schema_fill may add the id, announce may open an item for it
@@ -734,12 +965,19 @@ class ResponsesRepairer(ApiRepairer):
             if type(ci) is not int:
                 return None  # schema_fill
             p = it.parts.get(ci)
-            # a part not yet announced: rule announce opens it; a delta as long as the
-            # text so far may be a replay of it (rule replay compares the text)
-            if p is None or (self.rules.announce and not p.announced) or p.size == len(delta):
+            # a part not yet announced: rule announce opens it; a delta that agrees with
+            # the text's beginning may repeat it (rule replay compares the text)
+            if p is None or (self.rules.announce and not p.announced):
+                return None
+            head = p.head  # Part.may_repeat and Part.add, inline (the hot path)
+            if self.rules.replay and delta and p.chunks.pieces >= 2 and (
+                head.startswith(delta) if len(delta) <= len(head) else delta.startswith(head)
+            ):
                 return None
             p.chunks.append(delta)
             p.size += len(delta)
+            if len(head) < HEAD:
+                p.head = (head + delta)[:HEAD]
             self.verdict.observe_text(delta)
         else:
             it.args.append(delta)
@@ -807,14 +1045,12 @@ class ResponsesRepairer(ApiRepairer):
                 delta = obj.get("delta")
                 if isinstance(delta, str):
                     p = it.part(ci)
-                    replay = p.size == len(delta) and p.chunks.pieces >= 2 and delta == p.chunks.text()
-                    if self.rules.replay and delta and replay:
-                        p.replayed = True
-                        self.count("replay")
-                        self._note_once("dropped a delta replaying the whole text", it)
-                        return out
-                    p.chunks.append(delta)
-                    p.size += len(delta)
+                    if self.rules.replay and (delta or self._run is not None):  # an empty one: held too
+                        pre, taken = self._replay(ev, obj, dirty, it, ci, p, delta)
+                        out += pre
+                        if taken:
+                            return out
+                    p.add(delta)
                     self.verdict.observe_text(delta)
             elif typ == _TEXT_DONE:
                 p = it.part(ci)
@@ -841,6 +1077,7 @@ class ResponsesRepairer(ApiRepairer):
                     if p.replayed and part.get("text") == p.chunks.text() * 2:
                         part["text"] = p.chunks.text()
                         dirty = True
+                        self.fire("replay")
                     if it.root is not None:
                         text = p.text if p.text is not None else p.chunks.text()
                         if part.get("text") != text:
@@ -982,6 +1219,8 @@ class ResponsesRepairer(ApiRepairer):
         """Rules 1 and 5 on ``response.output``."""
         given = resp.get("output")
         dirty = False
+        if isinstance(given, list) and self.rules.reasoning_summary:
+            dirty = self._summaries(given)
         if not isinstance(given, list):
             if not self.rules.terminal_output or not self.items:
                 return False
@@ -1109,6 +1348,10 @@ def _repair_json(
                 if isinstance(item.get("arguments"), str):
                     verdict.observe_args(item["arguments"])
                     verdict.tool_args(item["arguments"])
+            elif typ == "reasoning" and rules.reasoning_summary and not isinstance(item.get("summary"), list):
+                item["summary"] = []  # codex-acp #266, as on the stream's items
+                changed = True
+                hit.add("reasoning_summary")
             elif typ == "message" and isinstance(item.get("content"), list):
                 for part in item["content"]:
                     if not isinstance(part, dict) or part.get("type") != "output_text":

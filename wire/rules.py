@@ -27,7 +27,8 @@ class Rules:
     schema_fill: bool = True
     """Required fields CPA leaves out (created_at, model, item_id, summary_index...)."""
     terminal_output: bool = True
-    """The terminal event's ``output`` lists the announced items, in order."""
+    """The terminal event's ``output`` lists the announced items, in order (a synthesized
+    ``response.failed`` too: an open item as ``incomplete``)."""
     response_id: bool = True
     """``response.id`` stays the same across lifecycle events."""
     announce: bool = True
@@ -36,10 +37,13 @@ class Rules:
     item_id: bool = True
     """An item's events and its done/terminal entries carry the id it was announced with."""
     reasoning_summary: bool = True
-    """A reasoning ``output_item.added`` without ``summary`` gets ``summary: []``."""
+    """A reasoning item without ``summary`` gets one: ``[]`` on ``output_item.added``, what was
+    streamed (else ``[]``) on ``output_item.done`` and in the terminal's ``output``."""
     # every API
     replay: bool = True
-    """A text delta repeating the whole text already streamed (a full-text replay) is dropped."""
+    """The text sent twice is dropped: a delta, or a second run of deltas (held while it is
+    a prefix of the text so far), repeating the whole text already streamed
+    (:func:`wire.contract.repeat`)."""
     nonstandard: bool = True
     """Events the API does not define (``event: ping``, ``{"type":"keepalive"}``) and empty
     ``data:`` events become SSE comments (kept, ignored by every client)."""

@@ -52,6 +52,16 @@ class Streamed:
         self._str = text
         self.pieces = 1
 
+    def view(self) -> bytearray:
+        """The text as UTF-8 bytes, the buffer itself (not a copy; do not change it): a
+        prefix test of a string costs O(that string), a string being a prefix of another
+        exactly when its UTF-8 bytes are."""
+        buf = self._buf
+        if buf is None:
+            buf = self._buf = bytearray(self._str.encode("utf-8", "surrogatepass"))
+            self._str = ""
+        return buf
+
     def text(self) -> str:
         buf = self._buf
         if buf is not None:  # decoded once; a later append re-encodes (rare: closes come last)
@@ -104,6 +114,15 @@ class EventRepairer:
 
     def end(self) -> list[bytes]:
         """The stream ended (after the last event): flush what is held."""
+        out = [e.raw for e in self.held]
+        self.held.clear()
+        return out
+
+    def salvage(self) -> list[bytes]:
+        """The upstream failed mid-body: the held events, each through every rule that a
+        stream cut here can still satisfy (what they waited for will not come). Nothing
+        is synthesized that claims an ending (no terminal, no finish). This base has
+        none: the held events as they came."""
         out = [e.raw for e in self.held]
         self.held.clear()
         return out
@@ -204,12 +223,19 @@ class StreamRepair:
 
     def salvage(self) -> bytes:
         """The stream failed mid-body (the upstream reset or closed): what was received and
-        not yet sent (held events, then the unfinished event's bytes), as it came, and
-        passthrough from here on. Nothing is decided or added: no terminal, no repair of
-        the held events (what they waited for will not come)."""
+        not yet sent, and passthrough from here on. The held events go out repaired as far
+        as a cut stream allows (:meth:`EventRepairer.salvage`: every rule a prefix can
+        satisfy; no terminal added, nothing decided that waited for what will not come),
+        then the unfinished event's bytes as they came (half an event cannot be judged).
+        If the repairer fails here, the held events go out as they came."""
         if self.parser is None:
             return b""
-        out = self._unsent([], eof=False)
+        try:
+            held = b"".join(self.repairer.salvage())
+        except Exception as e:
+            self.error = e
+            held = b""  # whatever is still held goes out raw below
+        out = held + self._unsent([], eof=False)
         self.bytes_out += len(out)
         return out
 

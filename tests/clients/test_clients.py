@@ -316,3 +316,50 @@ def test_codex_websocket_refused_falls_back_to_https(recording):
                     refusing.wait_for(r"WebSocket upgrade refused with 426", 10)
                 else:
                     assert counts["ws_turns"] >= 1 and counts["http_requests"] == 0, counts
+
+
+def test_a_cut_stream_reaches_chat_clients_repaired(tmp_path):
+    """Issue 20 (salvage): the upstream resets while the repair holds a nameless tool-call
+    header at CPA's step index 1 (``tests/test_cut_upstream.py``'s
+    ``chat-nameless-header-step-index``). Straight from the upstream, openai-python's
+    ``chat.completions.stream()`` raises ``IndexError`` on the hole at index 0 before it
+    sees the cut; through the addon the held header arrives at index 0 and the client
+    reports the cut itself (``APIConnectionError``), as the raw iteration does both ways.
+    The AI SDK fails the same way both ways: the name never came, and no repair makes one
+    up (7 and 5 throw "Expected 'function.name' to be a string.", 6 "terminated")."""
+    from runners import run_aisdk_batch, run_openai_py
+
+    from tests.support import start_mitmdump
+    from tests.test_cut_upstream import CuttingUpstream
+
+    case = "chat-nameless-header-step-index/reset/v1"
+    up = CuttingUpstream()
+    mitm, port = start_mitmdump(f"http://127.0.0.1:{up.port}", tmp_path / "conf")
+    bases = {"raw": f"http://127.0.0.1:{up.port}/{case}", "repaired": f"http://127.0.0.1:{port}/{case}"}
+    tools = [{"name": "write_file", "description": "w", "parameters": {"type": "object", "properties": {}}}]
+    got: dict[tuple[str, str], dict] = {}
+    try:
+        for mode, base in bases.items():
+            for c in CLIENT_LIST:
+                if c.family == "openai-py" and c.api == "chat":
+                    got[(mode, c.name)] = run_openai_py(c, base, [], True, None, timeout=20)
+            by_install: dict[Path, list[dict]] = {}
+            for c in CLIENT_LIST:
+                if c.family == "aisdk" and c.api == "chat" and installed(c):
+                    case_ = {"id": c.name, "api": c.variant, "baseURL": base, "tools": tools, "stream": True}
+                    by_install.setdefault(c.install_dir, []).append(case_)
+            for inst, cases in by_install.items():
+                for name, r in run_aisdk_batch(inst, cases, timeout=20).items():
+                    got[(mode, name)] = r
+    finally:
+        mitm.stop()
+        up.close()
+    assert got[("raw", "openai-py/chat.stream")]["exception"] == "IndexError"
+    for mode in bases:
+        assert got[(mode, "openai-py/chat")]["exception"] == "APIConnectionError"
+    assert got[("repaired", "openai-py/chat.stream")]["exception"] == "APIConnectionError"
+    aisdk = sorted({name for _, name in got if name.startswith("aisdk")})
+    assert aisdk, "no AI SDK client installed"
+    for name in aisdk:
+        raw, fixed = got[("raw", name)], got[("repaired", name)]
+        assert fixed.get("thrown") and fixed.get("thrown") == raw.get("thrown"), (name, raw, fixed)
