@@ -79,6 +79,7 @@ exposition's HELP/TYPE lines, as prometheus_client writes them)."""
 TTFB_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120)
 DURATION_BUCKETS = (0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600)
 TOKEN_KINDS = (("input_tokens", "input"), ("output_tokens", "output"), ("cached_tokens", "cached"))
+APIS = ("responses", "chat", "messages", "gemini")
 OTHER = "other"
 MAX_LABEL_CHARS = 64
 CODE_LABEL_LIMIT = 64
@@ -161,6 +162,7 @@ class Registry:
         from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
         self.pc = pc
+        pc.disable_created_metrics()  # no *_created series: half the exposition, no use on a dashboard
         self.registry = r = CollectorRegistry()
         self.models, self.keys = models, keys
         self.code = Bounded("code", CODE_LABEL_LIMIT)
@@ -210,6 +212,9 @@ class Registry:
         pc.ProcessCollector(registry=r)
         for t in ("sse", "websocket"):
             self.in_flight.labels(t)
+        for api in APIS:  # zeros from the start, so rate() and alerts see the series
+            self.failed_open.labels(api)
+            self.salvaged.labels(api)
 
     def _overflowed(self, label: str) -> None:
         self.overflow.labels(label).inc()
