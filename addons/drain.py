@@ -220,11 +220,34 @@ class DrainGate:
             kind = orjson.loads(msg.content).get("type")
         except (orjson.JSONDecodeError, AttributeError):
             return
-        if kind in TURN_STARTS:
-            msg.drop()
-            self.drain.refused += 1
-            logger.info(f"streamfix: {_where(flow)}: a new WebSocket turn while draining: socket closed, not forwarded")
-            flow.kill()
+        if kind not in TURN_STARTS:
+            return
+        wsr = ctx.master.addons.get("websocketrepair")
+        sock = getattr(wsr, "sockets", {}).get(flow.id)
+        if sock is not None and sock.turn is not None and not sock.turn.finished:
+            return  # a turn still streams on this socket: closing it would cut that one
+        msg.drop()
+        self.drain.refused += 1
+        logger.info(f"streamfix: {_where(flow)}: a new WebSocket turn while draining: not forwarded, socket closed")
+        asyncio.get_running_loop().call_soon(close_websocket, flow)
+
+
+def close_websocket(flow: http.HTTPFlow, code: int = 1001, reason: bytes = b"streamfix is shutting down") -> None:
+    """Close a client WebSocket between turns: a close frame ``code`` (1001: going away)
+    written to the client, then its connection closed through mitmproxy's connection
+    handler (the WebSocket layer then ends the flow and closes the gateway's side).
+    mitmproxy has no API to send a close frame; ``flow.kill()`` does not end a WebSocket."""
+    try:
+        ps = ctx.master.addons.get("proxyserver")
+        handler = ps.connections[flow.client_conn.id]
+        writer = handler.transports[handler.client].writer
+        payload = code.to_bytes(2, "big") + reason[:100]
+        if not writer.is_closing():
+            writer.write(bytes([0x88, len(payload)]) + payload)  # FIN + close opcode, unmasked (server)
+        handler.close_connection(handler.client)
+    except Exception as e:  # noqa: BLE001 - a connection gone meanwhile, another mitmproxy layout
+        logger.info(f"streamfix: closing a WebSocket while draining failed ({type(e).__name__}: {e}); killing it")
+        flow.kill()
 
 
 def _where(flow: http.HTTPFlow) -> str:

@@ -6,6 +6,7 @@
     python -m streamfix.sidecar --web                 # mitmweb, bodies kept for the views
 
 Everything after ``--`` goes to mitmdump as it is (``-- --set streamfix_truncation=completed``).
+SIGTERM drains (the streams in flight finish first, see docs/operations.md); Ctrl-C stops at once.
 """
 
 from __future__ import annotations
@@ -80,13 +81,16 @@ def main(argv: list[str] | None = None) -> int:
     # one SIGINT (ours); a second one during its shutdown kills it (exit -2, no done hooks)
     mitm = subprocess.Popen(cmd, cwd=ROOT, env=child_env(), process_group=0)
 
-    def on_term(signum, frame):  # SIGTERM: stop mitmdump and the replay upstream too
-        raise KeyboardInterrupt
+    def on_term(signum, frame):
+        # SIGTERM (systemd, docker stop): passed on; mitmdump drains (addons/drain.py: no new
+        # connections, the streams in flight finish, at most streamfix_drain_timeout), then
+        # exits, and so do we; a second SIGTERM makes it exit at once
+        mitm.send_signal(signal.SIGTERM)
 
     signal.signal(signal.SIGTERM, on_term)
     try:
-        return mitm.wait()
-    except KeyboardInterrupt:
+        return mitm.wait()  # a signal handler runs in between; the wait goes on (PEP 475)
+    except KeyboardInterrupt:  # Ctrl-C: stop now
         mitm.send_signal(signal.SIGINT)
         try:
             return mitm.wait(10)
