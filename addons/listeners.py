@@ -19,12 +19,13 @@ beyond loopback. So:
 * mitmweb beyond loopback: a line says it is protected by its token or ``web_password``
   and that it shows the flows (credentials redacted unless ``streamfix_redact=false``).
 
-The credentials are compared with mitmproxy's own validators (``mitmproxy.addons.proxyauth``)
-and removed from the request before it goes on.
+The credentials are read with mitmproxy's own parser (``mitmproxy.addons.proxyauth``; an
+htpasswd file with its validator) and removed from the request before it goes on.
 """
 
 from __future__ import annotations
 
+import hmac
 import ipaddress
 import logging
 import weakref
@@ -68,6 +69,10 @@ class Listeners:
         self.validator = None
         self.authenticated: weakref.WeakKeyDictionary[connection.Client, bool] = weakref.WeakKeyDictionary()
         self.refused = 0
+        self.refusing = False
+        """An open forward listener was found: mitmproxy exits 1 (the error is logged at
+        startup), and until it does every request there is refused (mitmproxy loads
+        scripts while it binds its listeners, so one may be up for a moment)."""
 
     def load(self, loader) -> None:
         loader.add_option(
@@ -110,6 +115,7 @@ class Listeners:
                 "streamfix_upstream_proxyauth=USER:PASS (CPA: proxy-url http://USER:PASS@HOST:PORT) or bind "
                 "it to 127.0.0.1"
             )
+        self.refusing = bool(problems)
         if problems:
             for p in problems:
                 logger.error(f"streamfix: refusing to start: {p}")
@@ -136,7 +142,9 @@ class Listeners:
 
     # --- the regular-mode listener's credentials -----------------------------------
     def _guarded(self, flow: http.HTTPFlow) -> bool:
-        return self.validator is not None and isinstance(flow.client_conn.proxy_mode, FORWARD_MODES)
+        return (self.validator is not None or self.refusing) and isinstance(
+            flow.client_conn.proxy_mode, FORWARD_MODES
+        )
 
     def http_connect(self, flow: http.HTTPFlow) -> None:
         if self._guarded(flow) and self._check(flow):
@@ -155,7 +163,7 @@ class Listeners:
         ok = False
         try:
             _, user, password = parse_http_basic_auth(flow.request.headers.get("proxy-authorization", ""))
-            ok = bool(self.validator(user, password))
+            ok = self.validator is not None and bool(self.validator(user, password))
         except (ValueError, TypeError):
             ok = False
         if ok:
@@ -185,7 +193,17 @@ def _validator(spec: str):
     user, sep, password = spec.partition(":")
     if not sep or not user or not password:
         raise exceptions.OptionsError("streamfix_upstream_proxyauth takes USER:PASS or @/path/to/htpasswd")
-    return proxyauth.SingleUser(spec)
+    return SingleUser(user, password)
+
+
+class SingleUser:
+    """One USER:PASS (the password may hold colons), compared in constant time."""
+
+    def __init__(self, user: str, password: str) -> None:
+        self.user, self.password = user.encode(), password.encode()
+
+    def __call__(self, user: str, password: str) -> bool:
+        return hmac.compare_digest(user.encode(), self.user) & hmac.compare_digest(password.encode(), self.password)
 
 
 addons = [Listeners()]

@@ -238,7 +238,8 @@ class FakeDevin:
         delay = float(marks.get("delay", self.delay_ms)) / 1000
         usage = marks.get("usage", "field7")
         seen = {"max_tokens": info.max_tokens, "scenario": scenario, "conv": conv, "model": info.model,
-                "prompts": len(info.prompts), "authorization": bool(request.headers.get("authorization"))}  # fmt: skip
+                "prompts": len(info.prompts), "authorization": bool(request.headers.get("authorization")),
+                "proxy_authorization": bool(request.headers.get("proxy-authorization"))}  # fmt: skip
         self.requests.append(seen)
         if scenario not in SCENARIOS or usage not in USAGE_MODES:
             return web.Response(status=400, text=f"unknown scenario {scenario} or usage {usage}")
