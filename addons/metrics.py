@@ -196,6 +196,7 @@ class Registry:
                                  "answered (Unix time; 0: not yet)", registry=r)
         Gauge("streamfix_draining", "1 while the sidecar drains (SIGTERM received)",
               registry=r).set_function(lambda: 1.0 if draining() else 0.0)
+        self._children: dict[tuple, Any] = {}
         self.overflow = Counter("streamfix_label_overflow", "Label values folded into 'other' (the bound was "
                                 "reached)", ["label"], registry=r)
         from importlib.metadata import PackageNotFoundError, version
@@ -210,14 +211,23 @@ class Registry:
             _v("streamfix"), _v("mitmproxy")
         ).set(1)
         pc.ProcessCollector(registry=r)
-        for t in ("sse", "websocket"):
-            self.in_flight.labels(t)
+        self.sse = self.in_flight.labels("sse")
+        self.websockets = self.in_flight.labels("websocket")
         for api in APIS:  # zeros from the start, so rate() and alerts see the series
             self.failed_open.labels(api)
             self.salvaged.labels(api)
 
     def _overflowed(self, label: str) -> None:
         self.overflow.labels(label).inc()
+
+    def _c(self, metric: Any, *values: str) -> Any:
+        """``metric.labels(*values)``, cached: prometheus_client's ``labels()`` checks and
+        locks on every call, most of a turn's cost; the cache is bounded as the labels are."""
+        key = (id(metric), *values)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*values)
+        return child
 
     def exposition(self) -> bytes:
         return self.pc.generate_latest(self.registry)
@@ -228,16 +238,17 @@ class Registry:
         api, transport = code(turn.get("api")), code(turn.get("transport"))
         ended = code(turn.get("ended"))
         model, key = self.models(turn.get("model")), self.keys(turn.get("key"))
-        self.turns.labels(api, transport, ended, model).inc()
+        c = self._c
+        c(self.turns, api, transport, ended, model).inc()
         for rule, n in (turn.get("rules") or {}).items():
             if isinstance(n, int) and n > 0:
-                self.rule_events.labels(api, code(rule)).inc(n)
+                c(self.rule_events, api, code(rule)).inc(n)
         for rule, n in (turn.get("violations") or {}).items():
             if isinstance(n, int) and n > 0:
-                self.violations.labels(api, code(rule)).inc(n)
+                c(self.violations, api, code(rule)).inc(n)
         v = turn.get("verdict")
         if isinstance(v, dict):
-            self.verdicts.labels(api, code(v.get("outcome")), code(_evidence_source(v))).inc()
+            c(self.verdicts, api, code(v.get("outcome")), code(_evidence_source(v))).inc()
         tokens = turn.get("tokens") or {}
         for leg in ("client", "upstream"):
             counts = tokens.get(leg)
@@ -246,17 +257,17 @@ class Registry:
             for field, kind in TOKEN_KINDS:
                 n = counts.get(field)
                 if isinstance(n, int) and not isinstance(n, bool) and n > 0:
-                    self.tokens.labels(leg, kind, key, model).inc(n)
+                    c(self.tokens, leg, kind, key, model).inc(n)
         if ended == "failed_open":
-            self.failed_open.labels(api).inc()
+            c(self.failed_open, api).inc()
         salvaged = turn.get("salvaged")
         if isinstance(salvaged, int) and salvaged > 0:
-            self.salvaged.labels(api).inc()
+            c(self.salvaged, api).inc()
             self.salvaged_bytes.inc(salvaged)
         if isinstance(turn.get("ttfb_ms"), int):
-            self.ttfb.labels(api, transport).observe(turn["ttfb_ms"] / 1000)
+            c(self.ttfb, api, transport).observe(turn["ttfb_ms"] / 1000)
         if isinstance(turn.get("duration_ms"), int):
-            self.duration.labels(api, transport).observe(turn["duration_ms"] / 1000)
+            c(self.duration, api, transport).observe(turn["duration_ms"] / 1000)
 
 
 class Live:
@@ -284,7 +295,7 @@ class Live:
             self.owner.gateway_answered()
         if flow.response is not None and flow.response.stream and flow.id not in self.streams:
             self.streams.add(flow.id)
-            self.reg.in_flight.labels("sse").inc()
+            self.reg.sse.inc()
 
     def response(self, flow: http.HTTPFlow) -> None:
         self._end(flow)
@@ -295,7 +306,7 @@ class Live:
     def _end(self, flow: http.HTTPFlow) -> None:
         if flow.id in self.streams:
             self.streams.discard(flow.id)
-            self.reg.in_flight.labels("sse").dec()
+            self.reg.sse.dec()
         if flow.id in self.requests and flow.websocket is None:
             self.requests.discard(flow.id)
             self.reg.requests.dec()
@@ -303,7 +314,7 @@ class Live:
     def websocket_start(self, flow: http.HTTPFlow) -> None:
         if self._client(flow) and flow.id not in self.sockets:
             self.sockets.add(flow.id)
-            self.reg.in_flight.labels("websocket").inc()
+            self.reg.websockets.inc()
         if flow.id in self.requests:  # the upgrade's request is over; the socket counts now
             self.requests.discard(flow.id)
             self.reg.requests.dec()
@@ -311,7 +322,7 @@ class Live:
     def websocket_end(self, flow: http.HTTPFlow) -> None:
         if flow.id in self.sockets:
             self.sockets.discard(flow.id)
-            self.reg.in_flight.labels("websocket").dec()
+            self.reg.websockets.dec()
 
 
 class Metrics:
