@@ -34,13 +34,19 @@ FRAME_MS = 150
 def chain(tmp_path, request):
     c = Chain(tmp_path)
     c.turns = tmp_path / "turns.jsonl"
-    c.extra = ["--set", f"streamfix_log={c.turns}", *getattr(request, "param", [])]
+    c.extra = ["--set", f"streamfix_log={c.turns}", "--set", "streamfix_metrics=127.0.0.1:0",
+               *getattr(request, "param", [])]  # fmt: skip
     try:
         c.up()
+        c.metrics = c.mitm.wait_for(r"streamfix: metrics at (http://\S+)/metrics", TIMEOUT).group(1)
         show_logs_on_failure(request, c.procs)
         yield c
     finally:
         c.down()
+
+
+def gauge(text: str, series: str) -> float:
+    return float(next(line.rsplit(" ", 1)[1] for line in text.splitlines() if line.startswith(series + " ")))
 
 
 def refused(port: int) -> bool:
@@ -105,10 +111,16 @@ async def test_sigterm_lets_every_stream_finish_and_refuses_new_work(chain):
               for i, sc in enumerate(["stop", "max_tokens_text"])]  # fmt: skip
         await asyncio.wait_for(asyncio.gather(*(f.wait() for f in flags)), TIMEOUT)
         assert not any(t.done() for t in tasks), "the turns must still be streaming at SIGTERM"
+        m = (await kept.get(chain.metrics + "/metrics")).text
+        assert gauge(m, 'streamfix_streams_in_flight{transport="sse"}') == len(jobs)
+        assert gauge(m, 'streamfix_streams_in_flight{transport="websocket"}') == 2
         t0 = time.monotonic()
         chain.mitm.signal(signal.SIGTERM)
         chain.mitm.wait_for(r"streamfix: SIGTERM: draining", TIMEOUT)
         assert refused(chain.client_port), "a new connection during the drain must be refused"
+        ready = await kept.get(chain.metrics + "/readyz")  # the metrics listener stays up
+        assert ready.status_code == 503 and ready.json()["why"] == "draining"
+        assert gauge((await kept.get(chain.metrics + "/metrics")).text, "streamfix_draining") == 1
         r = await kept.post(chain.base + PATHS["chat"], json=request_body("chat", "Hi. [scenario:stop] [conv:drain-n]"))
         assert r.status_code == 503 and r.headers["connection"] == "close" and "draining" in r.text
         assert chain.mitm.p.poll() is None, "mitmdump must wait for the streams in flight"
