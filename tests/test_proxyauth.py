@@ -149,3 +149,19 @@ async def test_cpa_with_credentials_in_its_proxy_url_gets_through(guarded, reque
     assert len(mine) == 2
     assert not any(x["proxy_authorization"] for x in mine), "the proxy credentials stop at the sidecar"
     assert all(x["authorization"] for x in mine)  # CPA's own Devin credential went on
+
+
+def test_the_reverse_listener_and_mitmweb_say_what_protects_them(tmp_path):
+    """Beyond loopback (192.0.2.1, TEST-NET-1: the bind fails here, the lines come first)."""
+    from support import tool
+
+    r = subprocess.run(
+        [tool("mitmweb"), "--set", f"confdir={tmp_path / 'conf'}", "-s", str(REPAIR_ADDON),
+         "--mode", "reverse:http://127.0.0.1:9@192.0.2.1:0", "--set", "web_host=192.0.2.1",
+         "--set", "web_open_browser=false"],
+        capture_output=True, text=True, timeout=60, env=child_env(), stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    out = r.stdout + r.stderr
+    assert "the reverse listener on 192.0.2.1 forwards only to http://127.0.0.1:9; what protects it is that " \
+           "gateway's own client keys" in out, out  # fmt: skip
+    assert "mitmweb on 192.0.2.1 is protected by its token or web_password" in out, out
