@@ -131,9 +131,7 @@ class Bounded:
         if self.fixed:
             if v in self.fixed:
                 return v
-        elif v in self.seen:
-            return v
-        elif self.keep is not None and self.keep(v):
+        elif v in self.seen or self.keep is not None and self.keep(v):
             return v
         elif len(self.seen) < self.limit:
             self.seen.add(v)
@@ -531,7 +529,7 @@ class Metrics:
             if method != "HEAD":
                 writer.write(body)
             await writer.drain()
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError, ConnectionError):
+        except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
             pass
         except Exception:
             logger.exception("streamfix: the metrics listener failed on a request")
@@ -558,7 +556,7 @@ async def probe(url: str, timeout: float = 2.0) -> str | None:
             line = await asyncio.wait_for(r.readline(), timeout)
         finally:
             w.close()
-    except (OSError, asyncio.TimeoutError) as e:
+    except (TimeoutError, OSError) as e:
         return f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
     if not line.startswith(b"HTTP/"):
         return f"not an HTTP answer ({line[:40]!r})"

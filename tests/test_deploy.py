@@ -27,7 +27,7 @@ from pathlib import Path
 import httpx
 import orjson
 import pytest
-from support import ROOT, child_env, free_port, replay_and_proxy
+from support import ROOT, free_port, replay_and_proxy
 
 DEPLOY = ROOT / "deploy"
 SYSTEMD_ANALYZE = shutil.which("systemd-analyze")
@@ -143,7 +143,8 @@ def test_image_install_steps_in_a_fresh_venv(tmp_path):
     for test_only in ("pytest==", "hypothesis==", "playwright=="):
         assert test_only not in freeze, f"{test_only} is a test dependency, not the image's"
     # the installed package's addons load in mitmdump and register their options
-    site = subprocess.run([str(venv / "bin" / "python"), "-c", "import addons, os; print(os.path.dirname(addons.__file__))"],
+    where = "import addons, os; print(os.path.dirname(addons.__file__))"
+    site = subprocess.run([str(venv / "bin" / "python"), "-c", where],
                           capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path).stdout.strip()  # fmt: skip
     assert site.startswith(str(venv)), site
     opts = subprocess.run([str(venv / "bin" / "mitmdump"), "-s", f"{site}/repair.py", "--options"],

@@ -55,7 +55,8 @@ def test_all_interfaces_and_other_addresses_are_beyond_loopback():
 def test_the_launcher_refuses_an_open_upstream_proxy_before_starting_anything(tmp_path):
     r = subprocess.run([sys.executable, "-m", "streamfix.sidecar", "--upstream", "http://127.0.0.1:9",
                         "--listen", "127.0.0.1:0", "--upstream-proxy", "0.0.0.0:8080"],
-                       capture_output=True, text=True, timeout=60, env=child_env(), stdin=subprocess.DEVNULL)  # fmt: skip
+                       capture_output=True, text=True, timeout=60, env=child_env(),
+                       stdin=subprocess.DEVNULL)  # fmt: skip
     assert r.returncode == 2, r.stdout + r.stderr
     assert "streamfix_upstream_proxyauth" in r.stderr and "listening" not in r.stdout + r.stderr
 
@@ -63,7 +64,8 @@ def test_the_launcher_refuses_an_open_upstream_proxy_before_starting_anything(tm
 def test_mitmproxys_proxyauth_beside_a_reverse_listener_refuses_to_start(tmp_path):
     from support import free_port
 
-    r = start(tmp_path, "--mode", "reverse:http://127.0.0.1:9@127.0.0.1:0", "--mode", f"regular@127.0.0.1:{free_port()}",
+    r = start(tmp_path, "--mode", "reverse:http://127.0.0.1:9@127.0.0.1:0",
+              "--mode", f"regular@127.0.0.1:{free_port()}",
               "--set", "proxyauth=a:b")  # fmt: skip
     out = r.stdout + r.stderr
     assert r.returncode == 1 and "also applies to the reverse listener" in out, out
