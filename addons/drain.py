@@ -202,10 +202,13 @@ class DrainGate:
         if flow.response is not None or not self.drain._client(flow):
             return
         self.drain.refused += 1
+        headers = {"content-type": "application/json", "retry-after": "1"}
+        if flow.request.http_version.startswith("HTTP/1"):
+            headers["connection"] = "close"  # HTTP/2 forbids the header (mitmproxy closes h2 at exit)
         flow.response = http.Response.make(
             503,
             orjson.dumps({"error": {"message": "streamfix is shutting down (draining); retry", "type": "unavailable"}}),
-            {"content-type": "application/json", "connection": "close", "retry-after": "1"},
+            headers,
         )
         logger.info(f"streamfix: {_where(flow)}: refused with 503 (draining)")
 

@@ -50,7 +50,7 @@ Try:
        -d '{{"model":"responses-devin-toolcall","stream":true,"input":"hi"}}'
   curl -sN http://{listen}/v1/chat/completions -H 'content-type: application/json' \\
        -d '{{"model":"chat-devin-truncated-toolcall","stream":true,"messages":[]}}'
-Point a client's base URL at http://{listen}/v1 . Ctrl-C stops.
+Point a client's base URL at http://{listen}/v1 . Ctrl-C stops; SIGTERM drains the streams in flight first.
 """
 
 
