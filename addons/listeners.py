@@ -91,7 +91,10 @@ class Listeners:
         if "streamfix_upstream_proxyauth" in updated:
             self.validator = _validator(opts.streamfix_upstream_proxyauth)
             self.authenticated.clear()
-        if not updated & {"mode", "listen_host", "streamfix_upstream_proxyauth", "proxyauth", "web_host"}:
+        if not updated & {"mode", "listen_host", "streamfix_upstream_proxyauth", "proxyauth", "web_host", "server"}:
+            return
+        if not getattr(opts, "server", True):  # mitmdump -n (-nr FILE): no listener at all
+            self.refusing = False
             return
         modes = _modes()
         reverse = [m for m in modes if isinstance(m, mode_specs.ReverseMode)]

@@ -167,3 +167,12 @@ def test_the_reverse_listener_and_mitmweb_say_what_protects_them(tmp_path):
     assert "the reverse listener on 192.0.2.1 forwards only to http://127.0.0.1:9; what protects it is that " \
            "gateway's own client keys" in out, out  # fmt: skip
     assert "mitmweb on 192.0.2.1 is protected by its token or web_password" in out, out
+
+
+def test_no_listener_is_not_checked(tmp_path):
+    """``mitmdump -n`` (offline, ``-nr FILE``) binds nothing: mitmproxy's default regular mode
+    on all interfaces is no open proxy then."""
+    empty = tmp_path / "empty.flow"
+    empty.write_bytes(b"")
+    r = start(tmp_path, "-n", "-r", str(empty))
+    assert r.returncode == 0 and "refusing" not in r.stdout + r.stderr, r.stdout + r.stderr
