@@ -144,9 +144,14 @@ class Drain:
                 continue
             s = sockets.get(f.id)
             if s is not None:
-                if s.pending or (s.turn is not None and not s.turn.finished and not s.turn.reported) or s.outbox:
-                    out.append(f)
-            else:
+                try:
+                    mid_turn = bool(s.pending or s.outbox or (s.turn is not None and not s.turn.finished))
+                except AttributeError:  # addons/websocket.py changed shape: fall back to quiet time
+                    s = None
+                else:
+                    if mid_turn:
+                        out.append(f)
+            if s is None:
                 last = f.websocket.messages[-1].timestamp if f.websocket.messages else f.websocket.timestamp_start
                 if last is None or now - last < QUIET_S:
                     out.append(f)
@@ -174,11 +179,16 @@ class Drain:
             f"waiting for {n} stream(s) in flight, at most {timeout:g} s (SIGTERM again exits at once)"
         )
         left: list[http.HTTPFlow] = []
-        while True:
-            left = self.busy()
-            if not left or time.monotonic() - start >= timeout:
-                break
-            await asyncio.sleep(0.1)
+        try:
+            while True:
+                left = self.busy()
+                if not left or time.monotonic() - start >= timeout:
+                    break
+                await asyncio.sleep(0.1)
+        except Exception:  # never hang on the way out
+            logger.exception("streamfix: watching the streams in flight failed; exiting now")
+            ctx.master.shutdown()
+            return
         took = time.monotonic() - start
         if left:
             logger.warning(
@@ -227,7 +237,8 @@ class DrainGate:
             return
         wsr = ctx.master.addons.get("websocketrepair")
         sock = getattr(wsr, "sockets", {}).get(flow.id)
-        if sock is not None and sock.turn is not None and not sock.turn.finished:
+        turn = getattr(sock, "turn", None)
+        if turn is not None and not getattr(turn, "finished", True):
             return  # a turn still streams on this socket: closing it would cut that one
         msg.drop()
         self.drain.refused += 1
