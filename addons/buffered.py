@@ -100,4 +100,5 @@ def check(flow: http.HTTPFlow, st: FlowState) -> bool | None:
     c = checkmode.check_buffered(flow, st.api)
     if c is None:
         return None
+    st.checker = c
     return checkmode.report(flow, st.api, c) > 0

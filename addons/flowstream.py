@@ -28,7 +28,7 @@ ORIGINAL = "streamfix.original"
 class FlowState:
     """What the client leg knows of one flow from its request to its end."""
 
-    __slots__ = ("api", "ctx", "verdict", "stream", "resolver", "key", "repairer")
+    __slots__ = ("api", "ctx", "verdict", "stream", "resolver", "key", "repairer", "checker")
 
     def __init__(self, api: str, ctx: FlowContext, verdict: Verdict) -> None:
         self.api = api
@@ -41,6 +41,8 @@ class FlowState:
         self.key = "-"
         """The client key's id or label for the turn log (never the key)."""
         self.repairer: EventRepairer | None = None
+        self.checker = None
+        """Check mode on a buffered body: its contract checker (for the turn record)."""
 
 
 class FlowStream:

@@ -37,6 +37,9 @@ from addons.buffered import SSE, json_object  # noqa: E402
 from addons.flowstream import ORIGINAL, FlowState, FlowStream  # noqa: E402
 from addons.links import CLIENT_FLOW, UPSTREAM_FLOW  # noqa: E402, F401  (re-exported)
 from addons.receipts import comment, receipt, where  # noqa: E402
+from addons.drain import Drain  # noqa: E402  (graceful drain on SIGTERM)
+from addons.listeners import Listeners  # noqa: E402  (no open proxy)
+from addons.metrics import Metrics  # noqa: E402  (Prometheus metrics, health)
 from addons.salvage import Salvage  # noqa: E402  (held bytes delivered when an upstream fails)
 from addons.turn import http_turn  # noqa: E402
 from addons.websocket import WebSocketRepair  # noqa: E402  (Responses over WebSocket)
@@ -287,4 +290,13 @@ def _show_progress(flow: http.HTTPFlow, s: FlowStream) -> None:
 
 
 _repair = Repair()
-addons = [_repair, WebSocketRepair(_repair, receipt), Salvage(), redact_addon.Redact(), turnlog.TurnLog()]
+addons = [
+    Listeners(),  # first: checks the regular listener's proxy credentials before they are redacted
+    _repair,
+    WebSocketRepair(_repair, receipt),
+    Salvage(),
+    redact_addon.Redact(),
+    turnlog.TurnLog(),
+    Metrics(),  # streamfix_metrics: Prometheus and health (no hooks while off)
+    Drain(),  # SIGTERM: stop accepting, let the streams in flight finish
+]

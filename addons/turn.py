@@ -58,7 +58,8 @@ def http_turn(flow: http.HTTPFlow, st: FlowState) -> dict:
         model=st.ctx.model, started=started, ended_at=ended_at, ended=ended, first_byte_at=first,
         status=resp.status_code if resp is not None else None, verdict=st.verdict, decision=decision,
         resolver=st.resolver, repairer=rep, bytes_in=bytes_in, bytes_out=bytes_out, events=events, error=error,
-        client_tokens=told,
+        client_tokens=told, checker=getattr(st.stream, "checker", None) or st.checker,
+        salvaged=s.salvaged if s is not None else None,
     )  # fmt: skip
 
 

@@ -168,6 +168,8 @@ def turn_record(
     events: int | None = None,
     error: str | None = None,
     client_tokens: dict[str, int] | None = None,
+    checker: Any = None,
+    salvaged: int | None = None,
 ) -> dict[str, Any]:
     """One turn's facts as the JSON object the turn log writes.
 
@@ -176,7 +178,10 @@ def turn_record(
     :data:`ENDINGS`; ``verdict``/``decision``/``resolver``/``repairer``: the flow's
     :class:`wire.verdict.Verdict`, its Decision, the correlator's Resolver and the
     repairer (each may be None); ``client_tokens``: the usage the client was told
-    (:class:`wire.told.UsageReader`), else the verdict's client-leg output count is used.
+    (:class:`wire.told.UsageReader`), else the verdict's client-leg output count is used;
+    ``checker``: check mode's :class:`wire.contract.StreamChecker` (its violations by rule
+    become ``violations``); ``salvaged``: bytes ``addons/salvage.py`` delivered after the
+    upstream failed mid-body (``salvaged``, only when there were any).
     """
     up = upstream_counts(verdict, resolver) if verdict is not None else None
     rec: dict[str, Any] = {
@@ -201,6 +206,13 @@ def turn_record(
         "ttfb_ms": _ms(started, first_byte_at),
         "duration_ms": _ms(started, ended_at),
     }
+    if checker is not None:
+        counts: dict[str, int] = {}
+        for v in checker.violations:
+            counts[v.rule] = counts.get(v.rule, 0) + 1
+        rec["violations"] = counts
+    if salvaged:
+        rec["salvaged"] = salvaged
     if error:
         rec["error"] = error
     return rec

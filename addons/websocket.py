@@ -439,6 +439,7 @@ class WebSocketRepair:
                     bytes_out=t.repair.bytes_out if t.repair is not None else None,
                     events=t.repair.events if t.repair is not None else None,
                     error=error,
+                    checker=t.checker,
                 )
             )
         except Exception:

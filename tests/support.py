@@ -144,14 +144,21 @@ class Proc:
         return rc
 
     def stop(self, timeout: float = 10.0) -> int:
-        """SIGTERM, then SIGKILL after ``timeout``; returns the exit code."""
+        """SIGTERM, then SIGKILL after ``timeout``; returns the exit code. A mitmdump with
+        streamfix drains on the first SIGTERM (addons/drain.py: it waits for the streams
+        in flight); a second one after a short grace makes it exit at once, with its done
+        hooks (turn log, -w), as before the drain existed."""
         if self.p.poll() is None:
             self.p.terminate()
             try:
-                self.p.wait(timeout)
+                self.p.wait(min(timeout, 2.0))
             except subprocess.TimeoutExpired:
-                self.p.kill()
-                self.p.wait(timeout)
+                self.p.terminate()
+                try:
+                    self.p.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    self.p.kill()
+                    self.p.wait(timeout)
         self._reader.join(timeout)
         if self.p.stdout is not None:
             self.p.stdout.close()

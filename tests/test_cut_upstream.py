@@ -400,8 +400,12 @@ def _expected(path: str, request: dict, events: list[bytes], delivered: int | No
 @pytest.fixture(scope="module", params=["salvage", "no-salvage"])
 def proxy(tmp_path_factory: pytest.TempPathFactory, request):
     up = CuttingUpstream()
+    d = tmp_path_factory.mktemp("cut")
     args = () if request.param == "salvage" else ("--set", "streamfix_salvage=false")
-    mitm, port = start_mitmdump(f"http://127.0.0.1:{up.port}", tmp_path_factory.mktemp("cut") / "conf", *args)
+    # the turn log says how many bytes salvage delivered (streamfix_metrics counts them too)
+    args += ("--set", f"streamfix_log={d / 'turns.jsonl'}")
+    mitm, port = start_mitmdump(f"http://127.0.0.1:{up.port}", d / "conf", *args)
+    mitm.turns = d / "turns.jsonl"
     try:
         yield mitm, port, request.param == "salvage"
     finally:
@@ -433,13 +437,17 @@ def test_cut_upstream_loses_nothing(proxy, request, case: str, cut: str) -> None
         # the held events arrive repaired as far as a cut stream allows (hand-written)
         assert got == b"".join(SALVAGED[case])
         assert got.startswith(want)
-        mitm.wait_for(r"bytes the repair still held .* sent before the connection closed", timeout=10, start=start)
+        m = mitm.wait_for(r"(\d+) bytes the repair still held .* sent before the connection closed", timeout=10, start=start)
+        turn = _last_turn(mitm.turns, f"/{case}/{cut}{path}")
+        assert turn["salvaged"] == int(m.group(1)) == len(got) - len(want) > 0, turn
     elif salvage:
         # the events before the held one pass unchanged in these cases; the held ones
         # arrive byte for byte (no rule changed them), and the unfinished one as it came
         assert want == b"".join(events[:delivered])
         assert got == b"".join(events)
-        mitm.wait_for(r"bytes the repair still held .* sent before the connection closed", timeout=10, start=start)
+        m = mitm.wait_for(r"(\d+) bytes the repair still held .* sent before the connection closed", timeout=10, start=start)
+        turn = _last_turn(mitm.turns, f"/{case}/{cut}{path}")
+        assert turn["salvaged"] == int(m.group(1)) == len(got) - len(want) > 0, turn
     else:
         mitm.wait_for(r"not delivered: \d+ held event", timeout=10, start=start)
         assert got == want
@@ -450,3 +458,19 @@ def test_cut_upstream_loses_nothing(proxy, request, case: str, cut: str) -> None
     assert "Traceback" not in log and "has crashed" not in log
     if salvage:
         assert "not delivered" not in log
+    else:
+        assert "salvaged" not in _last_turn(mitm.turns, f"/{case}/{cut}{path}")
+
+
+def _last_turn(path, request_path: str, timeout: float = 10.0) -> dict:
+    """The turn log line of the last flow to ``request_path`` (written at its error hook)."""
+    import time
+
+    end = time.monotonic() + timeout
+    while True:
+        lines = [orjson.loads(x) for x in path.read_bytes().splitlines()] if path.exists() else []
+        mine = [t for t in lines if t["path"] == request_path.split("?", 1)[0]]
+        if mine or time.monotonic() > end:
+            assert mine, f"no turn log line for {request_path}"
+            return mine[-1]
+        time.sleep(0.05)

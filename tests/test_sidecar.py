@@ -113,3 +113,40 @@ def test_stops_cleanly(sidecar: Sidecar, how: str) -> None:
     assert not port_open(sidecar.port)
     assert rc == 0, sidecar.proc.tail()
     assert "Traceback" not in sidecar.proc.output, sidecar.proc.tail()
+
+
+def test_sigterm_lets_a_stream_in_flight_finish(sidecar: Sidecar) -> None:
+    """SIGTERM to the launcher (systemd, docker stop) drains: the paced stream in flight is
+    delivered whole and repaired, then everything exits 0."""
+    import threading
+
+    import httpx
+
+    rec = _demo_recording()
+    if rec is None:
+        pytest.skip("no buggy streamed recording yet")
+    first = threading.Event()
+    out: dict = {}
+
+    def read() -> None:
+        h = {"content-type": "application/json", "accept-encoding": "identity",
+             "x-streamfix-recording": rec.name, "x-streamfix-delay-ms": "150"}  # fmt: skip
+        with httpx.stream("POST", f"http://127.0.0.1:{sidecar.port}{rec.request['path']}", content=rec.request_body,
+                          headers=h, timeout=STOP_TIMEOUT, trust_env=False) as r:  # fmt: skip
+            body = b""
+            for chunk in r.iter_raw():
+                body += chunk
+                first.set()
+            out["body"], out["status"] = body, r.status_code
+
+    t = threading.Thread(target=read, daemon=True)
+    t.start()
+    assert first.wait(STOP_TIMEOUT)
+    sidecar.proc.signal(signal.SIGTERM)
+    t.join(STOP_TIMEOUT * 2)
+    assert out.get("status") == 200, sidecar.proc.tail()
+    assert out["body"] == rec.expected, "the stream in flight was delivered whole and repaired"
+    rc = sidecar.proc.wait(STOP_TIMEOUT)
+    assert rc == 0, sidecar.proc.tail()
+    assert "every stream in flight finished" in sidecar.proc.output
+    assert wait_gone(sidecar.kids, STOP_TIMEOUT) == []

@@ -37,6 +37,7 @@ error payloads are approximations; nothing here repairs anything.
 from __future__ import annotations
 
 import argparse
+import base64
 import re
 import ssl
 import sys
@@ -786,7 +787,7 @@ class UpstreamError(Exception):
 class Standin:
     def __init__(self, devin: str, proxy: str | None, cafile: str | None = None, log_requests: bool = False) -> None:
         self.devin = devin.rstrip("/")
-        self.proxy = proxy
+        self.proxy, self.proxy_headers = _proxy(proxy)
         self.ssl: ssl.SSLContext | bool = ssl.create_default_context(cafile=cafile) if cafile else True
         self.session: aiohttp.ClientSession | None = None
         self.log_requests = log_requests
@@ -817,9 +818,12 @@ class Standin:
         headers = {"content-type": "application/connect+proto", "connect-protocol-version": "1", "accept": "*/*",
                    "authorization": "Basic standin-token-standin-token",
                    "sentry-trace": f"{uuid.uuid4().hex}-{uuid.uuid4().hex[:16]}-1"}  # fmt: skip
+        # Go sends proxy credentials on CONNECT (https) and on each plain-HTTP request
+        plain_proxy_auth = self.proxy_headers if self.proxy_headers and self.devin.startswith("http:") else {}
         try:
             resp = await self.session.post(self.devin + CHAT_PATH, data=encode_frame(req.SerializeToString()),
-                                           headers=headers, proxy=self.proxy, ssl=self.ssl)  # fmt: skip
+                                           headers={**headers, **plain_proxy_auth}, proxy=self.proxy, ssl=self.ssl,
+                                           proxy_headers=self.proxy_headers)  # fmt: skip
         except aiohttp.ClientError as e:
             raise UpstreamError("upstream_unreachable", f"devin request failed: {type(e).__name__}") from None
         if self.log_requests:
@@ -941,6 +945,22 @@ class Standin:
         app.on_startup.append(self.start)
         app.on_cleanup.append(self.stop)
         return app
+
+
+def _proxy(url: str | None) -> tuple[str | None, dict[str, str] | None]:
+    """CPA's proxy-url may carry USER:PASS@ (Go's http.Transport sends it as
+    Proxy-Authorization, on CONNECT and on plain-HTTP requests): the URL without it, and
+    the header."""
+    if not url:
+        return url, None
+    from urllib.parse import unquote, urlsplit, urlunsplit
+
+    u = urlsplit(url)
+    if u.username is None:
+        return url, None
+    netloc = u.hostname + (f":{u.port}" if u.port else "")
+    cred = base64.b64encode(f"{unquote(u.username)}:{unquote(u.password or '')}".encode()).decode()
+    return urlunsplit((u.scheme, netloc, u.path, u.query, u.fragment)), {"Proxy-Authorization": f"Basic {cred}"}
 
 
 async def serve(

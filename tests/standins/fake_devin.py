@@ -287,7 +287,8 @@ class FakeDevin:
                 "prompts": len(info.prompts), "authorization": bool(request.headers.get("authorization")),
                 "tools": [t.name for t in req.tools], "path": request.path, "host": request.host,
                 "content_type": request.headers.get("content-type", ""),
-                "token_in_metadata": bool(req.metadata.api_key)}  # fmt: skip
+                "token_in_metadata": bool(req.metadata.api_key),
+                "proxy_authorization": bool(request.headers.get("proxy-authorization"))}  # fmt: skip
         self.requests.append(seen)
         if scenario not in SCENARIOS or usage not in USAGE_MODES:
             return web.Response(status=400, text=f"unknown scenario {scenario} or usage {usage}")
