@@ -64,6 +64,7 @@ RULES: dict[str, str] = {
     "chat.tool_name": "a tool call's first delta carries function.name",
     "chat.tool_header": "a tool call's name is announced once (a re-sent header doubles it in clients)",
     "chat.finish_once": "each choice gets one finish_reason",
+    "chat.usage_chunk": "the usage chunk after the finish (stream_options.include_usage) has choices: []",
     # /v1/messages
     "messages.start": "message_start comes first",
     "messages.block_index": "content blocks are numbered 0, 1, 2 ... in order",
@@ -382,6 +383,10 @@ class _Chat(_Api):
         if not isinstance(choices, list):
             bad("sse.nonstandard", n, f"chunk without choices (type {obj.get('type')!r})")
             return
+        if choices and self.finished and isinstance(obj.get("usage"), dict):
+            after = [ch for ch in choices if isinstance(ch, dict) and _k(ch.get("index", 0)) in self.finished]
+            if len(after) == len(choices):
+                bad("chat.usage_chunk", n, f"usage chunk after the finish with {len(choices)} choice(s), not []")
         for ch in choices:
             if not isinstance(ch, dict):
                 continue
@@ -569,7 +574,10 @@ class StreamChecker:
             self._closed = True
             for ev in self._parser.close():
                 self._event(ev)
-            self._contract.end()
+            if not self.events:
+                self._bad("terminal.present", None, "no event at all (an empty body, or only comments)")
+            else:
+                self._contract.end()
         return self.violations
 
     def _event(self, ev: Event) -> None:

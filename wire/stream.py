@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from .empty import no_events_failure
+from .foreign import foreign
 from .sse import Event, SseParser
 
 if TYPE_CHECKING:
@@ -136,6 +138,9 @@ class ApiRepairer(EventRepairer):
     reads it.
     """
 
+    api = ""
+    """The API this repairer speaks (``responses``, ``chat``, ``messages``, ``gemini``)."""
+
     def __init__(self, rules: Rules, ctx: FlowContext, verdict: Verdict) -> None:
         super().__init__()
         self.rules = rules
@@ -159,6 +164,16 @@ class ApiRepairer(EventRepairer):
             return "stream ended without a terminal event"
         return None
 
+    def no_events(self, eol: bytes) -> bytes:
+        """Rule no_events: the stream ended and the upstream sent no event at all (an
+        empty body, or only comments and keep-alives): the API's failure event
+        (:mod:`wire.empty`), so the client sees a failure, never a blank success."""
+        if not self.rules.no_events or not self.api:
+            return b""
+        self.count("no_events")
+        self.note("the upstream sent no event: ended the stream with a failure event")
+        return no_events_failure(self.api, self.ctx, eol)
+
     def dump(self, ev: Event, obj: dict[str, Any], rules: Iterable[str] = ()) -> bytes:
         """A rewritten event's bytes (one ``orjson.dumps``), counted for ``rules``; its
         original bytes if the object cannot be serialized."""
@@ -175,7 +190,7 @@ class ApiRepairer(EventRepairer):
 class StreamRepair:
     """Bytes in, repaired bytes out; any repairer exception switches to passthrough."""
 
-    __slots__ = ("bytes_in", "bytes_out", "error", "events", "parser", "repairer")
+    __slots__ = ("_tail", "bytes_in", "bytes_out", "error", "events", "parser", "quiet", "repairer")
 
     def __init__(self, repairer: EventRepairer) -> None:
         self.repairer = repairer
@@ -185,6 +200,10 @@ class StreamRepair:
         self.bytes_out = 0
         self.events = 0
         """SSE events parsed (while repairing; passthrough after an error is not counted)."""
+        self.quiet = True
+        """No event of the API has come yet (only comments and keep-alives, if anything):
+        at the end, rule no_events adds a failure (:meth:`ApiRepairer.no_events`)."""
+        self._tail: Event | None = None  # the last event while quiet (its line end, its end)
 
     def feed(self, chunk: bytes) -> bytes:
         self.bytes_in += len(chunk)
@@ -224,6 +243,8 @@ class StreamRepair:
     def _run(self, events: list[Event], eof: bool) -> bytes:
         rep = self.repairer
         self.events += len(events)
+        if self.quiet and events:
+            self._listen(events)
         if len(events) == 1 and not eof:  # one event per read, the usual case: no loop, no list
             try:
                 outs = rep.event(events[0])
@@ -239,9 +260,39 @@ class StreamRepair:
         if eof:
             try:
                 out += rep.end()
+                if self.quiet and isinstance(rep, ApiRepairer):
+                    out += self._no_events(rep)
             except Exception as e:
                 return b"".join(out) + self._fail(e, [], eof)
         return b"".join(out)
+
+    def _listen(self, events: list[Event]) -> None:
+        """Until the first event of the API (rule no_events): is this one? Comments and
+        keep-alives (:func:`wire.foreign.foreign`; Anthropic's ``ping``) are not."""
+        api = getattr(self.repairer, "api", "")
+        for ev in events:
+            if ev.is_comment_only or (api and foreign(api, ev) is not None):
+                self._tail = ev
+            elif api == "messages" and ev.event == "ping":  # Anthropic's own keep-alive
+                self._tail = ev
+            else:
+                self.quiet = False
+                self._tail = None
+                return
+
+    def _no_events(self, rep: ApiRepairer) -> list[bytes]:
+        """The failure for a stream without events, after what came (comments), in its
+        line end; a last comment the stream stopped inside is terminated first."""
+        tail = self._tail
+        eol = tail.eol if tail is not None else b"\n"
+        failure = rep.no_events(eol)
+        if not failure:
+            return []
+        if tail is not None and not tail.complete:
+            # its bytes went out as they came (or as a comment): end its line, then the event
+            end = b"" if tail.raw.endswith((b"\n", b"\r")) else eol
+            return [end + eol, failure]
+        return [failure]
 
     def _fail(self, e: BaseException, rest: list[Event], eof: bool) -> bytes:
         self.error = e
