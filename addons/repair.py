@@ -66,6 +66,10 @@ class Repair:
         self.failed = 0
         self.checked = 0
         self.violating = 0
+        self.keep_bodies = False
+        """Streamed flows keep their original and repaired bodies: ``streamfix_keep_bodies``,
+        or flows are being saved (``-w``, mitmproxy's ``save_stream_file``), whose streamed
+        bodies would otherwise be empty."""
 
     def load(self, loader) -> None:
         options.add_options(loader)
@@ -83,6 +87,24 @@ class Repair:
             self.evidence = options.evidence(opts)
         if options.rules_changed(updated):
             self.rules = options.rules(opts)
+        if updated & {"streamfix_keep_bodies", "save_stream_file"}:
+            self.keep_bodies = bool(opts.streamfix_keep_bodies or getattr(opts, "save_stream_file", None))
+
+    def running(self) -> None:
+        """Say once how streamed bodies are kept: for ``-w``, kept (else the saved flows of
+        streams would have empty bodies); in a UI without kept bodies, that a flow saved
+        from it will have an empty streamed body."""
+        opts = ctx.options
+        if getattr(opts, "save_stream_file", None) and not opts.streamfix_keep_bodies:
+            logger.info(
+                "streamfix: flows are saved (-w): keeping each streamed flow's bodies, the repaired one as its "
+                "body and the gateway's original in metadata streamfix.original (as streamfix_keep_bodies does)"
+            )
+        elif not self.keep_bodies and links.view() is not None:
+            logger.warning(
+                "streamfix: streamed bodies are not kept: a flow saved from this UI will have an empty "
+                "streamed body; --set streamfix_keep_bodies=true (scripts/sidecar --web) keeps them"
+            )
 
     # --- hooks -------------------------------------------------------------------
     # A client's "Connection: close" is left as it came: mitmproxy closes the client
@@ -156,7 +178,7 @@ class Repair:
         st.stream = FlowStream(
             StreamRepair(repairer),
             decoder,
-            ctx.options.streamfix_keep_bodies,
+            self.keep_bodies,
             lambda s: self._finish_stream(flow, st, s),
             lambda s: _show_progress(flow, s),
         )
@@ -167,7 +189,7 @@ class Repair:
     def response(self, flow: http.HTTPFlow) -> None:
         st = self._forget(flow)
         if st is None or flow.response is None or st.stream is not None:
-            if isinstance(st and st.stream, FlowStream) and ctx.options.streamfix_keep_bodies:
+            if isinstance(st and st.stream, FlowStream) and self.keep_bodies:
                 self._keep_bodies(flow, st.stream)
         elif ctx.options.streamfix_mode == "check":
             self._check_buffered(flow, st)
@@ -230,7 +252,7 @@ class Repair:
             self.repaired += 1
 
     def _repair_buffered(self, flow: http.HTTPFlow, st: FlowState) -> None:
-        self._count(buffered.repair(flow, st, self.rules, ctx.options.streamfix_keep_bodies))
+        self._count(buffered.repair(flow, st, self.rules, self.keep_bodies))
 
     def _check_buffered(self, flow: http.HTTPFlow, st: FlowState) -> None:
         violating = buffered.check(flow, st)
