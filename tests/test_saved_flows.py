@@ -166,7 +166,7 @@ def _dechunk(raw: bytes) -> bytes:
 
 
 @pytest.mark.e2e
-def test_w_saves_both_bodies_of_complete_and_early_ended_streams(tmp_path: Path) -> None:
+def test_w_saves_both_bodies_of_complete_and_early_ended_streams(tmp_path: Path, capsys) -> None:
     """``mitmdump -s addons/repair.py -w FILE`` with no other option (issue 20): every
     streamed flow is saved with the body the client got and the gateway's original
     (``streamfix.original``), also when the stream ended early: the upstream reset, the
@@ -204,3 +204,14 @@ def test_w_saves_both_bodies_of_complete_and_early_ended_streams(tmp_path: Path)
         else:
             assert f.error is not None and "ended early after 5 events" in f.comment, (how, abort, f.comment)
             assert "client aborted" in f.comment if abort else "upstream reset" in f.comment
+    # and the offline checker reads both bodies of each: none is missing, the gateway's
+    # original of the completed stream has the violations the client's body no longer has
+    from streamfix import check as offline
+
+    assert offline.main([str(out), "--both"]) == 1  # the early-ended ones have no terminal
+    lines = capsys.readouterr().out.splitlines()
+    assert not [x for x in lines if "no body saved" in x]
+    heads = [x.split(" [responses]", 1)[1] for x in lines if " [responses]" in x]
+    assert heads[0].startswith(" gateway's original: ") and "violation" in heads[0]
+    assert heads[1].startswith(" as the client got it: ok")
+    assert len(heads) == 8 and all("violation" in x for x in heads[2:])  # cut: no terminal
