@@ -33,6 +33,7 @@ RULE_OPTIONS: dict[str, str] = {
     "streamfix_eof_terminal": "eof_terminal",
     "streamfix_no_events": "no_events",
     "streamfix_usage_chunk": "usage_chunk",
+    "streamfix_cr_end": "cr_end",
     "streamfix_tool_index": "tool_index",
     "streamfix_tool_header": "tool_header",
     "streamfix_finish_reason": "finish_reason",
@@ -56,6 +57,9 @@ RULE_HELP: dict[str, str] = {
     "no_events": "Every API: end a stream that carried no event at all (an empty 200 event stream, or only comments and "
     "keep-alives) with the API's failure event (Responses response.failed, chat an error chunk, messages an error event, "
     "Gemini an error object), never a blank success.",
+    "cr_end": "Every API: end a CR-only stream (a relay's framing) that stops right after its last event with one more CR "
+    "(a blank line), so parsers holding a final CR back as a possible CRLF (eventsource-parser, under every AI SDK) "
+    "do not drop that event.",
     "usage_chunk": "Chat: give the usage chunk after the finish (stream_options.include_usage) the spec's choices: [] when "
     "it carries placeholder choices (empty delta, no finish_reason).",
     "tool_index": "Chat: renumber tool_calls[].index 0..n-1 per choice by first appearance.",

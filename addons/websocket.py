@@ -273,8 +273,8 @@ class WebSocketRepair:
         # stream cut without a terminal with response.failed, but a turn ends that way only
         # when the socket closes, which Codex reports itself ("closed by server before
         # response.completed"), and nothing can be sent after the close; ``no_events`` likewise
-        # (a turn with no message ends only with the socket).
-        rules = replace(self.repair.rules, nonstandard=False, eof_terminal=False, no_events=False)
+        # (a turn with no message ends only with the socket); ``cr_end`` is SSE framing.
+        rules = replace(self.repair.rules, nonstandard=False, eof_terminal=False, no_events=False, cr_end=False)
         rep = ResponsesRepairer(rules, fctx, verdict)
         return Turn(s.turns, key, verdict, StreamRepair(rep), fctx.model, orphan=body is None)
 

@@ -2,9 +2,12 @@
 
 - a ``200 text/event-stream`` that ends with no event at all (cindy #2497): rule
   ``no_events``, a failure the client sees, per API;
-- SSE with CR-only line endings from a relay (promptfoo #10109): no rule needed, the
-  parser and every repairer handle it; proven on a CR-only copy of one buggy recording per
-  API, repaired exactly as its LF original with CR framing kept;
+- SSE with CR-only line endings from a relay (promptfoo #10109): the parser and every
+  repairer handle it (a CR-only copy of one buggy recording per API is repaired exactly as
+  its LF original, CR framing kept); but eventsource-parser 3.1.1 (every AI SDK) drops
+  the last event of a CR-only stream that ends right after its blank line (found by the
+  client matrix: aisdk7/google lost Gemini's finishReason): rule ``cr_end``, contract rule
+  ``sse.cr_end``;
 - a final usage chunk on chat whose ``choices`` is not empty (LiteLLM #28735): rule
   ``usage_chunk``, contract rule ``chat.usage_chunk``.
 
@@ -138,14 +141,23 @@ def test_an_api_event_then_nothing_is_eof_terminal_not_no_events():
 def test_cr_only_is_repaired_as_its_lf_original(name):
     rec, lf = load(name), load(CR_ONLY[name])
     assert b"\n" not in rec.body and rec.body == lf.body.replace(b"\n", b"\r")
-    # the same contract violations as the LF original, event for event
-    assert check(rec.api, rec.body) == check(lf.api, lf.body)
-    # expected.body: the LF original's hand-checked one with every LF a CR
-    assert rec.expected == lf.expected.replace(b"\n", b"\r")
+    # the same contract violations as the LF original, event for event (and sse.cr_end
+    # when the body stops right after its last event's blank line)
+    cr_end = not rec.body.endswith(b"\r\r\r")
+    assert [v for v in check(rec.api, rec.body) if v.rule != "sse.cr_end"] == check(lf.api, lf.body)
+    # expected.body: the LF original's hand-checked one with every LF a CR (and rule
+    # cr_end's one CR)
+    assert rec.expected == lf.expected.replace(b"\n", b"\r") + (b"\r" if cr_end else b"")
+    assert ("sse.cr_end" in rules_of(rec.body, rec.api)) == cr_end
     out, s = repair(rec)
     assert out == rec.expected and check(rec.api, out) == []
     lf_out, lf_s = repair(lf)
-    assert s.repairer.fired == lf_s.repairer.fired and s.events == lf_s.events
+    want = dict(lf_s.repairer.fired, **({"cr_end": 1} if cr_end else {}))
+    assert dict(s.repairer.fired) == want and s.events == lf_s.events
+    off, _ = repair(rec, Rules(cr_end=False))
+    assert off == lf.expected.replace(b"\n", b"\r")
+    if cr_end:
+        assert "sse.cr_end" in rules_of(off, rec.api), "with cr_end off the defect stays"
     for n in (1, 2, 7, 64):  # chunk boundaries anywhere, between two CRs too
         assert repair(rec, chunk=n)[0] == rec.expected
 
@@ -219,7 +231,18 @@ def test_a_usage_chunk_carrying_content_is_not_emptied():
     assert {"chat.usage_chunk", "chat.finish_once"} <= rules_of(body, "chat")
 
 
-@pytest.mark.parametrize("rule", ["no_events", "usage_chunk"])
+def test_cr_end_is_idempotent_and_only_at_a_cr_cut():
+    body = b"data: {}\r\r"
+    assert rules_of(body, "chat") >= {"sse.cr_end"}
+    out, s = body_of("chat", body, Rules(eof_terminal=False))
+    assert out == body + b"\r" and s.repairer.fired["cr_end"] == 1
+    again, s2 = body_of("chat", out, Rules(eof_terminal=False))
+    assert again == out and "cr_end" not in s2.repairer.fired
+    for other in (b"data: {}\n\n", b"data: {}\r\n\r\n", b"data: {}\r\r\r", b"data: {}\n\r\r"[:-1]):
+        assert "cr_end" not in body_of("chat", other, Rules(eof_terminal=False))[1].repairer.fired, other
+
+
+@pytest.mark.parametrize("rule", ["no_events", "usage_chunk", "cr_end"])
 def test_every_rule_is_an_option(rule):
     from addons import options
 

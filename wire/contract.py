@@ -27,6 +27,7 @@ import orjson
 
 from .foreign import foreign
 from .sse import Event, SseParser
+from .stream import cr_cut
 
 __all__ = ["MAX_VIOLATIONS", "RULES", "StreamChecker", "Violation", "check", "guess_api"]
 
@@ -38,6 +39,8 @@ RULES: dict[str, str] = {
     "sse.not_json": "event data that is not a JSON object (only [DONE] is allowed besides JSON)",
     "sse.nonstandard": "an event type the API does not define (ping, keepalive, ...): strict clients reject it",
     "sse.unterminated": "the stream ends inside an event (no blank line after it)",
+    "sse.cr_end": "a CR-only stream does not end right after its last event's blank line (eventsource-parser, "
+    "under every AI SDK, holds that CR back as a possible CRLF and drops the event)",
     # /v1/responses
     "response.sequence": "sequence_number strictly increasing over the stream",
     "response.id": "response.id the same on every lifecycle and terminal event",
@@ -542,7 +545,7 @@ _APIS = {"responses": _Responses, "chat": _Chat, "messages": _Messages, "gemini"
 class StreamChecker:
     """Feed a stream's bytes; read :attr:`violations`. Never changes or keeps the bytes."""
 
-    __slots__ = ("_closed", "_contract", "_parser", "api", "dropped", "events", "violations")
+    __slots__ = ("_closed", "_contract", "_end", "_parser", "api", "dropped", "events", "violations")
 
     def __init__(self, api: str) -> None:
         if api not in _APIS:
@@ -554,6 +557,7 @@ class StreamChecker:
         self._parser = SseParser()
         self._contract: _Api = _APIS[api](self._bad)
         self._closed = False
+        self._end = b""  # the stream's last 3 bytes (sse.cr_end)
 
     def _bad(self, rule: str, n: int | None, reason: str) -> None:
         if len(self.violations) < MAX_VIOLATIONS:
@@ -564,6 +568,8 @@ class StreamChecker:
     def feed(self, chunk: bytes) -> list[Violation]:
         """Check the events this chunk completes; returns the new violations."""
         before = len(self.violations)
+        if chunk:
+            self._end = chunk[-3:] if len(chunk) >= 3 else (self._end + chunk)[-3:]
         for ev in self._parser.feed(chunk):
             self._event(ev)
         return self.violations[before:]
@@ -578,6 +584,8 @@ class StreamChecker:
                 self._bad("terminal.present", None, "no event at all (an empty body, or only comments)")
             else:
                 self._contract.end()
+            if cr_cut(self._end):
+                self._bad("sse.cr_end", None, "CR-only framing ends right after the last event's blank line")
         return self.violations
 
     def _event(self, ev: Event) -> None:

@@ -190,7 +190,7 @@ class ApiRepairer(EventRepairer):
 class StreamRepair:
     """Bytes in, repaired bytes out; any repairer exception switches to passthrough."""
 
-    __slots__ = ("_tail", "bytes_in", "bytes_out", "error", "events", "parser", "quiet", "repairer")
+    __slots__ = ("_last", "_tail", "bytes_in", "bytes_out", "error", "events", "parser", "quiet", "repairer")
 
     def __init__(self, repairer: EventRepairer) -> None:
         self.repairer = repairer
@@ -204,6 +204,7 @@ class StreamRepair:
         """No event of the API has come yet (only comments and keep-alives, if anything):
         at the end, rule no_events adds a failure (:meth:`ApiRepairer.no_events`)."""
         self._tail: Event | None = None  # the last event while quiet (its line end, its end)
+        self._last = b""  # the last bytes fed out (rule cr_end reads how the stream ends)
 
     def feed(self, chunk: bytes) -> bytes:
         self.bytes_in += len(chunk)
@@ -211,6 +212,8 @@ class StreamRepair:
             out = chunk
         else:
             out = self._run(self.parser.feed(chunk), eof=False)
+            if out:
+                self._last = out
         self.bytes_out += len(out)
         return out
 
@@ -237,6 +240,14 @@ class StreamRepair:
             return b""
         out = self._run(self.parser.close(), eof=True)
         self.parser = None
+        rep = self.repairer
+        if self.error is None and isinstance(rep, ApiRepairer) and rep.rules.cr_end:
+            tail = out[-3:] if len(out) >= 3 else (self._last + out)[-3:]
+            if cr_cut(tail):  # rule cr_end: one more CR, so the last event is not held back
+                out += b"\r"
+                rep.count("cr_end")
+                rep.note("a CR-only stream ended right after its last event: added one CR (a blank line)")
+        self._last = b""
         self.bytes_out += len(out)
         return out
 
@@ -308,6 +319,12 @@ class StreamRepair:
             tail = b"".join(ev.raw for ev in self.parser.close())
         self.parser = None
         return held + b"".join(ev.raw for ev in rest) + tail
+
+
+def cr_cut(tail: bytes) -> bool:
+    """A stream's last 3 bytes say it ends with an event's CR and the CR of its blank line,
+    nothing after (rule cr_end; the contract's ``sse.cr_end``)."""
+    return len(tail) == 3 and tail[1:] == b"\r\r" and tail[0] not in b"\r\n"
 
 
 def repair_body(repairer: EventRepairer, body: bytes) -> tuple[bytes, BaseException | None]:
