@@ -192,6 +192,7 @@ class Repair:
             if flow.response is not None and flow.response.raw_content is not None:
                 # the headers said stream, but the body ended with them (Content-Length: 0,
                 # HTTP/2 END_STREAM): mitmproxy buffered it and never called the stream
+                flow.response.stream = False
                 st.stream = None
         if st is None or flow.response is None or st.stream is not None:
             if isinstance(st and st.stream, FlowStream) and self.keep_bodies:
@@ -202,6 +203,7 @@ class Repair:
             self._repair_buffered(flow, st)
         if st is not None:
             self._turn(flow, st)
+            _let_go(flow, st)
 
     def error(self, flow: http.HTTPFlow) -> None:
         """A flow that ended early (client abort, upstream reset): say so, and keep the
@@ -209,6 +211,12 @@ class Repair:
         st = self._forget(flow)
         if st is None:
             return
+        try:
+            self._ended_early(flow, st)
+        finally:
+            _let_go(flow, st)
+
+    def _ended_early(self, flow: http.HTTPFlow, st: FlowState) -> None:
         self._turn(flow, st)
         s = st.stream
         if not isinstance(s, FlowStream) or flow.response is None:
@@ -296,6 +304,19 @@ class Repair:
     def _keep_bodies(self, flow: http.HTTPFlow, s: FlowStream) -> None:
         flow.metadata[ORIGINAL] = b"".join(s.original)
         flow.response.content = b"".join(s.repaired)
+
+
+def _let_go(flow: http.HTTPFlow, st: FlowState) -> None:
+    """The flow's last hook of ours ran: take our stream callable off it. mitmproxy keeps
+    an ended flow in its own reference cycles (connection handler, layers, contexts) until
+    a full garbage collection, plain passthrough too; what we hung on the flow (the
+    stream's repairer, parser, verdict, kept chunks) is freed now, by reference counting,
+    not with it. mitmproxy reads ``response.stream`` no more after these hooks; ``True``
+    still says the response was streamed."""
+    resp = flow.response
+    if resp is not None and st.stream is not None and resp.stream is st.stream:
+        resp.stream = True
+    st.stream = None
 
 
 def _asks_close(headers: http.Headers) -> bool:

@@ -542,28 +542,45 @@ class _Gemini(_Api):
 _APIS = {"responses": _Responses, "chat": _Chat, "messages": _Messages, "gemini": _Gemini}
 
 
+class _Sink:
+    """Where a stream's violations go: the checker and its API's contract share it (the
+    contract holding a bound method of the checker would make a reference cycle, and every
+    checked flow would wait for a full garbage collection)."""
+
+    __slots__ = ("dropped", "violations")
+
+    def __init__(self) -> None:
+        self.violations: list[Violation] = []
+        self.dropped = 0
+
+    def __call__(self, rule: str, n: int | None, reason: str) -> None:
+        if len(self.violations) < MAX_VIOLATIONS:
+            self.violations.append(Violation(rule, n, reason))
+        else:
+            self.dropped += 1
+
+
 class StreamChecker:
     """Feed a stream's bytes; read :attr:`violations`. Never changes or keeps the bytes."""
 
-    __slots__ = ("_closed", "_contract", "_end", "_parser", "api", "dropped", "events", "violations")
+    __slots__ = ("_bad", "_closed", "_contract", "_end", "_parser", "api", "events", "violations")
 
     def __init__(self, api: str) -> None:
         if api not in _APIS:
             raise ValueError(f"unknown API {api!r}; known: {', '.join(_APIS)}")
         self.api = api
-        self.violations: list[Violation] = []
-        self.dropped = 0
+        self._bad = _Sink()
+        self.violations: list[Violation] = self._bad.violations
         self.events = 0
         self._parser = SseParser()
         self._contract: _Api = _APIS[api](self._bad)
         self._closed = False
         self._end = b""  # the stream's last 3 bytes (sse.cr_end)
 
-    def _bad(self, rule: str, n: int | None, reason: str) -> None:
-        if len(self.violations) < MAX_VIOLATIONS:
-            self.violations.append(Violation(rule, n, reason))
-        else:
-            self.dropped += 1
+    @property
+    def dropped(self) -> int:
+        """Violations beyond :data:`MAX_VIOLATIONS`, counted, not kept."""
+        return self._bad.dropped
 
     def feed(self, chunk: bytes) -> list[Violation]:
         """Check the events this chunk completes; returns the new violations."""
