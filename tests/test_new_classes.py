@@ -249,3 +249,26 @@ def test_every_rule_is_an_option(rule):
     assert f"streamfix_{rule}" in options.RULE_OPTIONS and options.RULE_OPTIONS[f"streamfix_{rule}"] == rule
     assert rule in options.RULE_HELP
     assert getattr(replace(Rules(), **{rule: False}), rule) is False
+
+
+@pytest.mark.parametrize(
+    ("name", "line"),
+    [
+        ("responses-empty-stream", "fixed no_events 1 (1 event, responses)"),
+        ("chat-empty-stream", "fixed no_events 1 (1 event, chat)"),
+        ("messages-empty-stream", "fixed no_events 1 (1 event, messages)"),
+        ("gemini-empty-stream", "fixed no_events 1 (1 event, gemini)"),
+        ("chat-litellm-usage-choices", "fixed usage_chunk 1 (1 event, chat)"),
+        ("gemini-relay-cr-only", "verdict max_tokens; fixed truncation 1, cr_end 1 (2 events, gemini)"),
+        ("chat-relay-cr-only", "fixed tool_index 3, cr_end 1 (4 events, chat)"),
+    ],
+)
+def test_receipt_line(name, line):
+    """The receipt (flow comment, log line) names each new rule with its count."""
+    from addons.receipts import receipt
+
+    rec = load(name)
+    _, s = repair(rec)
+    rep = s.repairer
+    head, _why = receipt(rec.api, rep, rep.decision, "incomplete")
+    assert head == line
