@@ -215,3 +215,32 @@ def test_w_saves_both_bodies_of_complete_and_early_ended_streams(tmp_path: Path,
     assert heads[0].startswith(" gateway's original: ") and "violation" in heads[0]
     assert heads[1].startswith(" as the client got it: ok")
     assert len(heads) == 8 and all("violation" in x for x in heads[2:])  # cut: no terminal
+
+
+def test_keep_bodies_follows_w_and_a_ui_without_them_says_so(tmp_path: Path, caplog) -> None:
+    """``-w`` (mitmproxy's save_stream_file) keeps streamed bodies by itself; a UI (a flow
+    view: mitmweb, console) without kept bodies says once at startup that a flow saved
+    from it will have an empty streamed body."""
+    import logging
+
+    from mitmproxy.addons import save, view
+
+    from addons import repair as mod
+
+    caplog.set_level(logging.INFO)
+    a = mod.Repair()
+    with taddons.context(a, save.Save(), view.View()) as tctx:
+        assert a.keep_bodies is False
+        a.running()
+        assert "a flow saved from this UI will have an empty streamed body" in caplog.text
+        caplog.clear()
+        tctx.configure(a, save_stream_file=str(tmp_path / "x.flow"))
+        assert a.keep_bodies is True
+        a.running()
+        assert "flows are saved (-w): keeping each streamed flow's bodies" in caplog.text
+        assert "empty streamed body" not in caplog.text
+        tctx.configure(a, save_stream_file=None, streamfix_keep_bodies=True)
+        assert a.keep_bodies is True
+        caplog.clear()
+        a.running()
+        assert "streamfix" not in caplog.text  # kept by the option: nothing to say
