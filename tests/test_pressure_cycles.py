@@ -251,7 +251,8 @@ def test_websocket_state_is_freed_at_its_end_without_the_collector(ending: str) 
         ws.websocket_start(f)
         assert f.id in ws.sockets
         if ending != "before-any-turn":
-            f.websocket.messages.append(WebSocketMessage(Opcode.TEXT, True, orjson.dumps({"type": "response.create", **REQUEST})))
+            create = orjson.dumps({"type": "response.create", **REQUEST})
+            f.websocket.messages.append(WebSocketMessage(Opcode.TEXT, True, create))
             ws.websocket_message(f)
             for ev in BODY.split(b"\n\n")[:-1]:
                 data = ev.split(b"data: ", 1)[1]
