@@ -17,6 +17,7 @@ streamfix's own types and how many flows only a full collection could free.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import socket
 import struct
@@ -29,8 +30,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import httpx  # noqa: E402
-from support import REPAIR_ADDON, ROOT, Proc, mitmdump_args, child_env  # noqa: E402
+import httpx
+from support import REPAIR_ADDON, ROOT, Proc, child_env, mitmdump_args
 
 PROBE = HERE / "pressure_probe.py"
 BODY = (ROOT / "recordings" / "responses-devin-toolcall" / "response.body").read_bytes()
@@ -138,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
                     "passthrough": a.passthrough,
                     "rss_kb": rss,
                     "after_200_mb": round((rss[1] - rss[0]) / 1024, 2),
-                    "per_1000_mb": [round((y - x) / 1024, 2) for x, y in zip(rss[1:], rss[2:])],
+                    "per_1000_mb": [round((y - x) / 1024, 2) for x, y in itertools.pairwise(rss[1:])],
                     "after_full_collection_kb": after["rss_kb"],
                     "addon_flows": after["flows"],
                     "live_flows": after["live_flows"],

@@ -151,7 +151,7 @@ def test_cr_only_is_repaired_as_its_lf_original(name):
     assert ("sse.cr_end" in rules_of(rec.body, rec.api)) == cr_end
     out, s = repair(rec)
     assert out == rec.expected and check(rec.api, out) == []
-    lf_out, lf_s = repair(lf)
+    _, lf_s = repair(lf)
     want = dict(lf_s.repairer.fired, **({"cr_end": 1} if cr_end else {}))
     assert dict(s.repairer.fired) == want and s.events == lf_s.events
     off, _ = repair(rec, Rules(cr_end=False))

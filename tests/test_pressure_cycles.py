@@ -242,7 +242,7 @@ def test_websocket_state_is_freed_at_its_end_without_the_collector(ending: str) 
     from mitmproxy.websocket import WebSocketMessage
     from wsproto.frame_protocol import Opcode
 
-    r, ws, wsmod = _ws_setup()
+    r, ws, _ = _ws_setup()
     names = (*PER_FLOW, "Socket", "Turn")
     with taddons.context(r, ws):
         f = tflow.twebsocketflow(messages=False)

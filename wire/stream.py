@@ -282,9 +282,12 @@ class StreamRepair:
         keep-alives (:func:`wire.foreign.foreign`; Anthropic's ``ping``) are not."""
         api = getattr(self.repairer, "api", "")
         for ev in events:
-            if ev.is_comment_only or (api and foreign(api, ev) is not None):
-                self._tail = ev
-            elif api == "messages" and ev.event == "ping":  # Anthropic's own keep-alive
+            # (Anthropic's own keep-alive is an event of its API: ``event: ping``)
+            if (
+                ev.is_comment_only
+                or (api and foreign(api, ev) is not None)
+                or (api == "messages" and ev.event == "ping")
+            ):
                 self._tail = ev
             else:
                 self.quiet = False
