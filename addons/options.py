@@ -109,7 +109,8 @@ def add_options(loader) -> None:
         bool,
         False,
         """Keep each repaired streamed flow's original and repaired body (for mitmweb's
-        views and saved flows). Costs memory per flow; off for a sidecar.""",
+        views and saved flows; -w keeps them without this option, also for a stream
+        that ended early). Costs memory per flow; off for a sidecar.""",
     )
 
 
