@@ -31,6 +31,9 @@ RULE_OPTIONS: dict[str, str] = {
     "streamfix_replay": "replay",
     "streamfix_nonstandard": "nonstandard",
     "streamfix_eof_terminal": "eof_terminal",
+    "streamfix_no_events": "no_events",
+    "streamfix_usage_chunk": "usage_chunk",
+    "streamfix_cr_end": "cr_end",
     "streamfix_tool_index": "tool_index",
     "streamfix_tool_header": "tool_header",
     "streamfix_finish_reason": "finish_reason",
@@ -54,6 +57,14 @@ RULE_HELP: dict[str, str] = {
     "prefix of the text so far, released at the first divergence), that repeats the whole text already streamed.",
     "nonstandard": "Responses, chat: turn events the API does not define (ping, keepalive) and empty data events into SSE comments.",
     "eof_terminal": "Responses, chat: end a stream that stops without a terminal with a failure (response.failed, continuing sequence_number; chat: an error chunk), never a success.",
+    "no_events": "Every API: end a stream that carried no event at all (an empty 200 event stream, or only comments and "
+    "keep-alives) with the API's failure event (Responses response.failed, chat an error chunk, messages an error event, "
+    "Gemini an error object), never a blank success.",
+    "cr_end": "Every API: end a CR-only stream (a relay's framing) that stops right after its last event with one more CR "
+    "(a blank line), so parsers holding a final CR back as a possible CRLF (eventsource-parser, under every AI SDK) "
+    "do not drop that event.",
+    "usage_chunk": "Chat: give the usage chunk after the finish (stream_options.include_usage) the spec's choices: [] when "
+    "it carries placeholder choices (empty delta, no finish_reason).",
     "tool_index": "Chat: renumber tool_calls[].index 0..n-1 per choice by first appearance.",
     "tool_header": "Chat: do not announce a tool call's name twice when the gateway re-sends its header.",
     "finish_reason": "Chat: map a non-standard finish_reason (CPA's Gemini/Antigravity 'max_tokens', Gemini's "
@@ -101,7 +112,8 @@ def add_options(loader) -> None:
         bool,
         False,
         """Keep each repaired streamed flow's original and repaired body (for mitmweb's
-        views and saved flows). Costs memory per flow; off for a sidecar.""",
+        views and saved flows; -w keeps them without this option, also for a stream
+        that ended early). Costs memory per flow; off for a sidecar.""",
     )
 
 

@@ -69,6 +69,10 @@ class Repair:
         self.failed = 0
         self.checked = 0
         self.violating = 0
+        self.keep_bodies = False
+        """Streamed flows keep their original and repaired bodies: ``streamfix_keep_bodies``,
+        or flows are being saved (``-w``, mitmproxy's ``save_stream_file``), whose streamed
+        bodies would otherwise be empty."""
 
     def load(self, loader) -> None:
         options.add_options(loader)
@@ -86,6 +90,24 @@ class Repair:
             self.evidence = options.evidence(opts)
         if options.rules_changed(updated):
             self.rules = options.rules(opts)
+        if updated & {"streamfix_keep_bodies", "save_stream_file"}:
+            self.keep_bodies = bool(opts.streamfix_keep_bodies or getattr(opts, "save_stream_file", None))
+
+    def running(self) -> None:
+        """Say once how streamed bodies are kept: for ``-w``, kept (else the saved flows of
+        streams would have empty bodies); in a UI without kept bodies, that a flow saved
+        from it will have an empty streamed body."""
+        opts = ctx.options
+        if getattr(opts, "save_stream_file", None) and not opts.streamfix_keep_bodies:
+            logger.info(
+                "streamfix: flows are saved (-w): keeping each streamed flow's bodies, the repaired one as its "
+                "body and the gateway's original in metadata streamfix.original (as streamfix_keep_bodies does)"
+            )
+        elif not self.keep_bodies and links.view() is not None:
+            logger.warning(
+                "streamfix: streamed bodies are not kept: a flow saved from this UI will have an empty "
+                "streamed body; --set streamfix_keep_bodies=true (scripts/sidecar --web) keeps them"
+            )
 
     # --- hooks -------------------------------------------------------------------
     # A client's "Connection: close" is left as it came: mitmproxy closes the client
@@ -159,7 +181,7 @@ class Repair:
         st.stream = FlowStream(
             StreamRepair(repairer),
             decoder,
-            ctx.options.streamfix_keep_bodies,
+            self.keep_bodies,
             lambda s: self._finish_stream(flow, st, s),
             lambda s: _show_progress(flow, s),
         )
@@ -169,8 +191,14 @@ class Repair:
 
     def response(self, flow: http.HTTPFlow) -> None:
         st = self._forget(flow)
+        never_called = st is not None and isinstance(st.stream, FlowStream) and st.stream.repair.parser is not None
+        if never_called and flow.response is not None and flow.response.raw_content is not None:
+            # the headers said stream, but the body ended with them (Content-Length: 0,
+            # HTTP/2 END_STREAM): mitmproxy buffered it and never called the stream
+            flow.response.stream = False
+            st.stream = None
         if st is None or flow.response is None or st.stream is not None:
-            if isinstance(st and st.stream, FlowStream) and ctx.options.streamfix_keep_bodies:
+            if isinstance(st and st.stream, FlowStream) and self.keep_bodies:
                 self._keep_bodies(flow, st.stream)
         elif ctx.options.streamfix_mode == "check":
             self._check_buffered(flow, st)
@@ -178,6 +206,7 @@ class Repair:
             self._repair_buffered(flow, st)
         if st is not None:
             self._turn(flow, st)
+            _let_go(flow, st)
 
     def error(self, flow: http.HTTPFlow) -> None:
         """A flow that ended early (client abort, upstream reset): say so, and keep the
@@ -185,6 +214,12 @@ class Repair:
         st = self._forget(flow)
         if st is None:
             return
+        try:
+            self._ended_early(flow, st)
+        finally:
+            _let_go(flow, st)
+
+    def _ended_early(self, flow: http.HTTPFlow, st: FlowState) -> None:
         self._turn(flow, st)
         s = st.stream
         if not isinstance(s, FlowStream) or flow.response is None:
@@ -233,7 +268,7 @@ class Repair:
             self.repaired += 1
 
     def _repair_buffered(self, flow: http.HTTPFlow, st: FlowState) -> None:
-        self._count(buffered.repair(flow, st, self.rules, ctx.options.streamfix_keep_bodies))
+        self._count(buffered.repair(flow, st, self.rules, self.keep_bodies))
 
     def _check_buffered(self, flow: http.HTTPFlow, st: FlowState) -> None:
         violating = buffered.check(flow, st)
@@ -272,6 +307,19 @@ class Repair:
     def _keep_bodies(self, flow: http.HTTPFlow, s: FlowStream) -> None:
         flow.metadata[ORIGINAL] = b"".join(s.original)
         flow.response.content = b"".join(s.repaired)
+
+
+def _let_go(flow: http.HTTPFlow, st: FlowState) -> None:
+    """The flow's last hook of ours ran: take our stream callable off it. mitmproxy keeps
+    an ended flow in its own reference cycles (connection handler, layers, contexts) until
+    a full garbage collection, plain passthrough too; what we hung on the flow (the
+    stream's repairer, parser, verdict, kept chunks) is freed now, by reference counting,
+    not with it. mitmproxy reads ``response.stream`` no more after these hooks; ``True``
+    still says the response was streamed."""
+    resp = flow.response
+    if resp is not None and st.stream is not None and resp.stream is st.stream:
+        resp.stream = True
+    st.stream = None
 
 
 def _asks_close(headers: http.Headers) -> bool:

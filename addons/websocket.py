@@ -272,8 +272,9 @@ class WebSocketRepair:
         # ``codex.rate_limits``; Codex skips what it does not know); ``eof_terminal`` ends a
         # stream cut without a terminal with response.failed, but a turn ends that way only
         # when the socket closes, which Codex reports itself ("closed by server before
-        # response.completed"), and nothing can be sent after the close.
-        rules = replace(self.repair.rules, nonstandard=False, eof_terminal=False)
+        # response.completed"), and nothing can be sent after the close; ``no_events`` likewise
+        # (a turn with no message ends only with the socket); ``cr_end`` is SSE framing.
+        rules = replace(self.repair.rules, nonstandard=False, eof_terminal=False, no_events=False, cr_end=False)
         rep = ResponsesRepairer(rules, fctx, verdict)
         return Turn(s.turns, key, verdict, StreamRepair(rep), fctx.model, orphan=body is None)
 
@@ -348,7 +349,8 @@ class WebSocketRepair:
             self._inject(flow, o, msg.is_text)
 
     def _keep(self, flow: http.HTTPFlow) -> bool:
-        return bool(getattr(ctx.options, "streamfix_keep_bodies", False))
+        o = ctx.options  # as the HTTP flows (addons/repair.py): kept, or flows are saved (-w)
+        return bool(getattr(o, "streamfix_keep_bodies", False) or getattr(o, "save_stream_file", None))
 
     def _note(self, flow: http.HTTPFlow, note: Any) -> None:
         """Remember what streamfix did to the message just handled (for the view)."""

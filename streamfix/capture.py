@@ -75,7 +75,8 @@ def _body(flow) -> tuple[bytes, bytes | None]:
         return original, repaired if repaired != original else None
     if repaired is None:
         raise CaptureError(
-            "the flow has no response body: mitmproxy does not keep streamed bodies. Run the sidecar "
+            "the flow has no response body: mitmproxy does not keep streamed bodies. Save it with -w "
+            "(scripts/sidecar -- -w FILE, or mitmdump -s addons/repair.py -w FILE keeps them), or run the sidecar "
             "with --keep-bodies (or --web), or mitmdump with --set streamfix_keep_bodies=true, and save again."
         )
     if flow.marked == ":wrench:" or (flow.comment or "").startswith("streamfix ["):

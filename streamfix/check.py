@@ -11,9 +11,18 @@ Each FILE is one of:
 - anything else: one saved SSE response body; its API comes from ``--api`` or, failing
   that, from the events themselves.
 
-Prints each stream's violations (rule, event number, short reason; never content) and
-exits 1 when there is any, 0 when every stream is correct, 2 when a file cannot be read
-or its API cannot be told. For a gateway's CI, or a bug report against one.
+Prints each stream's violations (rule, event number, short reason; never content). A
+flow streamfix repaired holds two bodies when they were kept (``mitmdump -s
+addons/repair.py -w FILE`` keeps them, as does ``streamfix_keep_bodies``): the one the
+client got (the flow's body, checked by default) and the gateway's original (metadata
+``streamfix.original``): ``--original`` checks the gateway's instead, for a bug report
+against it, ``--both`` checks both, each labelled. A flow whose response was streamed
+without keeping its body (mitmproxy's default) has no body to check: it is reported as
+``no body saved``, with how to save one, not as a violation.
+
+Exit status: 0 every stream correct; 1 violations found; 2 a file cannot be read or a
+body's API cannot be told; 3 no violations, but some flow had no body saved (nothing
+was checked for it). For a gateway's CI, or a bug report against one.
 """
 
 from __future__ import annotations
@@ -25,18 +34,32 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from wire.apis import api_for_path
 from wire.contract import RULES, StreamChecker, guess_api
 
 SSE = "text/event-stream"
+ORIGINAL = "streamfix.original"
+"""Flow metadata: the body as the gateway sent it (addons/flowstream.py)."""
+NO_BODY = 3
+"""Exit status: nothing wrong found, but a flow had no body saved."""
+HOW_TO_SAVE = (
+    "save flows with `mitmdump -s addons/repair.py -w FILE` (keeps streamed bodies) or, in mitmweb, "
+    "--set streamfix_keep_bodies=true (scripts/sidecar --web)"
+)
 
 
 @dataclass
 class Stream:
     label: str
     api: str | None
-    body: bytes
+    body: bytes | None
+    """The body the client got; None: not saved (a streamed response whose body was not kept)."""
+    original: bytes | None = None
+    """The gateway's body when streamfix kept it (``streamfix.original``), else None."""
+    repaired: bool = False
+    """streamfix changed the flow (so without ``original`` its gateway body is lost)."""
 
 
 class Unreadable(Exception):
@@ -56,10 +79,14 @@ def _flows(path: Path) -> Iterator[Stream]:
                 if api is None or not f.response.headers.get("content-type", "").lower().startswith(SSE):
                     continue
                 try:
-                    body = f.response.get_content(strict=True) or b""
+                    # None: mitmproxy streamed the response and kept no body
+                    body = f.response.get_content(strict=True)
                 except ValueError as e:
                     raise Unreadable(f"flow {k}: cannot decode the response body ({e})") from e
-                yield Stream(f"{path}#{k} {f.request.method} {f.request.path.split('?', 1)[0]}", api, body)
+                original = f.metadata.get(ORIGINAL)
+                label = f"{path}#{k} {f.request.method} {f.request.path.split('?', 1)[0]}"
+                repaired = f.marked == ":wrench:"  # what streamfix marks a flow it changed with
+                yield Stream(label, api, body, original if isinstance(original, bytes) else None, repaired)
     except FlowReadException as e:
         raise Unreadable(f"not a readable flow file ({e})") from e
 
@@ -78,8 +105,11 @@ def _har(path: Path) -> Iterator[Stream]:
         content = resp.get("content") or {}
         if api is None or not str(content.get("mimeType", "")).lower().startswith(SSE):
             continue
-        text = content.get("text") or ""
-        body = base64.b64decode(text) if content.get("encoding") == "base64" else text.encode("utf-8")
+        text = content.get("text")
+        if text is None:  # a streamed response exported without its body
+            body = None
+        else:
+            body = base64.b64decode(text) if content.get("encoding") == "base64" else text.encode("utf-8")
         yield Stream(f"{path}#{k} {req.get('method', '?')} {p.split('?', 1)[0]}", api, body)
 
 
@@ -106,8 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m streamfix.check",
         description=__doc__.split("\n\n", 1)[0],
-        epilog="Exit status: 0 every stream correct, 1 violations found, 2 a file unreadable or of unknown API. "
-        "--rules lists the rules.",
+        epilog="Exit status: 0 every stream correct, 1 violations found, 2 a file unreadable or of unknown API, "
+        "3 no violations but a flow had no body saved. --rules lists the rules.",
     )
     ap.add_argument("files", nargs="*", type=Path, metavar="FILE", help="a .flow file, a .har file or a saved SSE body")
     ap.add_argument(
@@ -115,6 +145,14 @@ def main(argv: list[str] | None = None) -> int:
         choices=["responses", "chat", "messages", "gemini"],
         help="the API of the streams (default: from the request path, or guessed from a bare body)",
     )
+    which = ap.add_mutually_exclusive_group()
+    which.add_argument(
+        "--original",
+        action="store_true",
+        help="check the gateway's original body of each flow (kept by streamfix as streamfix.original) "
+        "instead of the body the client got: for a bug report against the gateway",
+    )
+    which.add_argument("--both", action="store_true", help="check both bodies of each flow, each labelled")
     ap.add_argument("--rules", action="store_true", help="list the contract's rules and exit")
     ap.add_argument("-q", "--quiet", action="store_true", help="print only streams with violations")
     a = ap.parse_args(argv)
@@ -124,36 +162,69 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not a.files:
         ap.error("no FILE given")
-    status = 0
+    which: Literal["client", "gateway", "both"] = "gateway" if a.original else "both" if a.both else "client"
+    statuses: set[int] = set()
     for path in a.files:
         try:
             found = streams(path, a.api)
         except Unreadable as e:
             print(f"{path}: {e}", file=sys.stderr)
-            status = 2
+            statuses.add(2)
             continue
         if not found:
             print(f"{path}: no LLM event stream in it")
         for s in found:
             if s.api is None:
                 print(f"{s.label}: cannot tell the API of this body; use --api", file=sys.stderr)
-                status = 2
+                statuses.add(2)
                 continue
-            c = StreamChecker(s.api)
-            c.feed(s.body)
-            vs = c.close()
-            total = len(vs) + c.dropped
-            if not total:
-                if not a.quiet:
-                    print(f"{s.label} [{s.api}]: ok, {c.events} events")
-                continue
-            status = max(status, 1)
-            print(f"{s.label} [{s.api}]: {total} violation{'s' if total != 1 else ''}")
-            for v in vs:
-                print(f"  {v}")
-            if c.dropped:
-                print(f"  ... {c.dropped} more")
-    return status
+            for tag, body in _bodies(s, which):
+                statuses.add(_report(s, tag, body, a.quiet))
+    for status in (2, 1, NO_BODY):  # the worst first: unreadable, violations, nothing saved
+        if status in statuses:
+            return status
+    return 0
+
+
+def _bodies(s: Stream, which: str) -> list[tuple[str, bytes | None]]:
+    """(label suffix, body or None: not saved) for each body ``which`` asks to check."""
+    if which == "client":
+        return [("", s.body)]
+    if s.original is not None:
+        gateway: bytes | None = s.original
+    elif s.repaired:
+        gateway = None  # streamfix changed the body and did not keep the gateway's
+    else:
+        gateway = s.body  # not changed by streamfix: the body is the gateway's
+    if which == "gateway":
+        return [(" gateway's original", gateway)]
+    return [(" gateway's original", gateway), (" as the client got it", s.body)]
+
+
+def _report(s: Stream, tag: str, body: bytes | None, quiet: bool) -> int:
+    """Check one body and print what was found; returns its exit status."""
+    if body is None:
+        if s.body is None:
+            what = "the response was streamed and its body not kept"
+        else:
+            what = "streamfix repaired it without keeping the gateway's original"
+        print(f"{s.label} [{s.api}]{tag}: no body saved ({what}); nothing checked: {HOW_TO_SAVE}")
+        return NO_BODY
+    assert s.api is not None
+    c = StreamChecker(s.api)
+    c.feed(body)
+    vs = c.close()
+    total = len(vs) + c.dropped
+    if not total:
+        if not quiet:
+            print(f"{s.label} [{s.api}]{tag}: ok, {c.events} events")
+        return 0
+    print(f"{s.label} [{s.api}]{tag}: {total} violation{'s' if total != 1 else ''}")
+    for v in vs:
+        print(f"  {v}")
+    if c.dropped:
+        print(f"  ... {c.dropped} more")
+    return 1
 
 
 if __name__ == "__main__":

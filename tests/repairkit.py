@@ -80,6 +80,7 @@ def sse(*objs: Any, eol: bytes = b"\n") -> bytes:
 def events(body: bytes) -> list[Any]:
     """The data of each event in a body: parsed JSON, or the raw bytes if not JSON."""
     out = []
+    body = body.replace(b"\r\n", b"\n").replace(b"\r", b"\n")  # SSE line ends: CRLF, CR, LF
     for block in body.split(b"\n\n"):
         for line in block.split(b"\n"):
             if line.startswith(b"data: "):

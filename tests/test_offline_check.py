@@ -77,3 +77,102 @@ def test_help_and_rules_from_the_command_line():
     assert "FILE" in h.stdout and "Exit status" in h.stdout and ".har" in h.stdout
     r = subprocess.run([sys.executable, "-m", "streamfix.check", "--rules"], capture_output=True, text=True, check=True)
     assert "item.order" in r.stdout and "chat.tool_index" in r.stdout
+
+
+def _flow_file(p, rec, *, body, original=None, marked=False):
+    """A client-leg flow of ``rec`` as saved: ``body`` the flow's body (None: streamed and
+    not kept, as mitmproxy saves a streamed response), ``original`` streamfix's metadata."""
+    from mitmproxy import io
+
+    to_flow(rec, p)
+    with p.open("rb") as fp:
+        (f,) = list(io.FlowReader(fp).stream())
+    f.response.raw_content = body
+    if original is not None:
+        f.metadata["streamfix.original"] = original
+    if marked:
+        f.marked = ":wrench:"
+    with p.open("wb") as fp:
+        io.FlowWriter(fp).add(f)
+
+
+def test_a_flow_without_a_saved_body_says_so_and_how_to_save_one(tmp_path, capsys):
+    """Issue 20: a streamed flow saved without its body (mitmproxy's default) was reported as
+    terminal.present (exit 1); it has nothing to check: exit 3, and how to save one."""
+    p = tmp_path / "x.flow"
+    _flow_file(p, load("responses-devin-toolcall"), body=None)
+    assert run(p) == check.NO_BODY == 3
+    out = capsys.readouterr().out
+    assert "#0 POST /v1/responses [responses]: no body saved (the response was streamed" in out
+    assert "mitmdump -s addons/repair.py -w FILE" in out and "streamfix_keep_bodies=true" in out
+    assert "violation" not in out and "terminal.present" not in out
+    assert run(p, "--original") == 3  # nor is the gateway's
+    # violations elsewhere outrank it
+    bad = tmp_path / "bad.sse"
+    bad.write_bytes(load("responses-devin-toolcall").body)
+    assert run(p, bad) == 1
+
+
+def test_an_empty_saved_body_is_checked_not_missing(tmp_path, capsys):
+    """A body that was saved and is empty (the gateway sent no event) is a violation."""
+    p = tmp_path / "x.flow"
+    rec = load("responses-empty-stream")
+    _flow_file(p, rec, body=b"", original=b"")
+    assert run(p) == 1
+    assert "end of stream: terminal.present: no event at all" in capsys.readouterr().out
+
+
+def test_both_bodies_of_a_kept_flow(tmp_path, capsys):
+    """With bodies kept, a saved flow backs a bug report against the gateway: --original
+    checks what the gateway sent, --both checks both, each labelled."""
+    rec = load("responses-devin-toolcall")
+    p = tmp_path / "x.flow"
+    _flow_file(p, rec, body=rec.expected, original=rec.body, marked=True)
+    assert run(p) == 0
+    assert "#0 POST /v1/responses [responses]: ok" in capsys.readouterr().out
+    assert run(p, "--original") == 1
+    out = capsys.readouterr().out
+    assert "#0 POST /v1/responses [responses] gateway's original: 6 violations" in out
+    assert "response.fields" in out
+    assert run(p, "--both") == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].endswith("[responses] gateway's original: 6 violations")
+    assert [x for x in out if "as the client got it" in x] == [
+        f"{p}#0 POST /v1/responses [responses] as the client got it: ok, {rec.expected.count(b'data:')} events"
+    ]
+
+
+def test_original_of_a_repaired_flow_that_kept_none(tmp_path, capsys):
+    rec = load("responses-devin-toolcall")
+    p = tmp_path / "x.flow"
+    _flow_file(p, rec, body=rec.expected, marked=True)
+    assert run(p, "--original") == 3
+    assert "gateway's original: no body saved (streamfix repaired it without keeping" in capsys.readouterr().out
+    q = tmp_path / "clean.flow"  # never changed by streamfix: its body is the gateway's
+    _flow_file(q, load("responses-openai-clean"), body=load("responses-openai-clean").body)
+    assert run(q, "--original") == 0
+
+
+NEW_CLASSES = [
+    "responses-empty-stream",
+    "chat-empty-stream",
+    "messages-empty-stream",
+    "gemini-empty-stream",
+    "chat-litellm-usage-choices",
+]
+
+
+def test_new_defect_classes_violate_raw_and_not_repaired(tmp_path, capsys):
+    """Issue 20's new defect classes: ``python -m streamfix.check`` reports each raw
+    stream and nothing on its repaired one (the hand-checked expected.body)."""
+    want = {"chat-litellm-usage-choices": "chat.usage_chunk"}
+    for name in NEW_CLASSES:
+        rec = load(name)
+        raw, fixed = tmp_path / f"{name}.sse", tmp_path / f"{name}.fixed.sse"
+        raw.write_bytes(rec.body)
+        fixed.write_bytes(rec.expected)
+        assert run(raw, "--api", rec.api) == 1, name
+        out = capsys.readouterr().out
+        assert f": {want.get(name, 'terminal.present')}: " in out, (name, out)
+        assert run(fixed, "--api", rec.api) == 0, name
+        assert "ok" in capsys.readouterr().out

@@ -408,7 +408,7 @@ def test_upstream_cut(stack: Stack, name: str, at: int, how: str, why: str) -> N
     s = _repairer(rec)
     sent = s.feed(prefix)  # what the repair sends for the bytes the upstream got out
     held = len(s.repairer.held)
-    # the parser's unfinished bytes: the event the cut stops in
+    # the parser's unfinished bytes: the event the cut stops in (see below)
     unfinished = prefix[len(prefix) - s.parser.buffered :] if s.parser is not None and s.parser.buffered else b""
     salvaged = s.salvage()  # the held events, repaired as far as a cut stream allows, and the half event
     got = get(stack, rec, **{"x-streamfix-cut": f"{at}:{how}", "x-streamfix-delay-ms": "5"})
@@ -420,7 +420,9 @@ def test_upstream_cut(stack: Stack, name: str, at: int, how: str, why: str) -> N
     )
     assert _masked(got.body).startswith(_masked(sent)), "events before the cut were lost or changed"
     # what the repairer held at the cut arrives repaired, the unfinished event as it came
-    # (addons/salvage.py): the client has every event the upstream sent
+    # (addons/salvage.py): the client has every event the upstream sent (the parser's
+    # unfinished bytes: the event the cut stops in, and on a CR-only stream a whole last
+    # event whose final CR could still have been half a CRLF)
     assert salvaged.endswith(unfinished)
     assert _masked(got.body) == _masked(sent + salvaged)
     lost = len(_events(sent)) + held - len(_events(got.body[: len(got.body) - len(unfinished)]))

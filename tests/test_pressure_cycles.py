@@ -155,3 +155,121 @@ def test_stream_finishes_once_even_if_called_again(addon: mod.Repair) -> None:
     stream(b"")
     stream(b"")
     assert calls == [stream]
+
+
+# --- what hangs on a flow is freed when the flow is not ------------------------------------
+# mitmproxy keeps every ended flow in reference cycles of its own (connection handler,
+# layers, contexts: measured with the collector off, a plain passthrough too) until a full
+# collection. What the addon hung on the flow (the stream callable, its StreamRepair,
+# repairer, parser, verdict, kept chunks) must not wait for that: after the flow's last
+# hook it is freed by reference counting while the flow itself is still referenced.
+
+
+def _client_abort_after_headers(a: mod.Repair, f: http.HTTPFlow) -> None:
+    a.responseheaders(f)
+    f.error = tflow.terr("Client disconnected.")
+    a.error(f)
+
+
+def _upstream_cut_mid_event(a: mod.Repair, f: http.HTTPFlow) -> None:
+    a.responseheaders(f)
+    f.response.stream(BODY)
+    f.response.stream(b'event: response.output_item.done\ndata: {"type":"resp')
+    f.error = tflow.terr("Connection reset by peer")
+    a.error(f)
+
+
+KEPT_ENDINGS = {
+    **ENDINGS,
+    "client-abort-after-headers": _client_abort_after_headers,
+    "upstream-cut-mid-event": _upstream_cut_mid_event,
+}
+
+
+PER_FLOW = (
+    "FlowStream", "FlowState", "StreamRepair", "SseParser", "ResponsesRepairer", "Verdict", "FlowContext",
+    "StreamChecker", "CheckStream", "Items", "Resolver", "UsageReader",
+)  # fmt: skip
+"""The types of what the client leg keeps per flow (repair and check mode)."""
+
+
+def _alive(names=PER_FLOW) -> list[str]:
+    """Per-flow objects still alive (the collector is off: nothing was collected since)."""
+    return sorted(type(o).__name__ for o in gc.get_objects() if type(o).__name__ in names)
+
+
+@pytest.mark.parametrize("keep", [False, True], ids=["bodies-not-kept", "bodies-kept"])
+@pytest.mark.parametrize("mode", ["repair", "check"])
+@pytest.mark.parametrize("ending", KEPT_ENDINGS)
+def test_what_the_addon_hung_on_a_flow_outlives_it_not(addon: mod.Repair, ending: str, mode: str, keep: bool) -> None:
+    ctx.options.update(streamfix_mode=mode, streamfix_keep_bodies=keep)
+    f = _flow()
+    addon.request(f)
+    gc.collect()
+    gc.disable()
+    try:
+        assert _alive(), "the flow has per-flow state to begin with"
+        KEPT_ENDINGS[ending](addon, f)
+        if f.response is not None and f.response.stream is not None:
+            assert not callable(f.response.stream), f"{ending}: the stream callable is still on the flow"
+        assert _alive() == [], f"{ending}: alive while the flow is"
+        assert f.response is not None  # the flow itself is still here (mitmproxy's cycles hold it)
+    finally:
+        gc.enable()
+
+
+def test_a_streamed_flow_still_says_it_was_streamed(addon: mod.Repair) -> None:
+    f = _flow()
+    addon.request(f)
+    _eof_and_response(addon, f)
+    assert f.response.stream is True
+
+
+# --- WebSocket: a socket's state is freed at its end, however it ends --------------------
+
+
+def _ws_setup():
+    from addons import websocket as wsmod
+
+    shared.reset()
+    r = mod.Repair()
+    ws = wsmod.WebSocketRepair(r, mod.receipt)
+    return r, ws, wsmod
+
+
+@pytest.mark.parametrize("ending", ["close", "client-abort", "upstream-reset", "before-any-turn"])
+def test_websocket_state_is_freed_at_its_end_without_the_collector(ending: str) -> None:
+    from mitmproxy.websocket import WebSocketMessage
+    from wsproto.frame_protocol import Opcode
+
+    r, ws, _ = _ws_setup()
+    names = (*PER_FLOW, "Socket", "Turn")
+    with taddons.context(r, ws):
+        f = tflow.twebsocketflow(messages=False)
+        f.request.path = "/v1/responses"
+        ws._inject = lambda *a, **k: None
+        ws.websocket_start(f)
+        assert f.id in ws.sockets
+        if ending != "before-any-turn":
+            create = orjson.dumps({"type": "response.create", **REQUEST})
+            f.websocket.messages.append(WebSocketMessage(Opcode.TEXT, True, create))
+            ws.websocket_message(f)
+            for ev in BODY.split(b"\n\n")[:-1]:
+                data = ev.split(b"data: ", 1)[1]
+                f.websocket.messages.append(WebSocketMessage(Opcode.TEXT, False, data))
+                ws.websocket_message(f)
+            assert "Turn" in _alive(names), "a turn was started"
+        gc.collect()
+        gc.disable()
+        try:
+            if ending != "close":
+                f.error = tflow.terr("Client disconnected." if ending == "client-abort" else "Connection reset")
+            ws.websocket_end(f)
+            assert f.id not in ws.sockets
+            assert _alive(names) == [], f"{ending}: alive while the flow is"
+            ref = weakref.ref(f)
+            del f
+            assert ref() is None, f"{ending}: the WebSocket flow outlived its last reference (a cycle holds it)"
+        finally:
+            gc.enable()
+    shared.reset()

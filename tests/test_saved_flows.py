@@ -3,13 +3,17 @@ the original kept so the diff view works offline (``just offline``)."""
 
 from __future__ import annotations
 
+import socket
+import struct
+import threading
+import time
 from pathlib import Path
 
 import pytest
 from mitmproxy import contentviews, io
 from mitmproxy.proxy.mode_specs import ReverseMode
 from mitmproxy.test import taddons
-from support import REPAIR_ADDON, ROOT, run_mitmdump
+from support import REPAIR_ADDON, ROOT, run_mitmdump, start_mitmdump
 
 from addons import sseview
 from streamfix.recordings import load, to_flow
@@ -60,3 +64,183 @@ def test_just_offline_keeps_bodies() -> None:
     recipe = (ROOT / "justfile").read_text().split("\noffline NAME:\n", 1)[1].split("\n\n", 1)[0]
     line = next(x for x in recipe.splitlines() if "mitmdump" in x)
     assert "streamfix_keep_bodies=true" in line and str(REPAIR_ADDON.relative_to(ROOT)) in line
+
+
+# --- -w on live streams: a completed one, an upstream reset, a client abort -------------
+
+
+class Upstream:
+    """HTTP/1.1 upstream for ``/<how>/v1/responses``: a recording's events, one chunk each
+    20 ms apart; ``complete`` ends the chunked body, ``reset`` sends :data:`CUT` events and
+    resets the connection (SO_LINGER 0), ``stall`` sends :data:`CUT` events and waits (the
+    client aborts meanwhile)."""
+
+    def __init__(self, events: list[bytes]) -> None:
+        self.events = events
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+
+    def _handle(self, conn: socket.socket) -> None:
+        with conn:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(65536)
+            head, _, body = data.partition(b"\r\n\r\n")
+            length = next(
+                (int(ln.split(b":")[1]) for ln in head.split(b"\r\n") if ln.lower().startswith(b"content-length")), 0
+            )
+            while len(body) < length:
+                body += conn.recv(65536)
+            how = head.split(b" ")[1].decode().split("/")[1]
+            conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+            events = self.events if how == "complete" else self.events[:CUT]
+            for ev in events:
+                conn.sendall(b"%x\r\n%s\r\n" % (len(ev), ev))
+                time.sleep(0.02)
+            if how == "complete":
+                conn.sendall(b"0\r\n\r\n")
+                time.sleep(0.2)
+            elif how == "reset":
+                time.sleep(0.3)
+                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            else:
+                time.sleep(5)  # the client aborts meanwhile; mitmproxy then closes this side
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+CUT = 5
+"""Events an early-ended stream sends before the cut."""
+
+
+def _request(port: int, how: str, body: bytes, abort: str | None = None) -> bytes:
+    """POST and read the raw response; ``abort`` (``fin``/``rst``): close the connection
+    once :data:`CUT` events have arrived."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=20)
+    try:
+        s.sendall(
+            b"POST /%s/v1/responses HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-type: application/json\r\n"
+            b"content-length: %d\r\n\r\n%s" % (how.encode(), len(body), body)
+        )
+        got = b""
+        while True:
+            try:
+                chunk = s.recv(65536)
+            except ConnectionResetError:
+                break
+            if not chunk:
+                break
+            got += chunk
+            if abort and _dechunk(got).count(b"\n\n") >= CUT:
+                if abort == "rst":
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                break
+        return got
+    finally:
+        s.close()
+
+
+def _dechunk(raw: bytes) -> bytes:
+    _, _, rest = raw.partition(b"\r\n\r\n")
+    out = b""
+    while rest:
+        size, sep, rest = rest.partition(b"\r\n")
+        if not sep or not size:
+            break
+        n = int(size, 16)
+        if n == 0 or len(rest) < n:
+            break
+        out += rest[:n]
+        rest = rest[n + 2 :]
+    return out
+
+
+@pytest.mark.e2e
+def test_w_saves_both_bodies_of_complete_and_early_ended_streams(tmp_path: Path, capsys) -> None:
+    """``mitmdump -s addons/repair.py -w FILE`` with no other option (issue 20): every
+    streamed flow is saved with the body the client got and the gateway's original
+    (``streamfix.original``), also when the stream ended early: the upstream reset, the
+    client closed (FIN) or reset (RST) its connection mid-body. Before, such a flow kept
+    only its comment, with an empty body."""
+    from wire.contract import check
+
+    rec = load("responses-devin-toolcall")
+    events = [e + b"\n\n" for e in rec.body.split(b"\n\n") if e]
+    up = Upstream(events)
+    out = tmp_path / "saved.flow"
+    mitm, port = start_mitmdump(f"http://127.0.0.1:{up.port}", tmp_path / "conf", "-w", str(out))
+    try:
+        mitm.wait_for("flows are saved .-w.: keeping each streamed flow's bodies")
+        got = {}
+        for how, abort in [("complete", None), ("reset", None), ("stall", "fin"), ("stall", "rst")]:
+            start = len(mitm.lines)
+            got[how, abort] = _dechunk(_request(port, how, rec.request_body, abort))
+            if how != "complete":
+                mitm.wait_for("ended early after", start=start, timeout=15)
+            else:
+                time.sleep(0.3)
+    finally:
+        mitm.stop()
+        up.close()
+    flows = read(out)
+    assert len(flows) == 4, [f.comment for f in flows]
+    for f, ((how, abort), client_got) in zip(flows, got.items(), strict=True):
+        sent = b"".join(events if how == "complete" else events[:CUT])
+        assert f.metadata[sseview.ORIGINAL] == sent, (how, abort)
+        assert f.response.raw_content == client_got and client_got, (how, abort)
+        if how == "complete":
+            assert f.error is None and check("responses", client_got) == []
+            assert client_got != sent  # repaired: the body is the repaired one, not the original
+        else:
+            assert f.error is not None and "ended early after 5 events" in f.comment, (how, abort, f.comment)
+            assert "client aborted" in f.comment if abort else "upstream reset" in f.comment
+    # and the offline checker reads both bodies of each: none is missing, the gateway's
+    # original of the completed stream has the violations the client's body no longer has
+    from streamfix import check as offline
+
+    assert offline.main([str(out), "--both"]) == 1  # the early-ended ones have no terminal
+    lines = capsys.readouterr().out.splitlines()
+    assert not [x for x in lines if "no body saved" in x]
+    heads = [x.split(" [responses]", 1)[1] for x in lines if " [responses]" in x]
+    assert heads[0].startswith(" gateway's original: ") and "violation" in heads[0]
+    assert heads[1].startswith(" as the client got it: ok")
+    assert len(heads) == 8 and all("violation" in x for x in heads[2:])  # cut: no terminal
+
+
+def test_keep_bodies_follows_w_and_a_ui_without_them_says_so(tmp_path: Path, caplog) -> None:
+    """``-w`` (mitmproxy's save_stream_file) keeps streamed bodies by itself; a UI (a flow
+    view: mitmweb, console) without kept bodies says once at startup that a flow saved
+    from it will have an empty streamed body."""
+    import logging
+
+    from mitmproxy.addons import save, view
+
+    from addons import repair as mod
+
+    caplog.set_level(logging.INFO)
+    a = mod.Repair()
+    with taddons.context(a, save.Save(), view.View()) as tctx:
+        assert a.keep_bodies is False
+        a.running()
+        assert "a flow saved from this UI will have an empty streamed body" in caplog.text
+        caplog.clear()
+        tctx.configure(a, save_stream_file=str(tmp_path / "x.flow"))
+        assert a.keep_bodies is True
+        a.running()
+        assert "flows are saved (-w): keeping each streamed flow's bodies" in caplog.text
+        assert "empty streamed body" not in caplog.text
+        tctx.configure(a, save_stream_file=None, streamfix_keep_bodies=True)
+        assert a.keep_bodies is True
+        caplog.clear()
+        a.running()
+        assert "streamfix" not in caplog.text  # kept by the option: nothing to say

@@ -185,7 +185,23 @@ class _Run:
         self.nbytes = 0
 
 
+def _placeholders(obj: dict[str, Any]) -> bool:
+    """A usage chunk whose choices carry nothing: each one without a finish_reason or
+    logprobs, its delta absent or with every field null or empty (rule usage_chunk)."""
+    if not isinstance(obj.get("usage"), dict):
+        return False
+    for ch in obj["choices"]:
+        if not isinstance(ch, dict) or ch.get("finish_reason") is not None or ch.get("logprobs"):
+            return False
+        delta = ch.get("delta")
+        if delta is not None and not (isinstance(delta, dict) and not any(delta.values())):
+            return False
+    return True
+
+
 class ChatRepairer(HoldingRepairer):
+    api = "chat"
+
     def __init__(self, rules: Rules, ctx: FlowContext, verdict: Verdict) -> None:
         super().__init__(rules, ctx, verdict)
         self._calls: dict[int, dict[int, _Call]] = {}  # choice -> raw index -> current call
@@ -340,6 +356,13 @@ class ChatRepairer(HoldingRepairer):
     # --- the rules -------------------------------------------------------------
     def _chunk(self, rec: Rec, obj: dict[str, Any]) -> None:
         choices = obj.get("choices")
+        if self._finished and self.rules.usage_chunk and isinstance(choices, list) and choices and _placeholders(obj):
+            # rule usage_chunk (LiteLLM #28735): the usage chunk after the finish carries
+            # placeholder choices; the spec's is choices: [] (clients that tell the usage
+            # chunk by its empty choices count it as content too, and its usage twice)
+            obj["choices"] = choices = []
+            rec.mark("usage_chunk")
+            self.note("gave the usage chunk after the finish the spec's choices: [] (it carried placeholders)")
         finishing: list[dict[str, Any]] = []
         if isinstance(choices, list):
             for ch in choices:

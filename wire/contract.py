@@ -32,6 +32,7 @@ import orjson
 
 from .foreign import foreign
 from .sse import Event, SseParser
+from .stream import cr_cut
 
 __all__ = [
     "END_RULES",
@@ -55,6 +56,8 @@ RULES: dict[str, str] = {
     "sse.not_json": "event data that is not a JSON object (only [DONE] is allowed besides JSON)",
     "sse.nonstandard": "an event type the API does not define (ping, keepalive, ...): strict clients reject it",
     "sse.unterminated": "the stream ends inside an event (no blank line after it)",
+    "sse.cr_end": "a CR-only stream does not end right after its last event's blank line (eventsource-parser, "
+    "under every AI SDK, holds that CR back as a possible CRLF and drops the event)",
     # /v1/responses
     "response.sequence": "sequence_number strictly increasing over the stream",
     "response.id": "response.id the same on every lifecycle and terminal event",
@@ -82,6 +85,7 @@ RULES: dict[str, str] = {
     "chat.tool_name": "a tool call's first delta carries function.name",
     "chat.tool_header": "a tool call's name is announced once (a re-sent header doubles it in clients)",
     "chat.finish_once": "each choice gets one finish_reason",
+    "chat.usage_chunk": "the usage chunk after the finish (stream_options.include_usage) has choices: []",
     # /v1/messages
     "messages.start": "message_start comes first",
     "messages.block_index": "content blocks are numbered 0, 1, 2 ... in order",
@@ -494,6 +498,10 @@ class _Chat(_Api):
         if not isinstance(choices, list):
             bad("sse.nonstandard", n, f"chunk without choices (type {obj.get('type')!r})")
             return
+        if choices and self.finished and isinstance(obj.get("usage"), dict):
+            after = [ch for ch in choices if isinstance(ch, dict) and _k(ch.get("index", 0)) in self.finished]
+            if len(after) == len(choices):
+                bad("chat.usage_chunk", n, f"usage chunk after the finish with {len(choices)} choice(s), not []")
         for ch in choices:
             if not isinstance(ch, dict):
                 continue
@@ -652,33 +660,53 @@ class _Gemini(_Api):
 _APIS = {"responses": _Responses, "chat": _Chat, "messages": _Messages, "gemini": _Gemini}
 
 
-class StreamChecker:
-    """Feed a stream's bytes; read :attr:`violations`. Never changes or keeps the bytes."""
+class _Sink:
+    """Where a stream's violations go: the checker and its API's contract share it (the
+    contract holding a bound method of the checker would make a reference cycle, and every
+    checked flow would wait for a full garbage collection)."""
 
-    __slots__ = ("_closed", "_contract", "_parser", "api", "dropped", "events", "prefix", "violations")
+    __slots__ = ("dropped", "violations")
 
-    def __init__(self, api: str, prefix: bool = False) -> None:
-        if api not in _APIS:
-            raise ValueError(f"unknown API {api!r}; known: {', '.join(_APIS)}")
-        self.api = api
+    def __init__(self) -> None:
         self.violations: list[Violation] = []
         self.dropped = 0
-        self.events = 0
-        self._parser = SseParser()
-        self._contract: _Api = _APIS[api](self._bad)
-        self._closed = False
-        self.prefix = prefix
-        """The bytes are a cut stream's prefix: see the module docstring."""
 
-    def _bad(self, rule: str, n: int | None, reason: str) -> None:
+    def __call__(self, rule: str, n: int | None, reason: str) -> None:
         if len(self.violations) < MAX_VIOLATIONS:
             self.violations.append(Violation(rule, n, reason))
         else:
             self.dropped += 1
 
+
+class StreamChecker:
+    """Feed a stream's bytes; read :attr:`violations`. Never changes or keeps the bytes."""
+
+    __slots__ = ("_bad", "_closed", "_contract", "_end", "_parser", "api", "events", "prefix", "violations")
+
+    def __init__(self, api: str, prefix: bool = False) -> None:
+        if api not in _APIS:
+            raise ValueError(f"unknown API {api!r}; known: {', '.join(_APIS)}")
+        self.api = api
+        self._bad = _Sink()
+        self.violations: list[Violation] = self._bad.violations
+        self.events = 0
+        self._parser = SseParser()
+        self._contract: _Api = _APIS[api](self._bad)
+        self._closed = False
+        self._end = b""  # the stream's last 3 bytes (sse.cr_end)
+        self.prefix = prefix
+        """The bytes are a cut stream's prefix: see the module docstring."""
+
+    @property
+    def dropped(self) -> int:
+        """Violations beyond :data:`MAX_VIOLATIONS`, counted, not kept."""
+        return self._bad.dropped
+
     def feed(self, chunk: bytes) -> list[Violation]:
         """Check the events this chunk completes; returns the new violations."""
         before = len(self.violations)
+        if chunk:
+            self._end = chunk[-3:] if len(chunk) >= 3 else (self._end + chunk)[-3:]
         for ev in self._parser.feed(chunk):
             self._event(ev)
         return self.violations[before:]
@@ -690,9 +718,15 @@ class StreamChecker:
             for ev in self._parser.close():
                 if ev.complete or not self.prefix:
                     self._event(ev)
-            self._contract.end()
+            if not self.events:
+                if not self.prefix:
+                    self._bad("terminal.present", None, "no event at all (an empty body, or only comments)")
+            else:
+                self._contract.end()
             if self.prefix:  # what only a whole stream can satisfy
                 self.violations[:] = [v for v in self.violations if not (v.event is None and v.rule in END_RULES)]
+            elif cr_cut(self._end):
+                self._bad("sse.cr_end", None, "CR-only framing ends right after the last event's blank line")
         return self.violations
 
     def _event(self, ev: Event) -> None:

@@ -98,6 +98,8 @@ def _observe(verdict: Verdict, cand: dict[str, Any]) -> None:
 
 
 class GeminiRepairer(ApiRepairer):
+    api = "gemini"
+
     def __init__(self, rules: Rules, ctx: FlowContext, verdict: Verdict) -> None:
         super().__init__(rules, ctx, verdict)
         self._finish: tuple[Event, dict[str, Any], list[dict[str, Any]]] | None = None

@@ -110,6 +110,8 @@ class _Block:
 
 
 class MessagesRepairer(HoldingRepairer):
+    api = "messages"
+
     def __init__(self, rules: Rules, ctx: FlowContext, verdict: Verdict) -> None:
         super().__init__(rules, ctx, verdict)
         self._blocks: dict[int, _Block] = {}  # raw index -> block

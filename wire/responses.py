@@ -217,6 +217,8 @@ class ResponsesRepairer(ApiRepairer):
     (None if the stream failed or ended without a terminal).
     """
 
+    api = "responses"
+
     def __init__(self, rules: Rules, ctx: FlowContext, verdict: Verdict) -> None:
         super().__init__(rules, ctx, verdict)
         self.items = Items()

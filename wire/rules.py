@@ -50,7 +50,21 @@ class Rules:
     eof_terminal: bool = True
     """A stream that ends without a terminal ends with a failure (Responses:
     ``response.failed``, same id, next ``sequence_number``; chat: an error chunk)."""
+    no_events: bool = True
+    """A stream that ends with no event at all (an empty ``200 text/event-stream``, or
+    nothing but comments and keep-alives; cindy #2497) ends with a failure the client
+    sees: Responses ``response.failed``, chat an error chunk, messages an ``error``
+    event, Gemini an ``error`` object; never a success."""
+    cr_end: bool = True
+    """A CR-only stream (a relay's framing, promptfoo #10109) that ends right after its
+    last event's blank line gets one more CR (a blank line, which dispatches nothing):
+    parsers that hold a final CR back until they know it is not half of a CRLF drop that
+    event at the end otherwise (eventsource-parser 3.1.1, under every AI SDK)."""
     # /v1/chat/completions
+    usage_chunk: bool = True
+    """The usage chunk after the finish (``stream_options.include_usage``) carrying
+    placeholder choices (empty delta, no finish_reason; LiteLLM #28735) gets the spec's
+    ``choices: []``."""
     tool_index: bool = True
     """``tool_calls[].index`` renumbered 0..n-1 per choice by first appearance."""
     tool_header: bool = True

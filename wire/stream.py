@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from .empty import no_events_failure
+from .foreign import foreign
 from .sse import Event, SseParser
 
 if TYPE_CHECKING:
@@ -155,6 +157,9 @@ class ApiRepairer(EventRepairer):
     reads it.
     """
 
+    api = ""
+    """The API this repairer speaks (``responses``, ``chat``, ``messages``, ``gemini``)."""
+
     def __init__(self, rules: Rules, ctx: FlowContext, verdict: Verdict) -> None:
         super().__init__()
         self.rules = rules
@@ -178,6 +183,16 @@ class ApiRepairer(EventRepairer):
             return "stream ended without a terminal event"
         return None
 
+    def no_events(self, eol: bytes) -> bytes:
+        """Rule no_events: the stream ended and the upstream sent no event at all (an
+        empty body, or only comments and keep-alives): the API's failure event
+        (:mod:`wire.empty`), so the client sees a failure, never a blank success."""
+        if not self.rules.no_events or not self.api:
+            return b""
+        self.count("no_events")
+        self.note("the upstream sent no event: ended the stream with a failure event")
+        return no_events_failure(self.api, self.ctx, eol)
+
     def dump(self, ev: Event, obj: dict[str, Any], rules: Iterable[str] = ()) -> bytes:
         """A rewritten event's bytes (one ``orjson.dumps``), counted for ``rules``; its
         original bytes if the object cannot be serialized."""
@@ -194,7 +209,7 @@ class ApiRepairer(EventRepairer):
 class StreamRepair:
     """Bytes in, repaired bytes out; any repairer exception switches to passthrough."""
 
-    __slots__ = ("bytes_in", "bytes_out", "error", "events", "parser", "repairer")
+    __slots__ = ("_last", "_tail", "bytes_in", "bytes_out", "error", "events", "parser", "quiet", "repairer")
 
     def __init__(self, repairer: EventRepairer) -> None:
         self.repairer = repairer
@@ -204,6 +219,11 @@ class StreamRepair:
         self.bytes_out = 0
         self.events = 0
         """SSE events parsed (while repairing; passthrough after an error is not counted)."""
+        self.quiet = True
+        """No event of the API has come yet (only comments and keep-alives, if anything):
+        at the end, rule no_events adds a failure (:meth:`ApiRepairer.no_events`)."""
+        self._tail: Event | None = None  # the last event while quiet (its line end, its end)
+        self._last = b""  # the last bytes fed out (rule cr_end reads how the stream ends)
 
     def feed(self, chunk: bytes) -> bytes:
         self.bytes_in += len(chunk)
@@ -211,6 +231,8 @@ class StreamRepair:
             out = chunk
         else:
             out = self._run(self.parser.feed(chunk), eof=False)
+            if out:
+                self._last = out
         self.bytes_out += len(out)
         return out
 
@@ -244,12 +266,22 @@ class StreamRepair:
             return b""
         out = self._run(self.parser.close(), eof=True)
         self.parser = None
+        rep = self.repairer
+        if self.error is None and isinstance(rep, ApiRepairer) and rep.rules.cr_end:
+            tail = out[-3:] if len(out) >= 3 else (self._last + out)[-3:]
+            if cr_cut(tail):  # rule cr_end: one more CR, so the last event is not held back
+                out += b"\r"
+                rep.count("cr_end")
+                rep.note("a CR-only stream ended right after its last event: added one CR (a blank line)")
+        self._last = b""
         self.bytes_out += len(out)
         return out
 
     def _run(self, events: list[Event], eof: bool) -> bytes:
         rep = self.repairer
         self.events += len(events)
+        if self.quiet and events:
+            self._listen(events)
         if len(events) == 1 and not eof:  # one event per read, the usual case: no loop, no list
             try:
                 outs = rep.event(events[0])
@@ -265,9 +297,42 @@ class StreamRepair:
         if eof:
             try:
                 out += rep.end()
+                if self.quiet and isinstance(rep, ApiRepairer):
+                    out += self._no_events(rep)
             except Exception as e:
                 return b"".join(out) + self._fail(e, [], eof)
         return b"".join(out)
+
+    def _listen(self, events: list[Event]) -> None:
+        """Until the first event of the API (rule no_events): is this one? Comments and
+        keep-alives (:func:`wire.foreign.foreign`; Anthropic's ``ping``) are not."""
+        api = getattr(self.repairer, "api", "")
+        for ev in events:
+            # (Anthropic's own keep-alive is an event of its API: ``event: ping``)
+            if (
+                ev.is_comment_only
+                or (api and foreign(api, ev) is not None)
+                or (api == "messages" and ev.event == "ping")
+            ):
+                self._tail = ev
+            else:
+                self.quiet = False
+                self._tail = None
+                return
+
+    def _no_events(self, rep: ApiRepairer) -> list[bytes]:
+        """The failure for a stream without events, after what came (comments), in its
+        line end; a last comment the stream stopped inside is terminated first."""
+        tail = self._tail
+        eol = tail.eol if tail is not None else b"\n"
+        failure = rep.no_events(eol)
+        if not failure:
+            return []
+        if tail is not None and not tail.complete:
+            # its bytes went out as they came (or as a comment): end its line, then the event
+            end = b"" if tail.raw.endswith((b"\n", b"\r")) else eol
+            return [end + eol, failure]
+        return [failure]
 
     def _fail(self, e: BaseException, rest: list[Event], eof: bool) -> bytes:
         self.error = e
@@ -283,6 +348,12 @@ class StreamRepair:
             tail = b"".join(ev.raw for ev in self.parser.close())
         self.parser = None
         return held + b"".join(ev.raw for ev in rest) + tail
+
+
+def cr_cut(tail: bytes) -> bool:
+    """A stream's last 3 bytes say it ends with an event's CR and the CR of its blank line,
+    nothing after (rule cr_end; the contract's ``sse.cr_end``)."""
+    return len(tail) == 3 and tail[1:] == b"\r\r" and tail[0] not in b"\r\n"
 
 
 def repair_body(repairer: EventRepairer, body: bytes) -> tuple[bytes, BaseException | None]:

@@ -67,9 +67,10 @@ class Expected:
 
     @property
     def failed(self) -> bool:
-        """The stream ends in a failure (``response.failed``; streamfix's own for a stream
-        cut without a terminal): the client must report an error, never a success."""
-        return self.api == "responses" and self.finish == "response.failed"
+        """The stream ends in a failure (``response.failed``; chat, messages and Gemini: an
+        error event, ``finish`` ``"error"``; streamfix's own for a stream cut without a
+        terminal or without any event): the client must report an error, never a success."""
+        return self.finish == ("response.failed" if self.api == "responses" else "error")
 
     @property
     def writes_marker(self) -> bool:
@@ -155,6 +156,8 @@ def _messages(events: list[dict[str, Any]]) -> Expected:
                 text.append(d.get("text", ""))
         elif t == "message_delta":
             finish = (ev.get("delta") or {}).get("stop_reason") or finish
+        elif t == "error":
+            finish = "error"
     calls = tuple(Call(names[i], "".join(args[i]) or "{}") for i in names)
     return Expected("messages", calls, finish, None, "".join(text))
 
@@ -165,6 +168,8 @@ def _gemini(events: list[dict[str, Any]]) -> Expected:
     text: list[str] = []
     finish = None
     for ev in events:
+        if "error" in ev and "candidates" not in ev:
+            finish = "error"
         for cand in ev.get("candidates") or []:
             for part in (cand.get("content") or {}).get("parts") or []:
                 if "functionCall" in part:
@@ -201,6 +206,8 @@ def _chat(events: list[dict[str, Any]]) -> Expected:
     text: list[str] = []
     finish = None
     for ev in events:
+        if "error" in ev and "choices" not in ev:
+            finish = "error"  # an error chunk (OpenAI's mid-stream error)
         for ch in ev.get("choices") or []:
             if ch.get("index", 0) != 0:
                 continue

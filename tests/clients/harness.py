@@ -68,6 +68,9 @@ ABLATIONS: dict[str, tuple[str, ...]] = {
     "nonstandard": ("streamfix_nonstandard=false",),
     "eof_terminal": ("streamfix_eof_terminal=false",),
     "reasoning_summary": ("streamfix_reasoning_summary=false",),
+    "no_events": ("streamfix_no_events=false",),
+    "usage_chunk": ("streamfix_usage_chunk=false",),
+    "cr_end": ("streamfix_cr_end=false",),
 }
 """Ablation mode name -> the mitmdump ``--set`` options that switch that rule off."""
 CODEX_PARALLEL = 3

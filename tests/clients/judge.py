@@ -20,9 +20,13 @@ Success, per family (clients.md §0, §4):
 - A stream that ends in ``response.failed`` (a gateway's failure, or the one streamfix
   ends a cut stream with): no client may report a success. AI SDK: a finish other than
   ``stop``/``tool-calls``/``length``/``content-filter`` (7 and 6 give ``error`` with an
-  ``error`` part, 5 ``unknown``); openai-python raw iteration sees ``response.failed``,
-  the helper raises ``RuntimeError: Didn't receive a response.completed event`` after it;
-  Codex ``turn.failed`` (exit 1).
+  ``error`` part, 5 ``unknown``), or a throw when the failure comes before any output;
+  openai-python raw iteration sees ``response.failed``, the helper raises
+  ``RuntimeError: Didn't receive a response.completed event`` after it (``Expected to
+  have received response.created before response.failed`` when it is the first event);
+  Codex ``turn.failed`` (exit 1). The same for an error event on chat (openai-python
+  raises ``APIError``), messages and Gemini (streamfix's failure for a stream with no
+  event).
 
 Anything else is a failure, labelled with its symptom (the matrix cell).
 """
@@ -74,6 +78,8 @@ def _aisdk(exp: Expected, r: dict[str, Any]) -> Outcome:
         return _fail("probe: " + r["probe_error"][:80])
     if r.get("hung"):
         return _fail("hangs (never finishes)")
+    if exp.failed and r.get("thrown"):  # a failure before any output: thrown by the SDK, seen
+        return OK
     if r.get("thrown"):  # nothing else is known then: no finish, no calls
         never = " (then finishReason never settles)" if r.get("finishError") == "never settles" else ""
         return _fail("throws " + _short(r["thrown"]) + never)
@@ -128,9 +134,14 @@ def _openai_py(client: Client, exp: Expected, r: dict[str, Any]) -> Outcome:
     want_calls = [[c.name, c.arguments] for c in exp.calls]
     # responses.parse() (the non-streamed helper) reports truncation only in status
     helper = client.variant == "helper" and (exp.stream or client.api == "chat")
+    if exp.failed and client.api == "chat":  # an error chunk: openai-python raises APIError
+        return OK if exc == "APIError" else _fail(_exc(r) or "failure not reported", _finish_label(client, exp, r))
     if helper and exp.failed:
-        want_exc = exc == "RuntimeError" and "response.completed" in r.get("message", "")
+        msg = r.get("message", "")
+        want_exc = exc == "RuntimeError" and "response.completed" in msg
         if want_exc and "response.failed" in r.get("types", []):
+            return OK
+        if exc == "RuntimeError" and "before `response.failed`" in msg:  # a failure as the first event
             return OK
         return _fail(_exc(r) or "failure not reported")
     if helper and exp.truncated:

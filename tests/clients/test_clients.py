@@ -121,6 +121,7 @@ TOOLS = Expected("responses", (CALL,), "response.completed", None, "")
 CUT = Expected("responses", (Call("get_weather", '{"ci'),), "response.incomplete", "max_output_tokens", "")
 CHAT_CUT = Expected("chat", (Call("get_weather", '{"ci'),), "length", None, "")
 FAILED = Expected("responses", (), "response.failed", None, "Partial")
+CHAT_FAILED = Expected("chat", (), "error", None, "")
 
 
 @pytest.mark.parametrize(
@@ -234,6 +235,24 @@ FAILED = Expected("responses", (), "response.failed", None, "Partial")
         ("codex-ws", TOOLS, {"rc": 0, "last": "ALL DONE", "failures": [], "ws_turns": 0, "http_requests": 2}, False),
         ("codex-ws", FAILED, {"rc": 1, "failures": ["closed"], "ws_turns": 1, "http_requests": 1}, True),
         ("codex-ws", FAILED, {"rc": 1, "failures": ["closed"], "ws_turns": 0, "http_requests": 2}, False),
+        # an error event as the failure (chat/messages/Gemini; streamfix's for a stream with no event)
+        ("openai-py/chat", CHAT_FAILED, {"exception": "APIError", "message": "The upstream sent no event"}, True),
+        ("openai-py/chat", CHAT_FAILED, {"calls": [], "text": ""}, False),  # the empty answer
+        ("openai-py/chat.stream", CHAT_FAILED, {"exception": "APIError", "message": "x"}, True),
+        ("openai-py/chat.stream", CHAT_FAILED, {"exception": "AssertionError", "message": ""}, False),
+        ("aisdk7/chat", CHAT_FAILED, {"errors": ["x"], "finishReason": "error"}, True),
+        ("aisdk7/chat", CHAT_FAILED, {"errors": [], "finishReason": "stop"}, False),
+        ("aisdk6/responses", FAILED, {"thrown": "The upstream sent no event: the stream was empty."}, True),
+        ("aisdk6/responses", TOOLS, {"thrown": "The upstream sent no event: the stream was empty."}, False),
+        (
+            "openai-py/responses.stream",
+            FAILED,
+            {
+                "exception": "RuntimeError",
+                "message": "Expected to have received `response.created` before `response.failed`",
+            },
+            True,
+        ),
     ],
 )
 def test_judge(client, exp, result, ok):
@@ -363,3 +382,14 @@ def test_a_cut_stream_reaches_chat_clients_repaired(tmp_path):
     for name in aisdk:
         raw, fixed = got[("raw", name)], got[("repaired", name)]
         assert fixed.get("thrown") and fixed.get("thrown") == raw.get("thrown"), (name, raw, fixed)
+
+
+@pytest.mark.parametrize("api", ["responses", "chat", "messages", "gemini"])
+def test_an_error_event_is_an_expected_failure(api):
+    """The empty streams' expected bodies end in the API's failure: every client must
+    report one (judge.py), whatever the API."""
+    rec = load(f"{api}-empty-stream")
+    exp = expected_from_body(api, rec.expected)
+    assert exp.failed and not exp.truncated and exp.calls == ()
+    clean = load(f"{api}-clean" if api in ("messages", "gemini") else f"{api}-openai-clean")
+    assert not expected_from_body(api, clean.body).failed
