@@ -193,9 +193,25 @@ PER_FLOW = (
 """The types of what the client leg keeps per flow (repair and check mode)."""
 
 
+_BEFORE: list[object] = []
+"""Objects of the per-flow types alive before the test began (module globals of other
+test modules, e.g. tests/fuzz.py's parser): held here, so their ids stay theirs."""
+
+
+@pytest.fixture(autouse=True)
+def _baseline() -> Iterator[None]:
+    gc.collect()
+    names = {*PER_FLOW, "Socket", "Turn"}
+    _BEFORE[:] = [o for o in gc.get_objects() if type(o).__name__ in names]
+    yield
+    _BEFORE.clear()
+
+
 def _alive(names=PER_FLOW) -> list[str]:
-    """Per-flow objects still alive (the collector is off: nothing was collected since)."""
-    return sorted(type(o).__name__ for o in gc.get_objects() if type(o).__name__ in names)
+    """Per-flow objects still alive (the collector is off: nothing was collected since),
+    not counting those alive before the test."""
+    before = {id(o) for o in _BEFORE}
+    return sorted(type(o).__name__ for o in gc.get_objects() if type(o).__name__ in names and id(o) not in before)
 
 
 @pytest.mark.parametrize("keep", [False, True], ids=["bodies-not-kept", "bodies-kept"])
