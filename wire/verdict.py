@@ -155,7 +155,7 @@ class UpstreamUsage:
         return f"usage {', '.join(filled)} filled from the {self.detail()}"
 
 
-def _get(obj: dict[str, Any], key: str) -> Any:
+def _get(obj: Any, key: str) -> Any:
     for name in key.split("."):
         if not isinstance(obj, dict):
             return None
