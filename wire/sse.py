@@ -64,19 +64,26 @@ class Event:
         fields: list[tuple[bytes, bytes]] | None = None,
         eol: bytes = b"\n",
         complete: bool = True,
+        data: bytes | None = None,
+        event: str | None = None,
+        scanned: bool = False,
     ) -> None:
+        """``scanned``: ``data`` and ``event`` are given, already read from ``fields``
+        (the parser's paths, which read them while they split the lines)."""
         self.raw = raw
         self.fields = fields = [] if fields is None else fields
         self.eol = eol
         self.complete = complete
-        data = name = None
-        for k, v in fields:
-            if k == b"data":
-                data = v if data is None else data + b"\n" + v
-            elif k == b"event":
-                name = v
+        if not scanned:
+            data = name = None
+            for k, v in fields:
+                if k == b"data":
+                    data = v if data is None else data + b"\n" + v
+                elif k == b"event":
+                    name = v
+            event = None if name is None else name.decode("utf-8", "replace")
         self.data = data
-        self.event = None if name is None else name.decode("utf-8", "replace")
+        self.event = event
         self._json: Any = _UNPARSED
 
     def __repr__(self) -> str:
@@ -199,15 +206,7 @@ def _whole(chunk: bytes) -> Event | None:
         event = None
     else:
         return None
-    ev = Event.__new__(Event)
-    ev.raw = chunk
-    ev.fields = fields
-    ev.eol = b"\n"
-    ev.complete = True
-    ev.data = data
-    ev.event = event
-    ev._json = _UNPARSED
-    return ev
+    return Event(chunk, fields, b"\n", True, data, event, True)
 
 
 _UNDECIDED, _FAST, _GENERAL = 0, 1, 2
@@ -291,10 +290,6 @@ class SseParser:
             # event's lines first), and ``raw`` is ``data`` itself when the read held
             # exactly this event: a large event is not copied over and over
             raw = data if pos == 0 and end + 2 == n else data[pos : end + 2]
-            ev = Event.__new__(Event)
-            ev.raw = raw
-            ev.eol = b"\n"
-            ev.complete = True
             d = name = None
             fields = []
             ls = pos
@@ -320,11 +315,8 @@ class SseParser:
                 if le == end:
                     break
                 ls = le + 1
-            ev.fields = fields
-            ev.data = d
-            ev.event = None if name is None else name.decode("utf-8", "replace")
-            ev._json = _UNPARSED
-            append(ev)
+            event = None if name is None else name.decode("utf-8", "replace")
+            append(Event(raw, fields, b"\n", True, d, event, True))
         if pos < n:
             rest = data[pos:] if pos else data
             pend.append(rest)

@@ -16,6 +16,13 @@ import orjson
 
 from .sse import Event, SseParser
 
+try:
+    from mypy_extensions import mypyc_attr
+except ImportError:  # only mypyc reads the decorator (a test extra); without it, a no-op
+
+    def mypyc_attr(*_args: Any, **_kwargs: Any) -> Any:  # type: ignore[misc]
+        return lambda cls: cls
+
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
@@ -63,6 +70,7 @@ class Streamed:
         return bool(self._buf) or bool(self._str)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # the compiled core: tests subclass it
 class EventRepairer:
     """Base for the per-API repairers: fed parsed SSE events, returns bytes to send.
 
