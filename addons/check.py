@@ -60,7 +60,7 @@ class CheckStream:
 
     def detach(self) -> None:
         """The flow is over: drop the closure back to the flow (a reference cycle
-        otherwise), as :meth:`addons.repair.FlowStream.detach` does."""
+        otherwise), as :meth:`addons.flowstream.FlowStream.detach` does."""
         self.on_eof = None
 
 

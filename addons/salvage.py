@@ -12,7 +12,7 @@ of an unfinished event would be lost, where a plain mitmdump delivers every byte
 This addon wraps ``HttpStream.handle_protocol_error`` once per process: for a
 ``ResponseProtocolError`` while the response is streamed to a client that can still be
 written to, it first asks the stream callable for what it still holds (its ``salvage()``
-method, which only :class:`addons.repair.FlowStream` has) and sends that to the client as
+method, which only :class:`addons.flowstream.FlowStream` has) and sends that to the client as
 response data, then lets mitmproxy go on as before (``error`` hook, connection closed).
 The bytes go out as the upstream sent them: no terminal is added and nothing looks
 complete, the client still sees the body cut. Any other stream callable, error or state

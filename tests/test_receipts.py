@@ -11,6 +11,7 @@ from mitmproxy import flow as mflow
 from mitmproxy.addons.view import View
 from mitmproxy.test import taddons, tflow
 
+from addons import flowstream
 from addons import repair as mod
 from streamfix.recordings import load
 
@@ -133,7 +134,7 @@ class TestLinks:
 
 def test_a_stream_in_progress_shows_what_has_arrived(monkeypatch):
     """With kept bodies, the flow's body grows while the stream runs (for mitmweb)."""
-    monkeypatch.setattr(mod, "LIVE_INTERVAL", 0.0)
+    monkeypatch.setattr(flowstream, "LIVE_INTERVAL", 0.0)
     rec = load(REC)
     evs = split_events(rec.body)
     addon = mod.Repair()
@@ -150,7 +151,7 @@ def test_a_stream_in_progress_shows_what_has_arrived(monkeypatch):
 
 
 def test_no_progress_body_without_kept_bodies(monkeypatch):
-    monkeypatch.setattr(mod, "LIVE_INTERVAL", 0.0)
+    monkeypatch.setattr(flowstream, "LIVE_INTERVAL", 0.0)
     rec = load(REC)
     addon = mod.Repair()
     with taddons.context(addon):

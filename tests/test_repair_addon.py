@@ -12,6 +12,7 @@ import pytest
 from mitmproxy import exceptions, http
 from mitmproxy.test import taddons, tflow
 
+from addons import buffered
 from addons import repair as mod
 from wire.stream import EventRepairer
 
@@ -45,7 +46,8 @@ def marker_json(obj, rules, ctx, verdict, fired=None):
 @pytest.fixture
 def addon(monkeypatch):
     monkeypatch.setattr(mod, "stream_repairer", lambda api, r, c, v: Marker(r, c, v))
-    monkeypatch.setattr(mod, "json_repairer", lambda api: marker_json)
+    monkeypatch.setattr(buffered, "stream_repairer", lambda api, r, c, v: Marker(r, c, v))
+    monkeypatch.setattr(buffered, "json_repairer", lambda api: marker_json)
     Marker.instances.clear()
     return mod.Repair()
 

@@ -1,0 +1,103 @@
+"""Buffered bodies: a JSON response, or a whole SSE body mitmproxy already holds (replay,
+``mitmdump -nr``, ``--server-replay``, mitmweb with streaming off), repaired or checked in
+one piece by the same repairers the streams use."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+
+import orjson
+from mitmproxy import http
+
+from addons import check as checkmode
+from addons import receipts
+from addons.flowstream import ORIGINAL, FlowState
+from wire.apis import json_repairer, stream_repairer
+from wire.rules import Rules
+from wire.stream import StreamRepair
+
+logger = logging.getLogger("streamfix")
+
+SSE = "text/event-stream"
+
+
+class BodyRepair:
+    """A buffered JSON body's repair, as the turn log sees a repairer: the rules that
+    fired (each once per body) and whether anything changed."""
+
+    __slots__ = ("fired", "changed")
+
+    def __init__(self, fired: Counter[str]) -> None:
+        self.fired = fired
+        self.changed = 0
+
+
+def json_object(content: bytes | None) -> dict | None:
+    """``content`` parsed as a JSON object, or None."""
+    if not content:
+        return None
+    try:
+        obj = orjson.loads(content)
+    except orjson.JSONDecodeError:
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+def repair(flow: http.HTTPFlow, st: FlowState, rules: Rules, keep: bool) -> str:
+    """Repair the flow's buffered body in place. Returns ``"failed"``, ``"repaired"`` or
+    ``""`` (nothing to do or nothing changed)."""
+    resp = flow.response
+    assert resp is not None
+    if resp.raw_content is None or resp.status_code >= 400:
+        return ""
+    ctype = resp.headers.get("content-type", "").lower()
+    try:
+        content = resp.get_content(strict=True)
+    except ValueError as e:
+        logger.warning(f"streamfix: {receipts.where(flow)}: cannot decode body ({e}); unchanged")
+        return ""
+    if content is None:
+        return ""
+    try:
+        if ctype.startswith(SSE):
+            s = StreamRepair(stream_repairer(st.api, rules, st.ctx, st.verdict))
+            st.repairer = s.repairer
+            out = s.feed(content) + s.close()
+            outcome = receipts.report(flow, st, s.repairer, s.error, rules.truncation)
+            if out != content:
+                if keep:
+                    flow.metadata[ORIGINAL] = content
+                resp.content = out
+            return outcome
+        if "json" in ctype:
+            obj = json_object(content)
+            if obj is None:
+                return ""
+            fired: Counter[str] = Counter()
+            st.repairer = BodyRepair(fired)  # what the turn log reads of a repairer
+            if json_repairer(st.api)(obj, rules, st.ctx, st.verdict, fired=fired):
+                st.repairer.changed = 1
+                if keep:
+                    flow.metadata[ORIGINAL] = content
+                resp.content = orjson.dumps(obj)
+                return "repaired" if receipts.write(flow, st, None, True, rules.truncation, fired) else ""
+    except Exception as e:
+        logger.error(f"streamfix: {receipts.where(flow)}: repair failed ({type(e).__name__}: {e}); body unchanged")
+        return "failed"
+    return ""
+
+
+def check(flow: http.HTTPFlow, st: FlowState) -> bool | None:
+    """Check mode on a buffered body. Returns whether it had violations, or None when
+    nothing was checked."""
+    resp = flow.response
+    if resp is None or resp.raw_content is None:
+        return None
+    if not resp.headers.get("content-type", "").lower().startswith(SSE):
+        logger.info(f"streamfix: {receipts.where(flow)}: check mode checks event streams; this body is not one")
+        return None
+    c = checkmode.check_buffered(flow, st.api)
+    if c is None:
+        return None
+    return checkmode.report(flow, st.api, c) > 0
