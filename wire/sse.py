@@ -117,7 +117,7 @@ class Event:
                 except orjson.JSONDecodeError as e:
                     cached = e
             self._json = cached
-        elif type(cached) is dict:  # the usual case, without the isinstance below
+        if type(cached) is dict:  # the usual case, without the isinstance below
             return cached
         if isinstance(cached, orjson.JSONDecodeError):
             raise cached
