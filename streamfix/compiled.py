@@ -40,7 +40,7 @@ setup(
 
 def compiler() -> str | None:
     """The C compiler setuptools would use ($CC, else cc, gcc or clang), or None."""
-    for c in filter(None, (os.environ.get("CC", "").split()[:1] or [None])[0:1] + ["cc", "gcc", "clang"]):
+    for c in os.environ.get("CC", "").split()[:1] + ["cc", "gcc", "clang"]:
         found = shutil.which(c)
         if found:
             return found

@@ -68,6 +68,19 @@ def test_an_edit_to_wire_runs_the_pure_build_not_the_old_compiled_one(tmp_path: 
     assert sse_file == str(sse)
 
 
+def test_no_c_compiler_says_so_and_carries_on(tmp_path: Path) -> None:
+    """The install step without a C compiler: one line, exit 0, nothing built or removed."""
+    before = sorted(p.name for p in core.BUILDS.glob("*")) if core.BUILDS.is_dir() else []
+    env = {k: v for k, v in os.environ.items() if k not in ("CC", core.PURE_ENV)}
+    env["PATH"] = str(tmp_path)  # no cc, gcc or clang on it
+    r = subprocess.run(
+        [sys.executable, "-m", "streamfix.compiled", "--force"], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert r.returncode == 0
+    assert "no C compiler" in r.stderr and "pure-Python core runs" in r.stderr
+    assert (sorted(p.name for p in core.BUILDS.glob("*")) if core.BUILDS.is_dir() else []) == before
+
+
 def test_ci_runs_the_compiled_core() -> None:
     """CI builds it (scripts/bootstrap) and runs the whole suite on it."""
     if not os.environ.get("CI") or not core.wanted():
