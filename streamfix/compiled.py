@@ -18,7 +18,6 @@ import shutil
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from wire import _core
 
@@ -75,7 +74,7 @@ def build(force: bool = False) -> int:
     t0 = time.monotonic()
     with log.open("w") as fp:
         r = subprocess.run(
-            [sys.executable, "-c", _SETUP, str(tmp), *_core.COMPILED], cwd=ROOT, stdout=fp, stderr=subprocess.STDOUT
+            [sys.executable, "-c", _SETUP, str(tmp), *_core.COMPILED], cwd=ROOT, stdout=fp, stderr=subprocess.STDOUT, check=False
         )
     if r.returncode != 0 or not (tmp / "lib" / "wire").is_dir():
         shutil.rmtree(tmp, ignore_errors=True)
@@ -105,6 +104,7 @@ def status() -> str:
         cwd=ROOT,
         capture_output=True,
         text=True,
+        check=False,
     )
     return (r.stdout or r.stderr).strip()
 

@@ -57,9 +57,9 @@ def valgrind() -> tuple[str, str]:
         print("streamfix.bench: valgrind is missing: apt-get install valgrind", file=sys.stderr, flush=True)
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
         cmd = ["apt-get", "install", "-y", "-q", "--no-install-recommends", "valgrind"]
-        if subprocess.run(cmd, env=env).returncode != 0:
-            subprocess.run(["apt-get", "update", "-q"], env=env)
-            subprocess.run(cmd, env=env)
+        if subprocess.run(cmd, env=env, check=False).returncode != 0:
+            subprocess.run(["apt-get", "update", "-q"], env=env, check=False)
+            subprocess.run(cmd, env=env, check=False)
         vg, ctl = shutil.which("valgrind"), shutil.which("callgrind_control")
         if vg and ctl:
             return vg, ctl
@@ -80,7 +80,7 @@ class Counted:
         self.dumps = dumps
 
     def _ctl(self, *args: str) -> None:
-        r = subprocess.run([self.ctl, *args, str(self.proc.p.pid)], capture_output=True, text=True, timeout=300)
+        r = subprocess.run([self.ctl, *args, str(self.proc.p.pid)], capture_output=True, text=True, timeout=300, check=False)
         if r.returncode != 0 or "OK" not in r.stdout:
             raise RuntimeError(f"callgrind_control {' '.join(args)} failed for {self.label}: {r.stdout}{r.stderr}")
 
@@ -97,7 +97,7 @@ class Counted:
         new = sorted(set(self.dumps.glob(f"cg-{self.label}.*")) - before, key=lambda p: p.stat().st_mtime)
         if not new:
             raise RuntimeError(f"no callgrind dump for {self.label}")
-        m = re.search(r"^totals: (\d+)", new[-1].read_text("utf-8", "replace"), re.M)
+        m = re.search(r"^totals: (\d+)", new[-1].read_text("utf-8", "replace"), re.MULTILINE)
         if not m:
             raise RuntimeError(f"no totals in {new[-1]}")
         return int(m.group(1)), got
@@ -163,7 +163,7 @@ def run(
                 cores[c.label] = m.group(1) if m else ""
 
             def one(c: Counted, name: str, suffix: str) -> dict[str, Any]:
-                api, path, request, _build = bench.STREAMS[name]
+                _api, path, request, _build = bench.STREAMS[name]
                 rec = f"bench-{name}-{suffix}"
                 _, original, n_events = recs[rec]
                 body = json.dumps(request).encode()
@@ -227,8 +227,10 @@ def report(res: dict[str, Any], repeats: int) -> str:
     labels = res["labels"]
     out = [
         f"machine: {m['nproc']} CPUs, {m['cpu']}; Python {m['python']}; mitmproxy {m['mitmproxy']}; {m['platform']}",
-        f"valgrind callgrind, instructions counted for {'exactly one' if repeats == 1 else f'{repeats} (median)'} "
-        "measured request per figure, after one warm-up request; upstream writes back to back",
+        (
+            f"valgrind callgrind, instructions counted for {'exactly one' if repeats == 1 else f'{repeats} (median)'} "
+            "measured request per figure, after one warm-up request; upstream writes back to back"
+        ),
     ]
     for label in labels:
         if res["cores"].get(label):
@@ -246,7 +248,7 @@ def report(res: dict[str, Any], repeats: int) -> str:
     cells: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
     for r in res["rows"]:
         cells.setdefault((r["stream"], r["mode"]), {})[r["proxy"]] = r
-    mode_name = dict((s, n) for n, s in MODES)
+    mode_name = {s: n for n, s in MODES}
     for (stream, mode), by in cells.items():
         base = by["passthrough"]
         per = {label: by[label]["ir"] / by[label]["events"] for label in labels if label in by}

@@ -15,7 +15,7 @@ from support import LOGS_ON_FAILURE
 
 def pytest_report_header(config):
     import wire._core
-    import wire.apis  # noqa: F401  (imports every compiled module)
+    import wire.apis  # imports every compiled module
 
     return f"streamfix protocol core: {wire._core.describe()}"
 

@@ -37,7 +37,7 @@ START_TIMEOUT = 30.0
 def compiled_core() -> bool:
     """This process runs wire/'s compiled core (mypyc; wire/_core.py), not the pure one."""
     import wire._core
-    import wire.apis  # noqa: F401  (imports every compiled module)
+    import wire.apis  # imports every compiled module
 
     return wire._core.describe().startswith("compiled")
 

@@ -20,8 +20,8 @@ from typing import Any
 import orjson
 import pytest
 from hypothesis import given, settings
-from support import pure_only
 from hypothesis import strategies as st
+from support import pure_only
 
 import wire.responses as responses_mod
 import wire.sse as sse_mod
