@@ -290,6 +290,11 @@ class SseParser:
             # event's lines first), and ``raw`` is ``data`` itself when the read held
             # exactly this event: a large event is not copied over and over
             raw = data if pos == 0 and end + 2 == n else data[pos : end + 2]
+            ev = _whole(raw)  # the shape gateways write: the same event without the line loop
+            if ev is not None:
+                append(ev)
+                pos = end + 2
+                continue
             d = name = None
             fields = []
             ls = pos
