@@ -111,6 +111,9 @@ def _start(
     dumps = tmpd / "dumps"
     dumps.mkdir(exist_ok=True)
     prefix = [vg, "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={dumps}/cg-{label}.%p"]
+    # one hash seed for every proxy: str hashes decide dict and set layouts, which moved the
+    # counts by up to 1.6 % between processes of the same code
+    kw["env"] = {"PYTHONHASHSEED": "0", **kw.get("env", {})}
     p, port = bench.start_proxy(upstream, addon, tmpd, label, procs, *args, prefix=prefix, timeout=600, **kw)
     return Counted(label, p, port, ctl, dumps)
 
