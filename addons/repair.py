@@ -43,6 +43,7 @@ from addons.metrics import Metrics  # noqa: E402  (Prometheus metrics, health)
 from addons.salvage import Salvage  # noqa: E402  (held bytes delivered when an upstream fails)
 from addons.turn import http_turn  # noqa: E402
 from addons.websocket import WebSocketRepair  # noqa: E402  (Responses over WebSocket)
+from wire import _core as core  # noqa: E402
 from wire.apis import api_for_path, stream_repairer  # noqa: E402
 from wire.encoding import decoder_for  # noqa: E402
 from wire.rules import FlowContext, Rules  # noqa: E402
@@ -76,6 +77,7 @@ class Repair:
 
     def load(self, loader) -> None:
         options.add_options(loader)
+        logger.info(f"streamfix: protocol core: {core.describe()}")  # compiled or pure (wire/_core.py)
 
     def configure(self, updated: set[str]) -> None:
         opts = ctx.options

@@ -563,12 +563,17 @@ def _cpu_seconds(pid: int) -> float:
 class _Proc:
     """A child process logging to a file; ``wait_for`` polls the log, bounded."""
 
-    def __init__(self, cmd: list[str], log: Path) -> None:
+    def __init__(self, cmd: list[str], log: Path, env: dict[str, str] | None = None, root: Path = ROOT) -> None:
         self.log = log
         self.fp = log.open("wb")
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+        path = os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))
         self.p = subprocess.Popen(
-            cmd, stdin=subprocess.DEVNULL, stdout=self.fp, stderr=subprocess.STDOUT, cwd=ROOT, env=env
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=self.fp,
+            stderr=subprocess.STDOUT,
+            cwd=root,
+            env={**os.environ, "PYTHONPATH": path, **(env or {})},
         )
 
     def wait_for(self, pattern: str, timeout: float = 30.0) -> re.Match[str]:
@@ -600,13 +605,24 @@ def _tool(name: str) -> str:
 
 
 def start_proxy(
-    upstream: str, addon: Path, tmpd: Path, label: str, procs: list[_Proc], *args: str
+    upstream: str,
+    addon: Path,
+    tmpd: Path,
+    label: str,
+    procs: list[_Proc],
+    *args: str,
+    prefix: Sequence[str] = (),
+    env: dict[str, str] | None = None,
+    root: Path = ROOT,
+    timeout: float = 30.0,
 ) -> tuple[_Proc, int]:
     """mitmdump in reverse mode in front of ``upstream`` with one addon script (and
     ``args``), logging to ``tmpd/mitm-<label>.log`` (added to ``procs`` for the caller to
-    stop): (process, port)."""
+    stop): (process, port). ``prefix`` runs it under another program (valgrind), ``env``
+    adds variables, ``root`` is the checkout it imports."""
     p = _Proc(
         [
+            *prefix,
             _tool("mitmdump"),
             "--mode",
             f"reverse:{upstream}@127.0.0.1:0",
@@ -619,9 +635,11 @@ def start_proxy(
             *args,
         ],
         tmpd / f"mitm-{label}.log",
+        env,
+        root,
     )
     procs.append(p)
-    port = int(p.wait_for(r"listening at 127\.0\.0\.1:(\d+)").group(1))
+    port = int(p.wait_for(r"listening at 127\.0\.0\.1:(\d+)", timeout).group(1))
     if "error in script" in p.log.read_text():
         raise RuntimeError(f"{addon} failed to load:\n{p.log.read_text()}")
     return p, port
@@ -1061,6 +1079,12 @@ def main(argv: list[str] | None = None) -> int:
         help="latency, capacity and RSS under many concurrent streams instead (python -m streamfix.capacity)",
     )
     ap.add_argument(
+        "--instructions",
+        action="store_true",
+        help="instructions per upstream event inside mitmdump under valgrind's callgrind "
+        "(python -m streamfix.instructions; the primary figures)",
+    )
+    ap.add_argument(
         "--floors",
         action="store_true",
         help="only the floors between stream=True and the repair addon in mitmdump (streamfix/bench_addon.py)",
@@ -1070,6 +1094,10 @@ def main(argv: list[str] | None = None) -> int:
         from . import capacity
 
         return capacity.main(rest + (["--quick"] if a.quick else []))
+    if a.instructions:
+        from . import instructions
+
+        return instructions.main(rest + (["--floors"] if a.floors else []) + (["--quick"] if a.quick else []))
     if rest:
         ap.error(f"unrecognized arguments: {' '.join(rest)}")
     rin = a.repeats or (3 if a.quick else 9)

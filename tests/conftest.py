@@ -12,6 +12,13 @@ test is added to the failure report as a section (also under pytest-xdist).
 import pytest
 from support import LOGS_ON_FAILURE
 
+
+def pytest_report_header(config):
+    import wire._core
+    import wire.apis  # imports every compiled module
+
+    return f"streamfix protocol core: {wire._core.describe()}"
+
 _SUMMARIES: list[str] = []
 
 

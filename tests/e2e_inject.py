@@ -16,11 +16,19 @@ from typing import Any
 
 from mitmproxy import http
 
+from wire.stream import EventRepairer
 
-class RaisingRepairer:
-    """Delegates to the real repairer, except for the one call that raises."""
+
+class RaisingRepairer(EventRepairer):
+    """Delegates to the real repairer, except for the one call that raises. It is an
+    EventRepairer itself (the compiled core's StreamRepair takes no other type), and the
+    lists the driver reads when it fails open (``held``, ``notes``) are the real
+    repairer's own; its counts (``changed``, ``fired``) stay its own zeros."""
 
     def __init__(self, inner: Any, at: str) -> None:
+        super().__init__()
+        self.held = inner.held
+        self.notes = inner.notes
         self._inner = inner
         self._at = at
         self._n = 0

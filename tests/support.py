@@ -34,6 +34,21 @@ START_TIMEOUT = 30.0
 """Seconds a process may take to start listening (generous: a loaded 2-core CI box)."""
 
 
+def compiled_core() -> bool:
+    """This process runs wire/'s compiled core (mypyc; wire/_core.py), not the pure one."""
+    import wire._core
+    import wire.apis  # imports every compiled module
+
+    return wire._core.describe().startswith("compiled")
+
+
+pure_only = pytest.mark.skipif(
+    compiled_core(),
+    reason="patches a wire/ class or module global at run time, which compiled (mypyc) code does not see; "
+    "runs in scripts/test's pure-build pass (STREAMFIX_PURE=1)",
+)
+
+
 def tool(name: str) -> str:
     """A console script next to this interpreter (mitmdump), else the bare name."""
     here = Path(sys.executable).parent / name

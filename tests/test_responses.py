@@ -21,6 +21,7 @@ import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import pure_only
 
 import wire.responses as responses_mod
 import wire.sse as sse_mod
@@ -994,6 +995,7 @@ def test_unmodeled_response_event_renumbered_only():
                               "sequence_number": 6}
 
 
+@pure_only
 def test_exception_fails_open(monkeypatch):
     body = one_call()
 
@@ -1010,6 +1012,7 @@ def test_exception_fails_open(monkeypatch):
     assert out.endswith(body[cut:])
 
 
+@pure_only
 def test_one_parse_per_event_and_no_reserialization_of_unchanged(monkeypatch):
     rec = next(r for r in RECORDINGS if r.name == "responses-claude-text-then-tool")
     loads, dumps = [], []

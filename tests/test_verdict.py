@@ -61,7 +61,7 @@ def test_request_cap_switched_off():
 def test_request_ignores_non_objects():
     ver = v()
     ver.request(None)
-    ver.request([{"max_tokens": 1}])  # type: ignore[arg-type]
+    ver.request([{"max_tokens": 1}])
     assert ver.cap is None
 
 

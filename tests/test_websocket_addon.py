@@ -19,6 +19,7 @@ from mitmproxy import exceptions, http
 from mitmproxy.proxy.mode_specs import ProxyMode
 from mitmproxy.test import taddons, tflow
 from mitmproxy.websocket import WebSocketMessage
+from support import pure_only
 from test_websocket import BUGGY, RESPONSES, expected
 from wsproto.frame_protocol import Opcode
 
@@ -178,6 +179,7 @@ def test_response_append_keeps_the_earlier_facts(addons) -> None:
     assert s.pending[1]["input"] == [{"role": "user", "content": "more"}]
 
 
+@pure_only
 def test_repairer_error_passes_the_rest_of_the_socket(addons, caplog, monkeypatch) -> None:
     _, ws, _ = addons
     name = "responses-devin-two-calls"

@@ -99,11 +99,11 @@ from .rules import FlowContext, Rules
 from .sse import Event, format_event
 from .stream import Streamed
 from .toolcalls import unique_ids
-from .verdict import Verdict
+from .verdict import Outcome, Verdict
 
 __all__ = ["ChatRepairer", "repair_chat_json", "HOLD_LIMIT"]
 
-_NATIVE = {"length": "max_tokens", "content_filter": "content_filter"}
+_NATIVE: dict[str, Outcome] = {"length": "max_tokens", "content_filter": "content_filter"}
 _FINISH = {"max_tokens": "length", "content_filter": "content_filter"}
 FINISH_ALIASES = {
     # CPA's Gemini and Antigravity chat translators, stream (MAX_TOKENS -> "max_tokens")
@@ -387,7 +387,7 @@ class ChatRepairer(HoldingRepairer):
                     finishing.append(ch)
         usage = obj.get("usage")
         has_usage = isinstance(usage, dict)
-        if has_usage:
+        if isinstance(usage, dict):
             self.verdict.usage(usage.get("completion_tokens"))
             self._usage = (rec, usage)
         if self._finish is not None and not self._settled and rec.ev.data is not None:
@@ -542,6 +542,7 @@ class ChatRepairer(HoldingRepairer):
         or, when the stream had none, a new one on the finish chunk, where CPA puts it."""
         if self.verdict.upstream_counts is None or not self.rules.usage:
             return
+        usage: dict[str, Any]
         if self._usage is None:
             if finish.obj is None:
                 return
@@ -551,7 +552,7 @@ class ChatRepairer(HoldingRepairer):
             if rec.sent:
                 return  # a usage object already sent (before the finish): not ours to change
         filled = fill_chat_usage(usage, self.verdict)
-        if filled:
+        if filled and rec.obj is not None:  # rec.obj: the chunk object in either branch
             if usage is not rec.obj.get("usage"):
                 rec.obj["usage"] = usage
             rec.mark("usage")
@@ -590,7 +591,7 @@ def fill_chat_usage(usage: dict[str, Any], verdict: Verdict) -> str | None:
     """Fill missing or zero counts of ``usage`` (in place) from the verdict's upstream
     counts; the note for the receipt, or None when nothing was filled."""
     filled = verdict.fill_usage(usage, USAGE_FIELDS, "total_tokens", ("prompt_tokens", "completion_tokens"))
-    return verdict.upstream_counts.note(filled) if filled else None
+    return verdict.upstream_counts.note(filled) if filled and verdict.upstream_counts else None
 
 
 def repair_chat_json(

@@ -26,7 +26,7 @@ unfinished last event is not judged (no client parses half an event).
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeGuard
 
 import orjson
 
@@ -186,8 +186,18 @@ def _k(v: Any) -> Any:
     return v if v is None or isinstance(v, (str, int, float)) else repr(v)
 
 
-def _is_int(v: Any) -> bool:
+def _is_int(v: Any) -> TypeGuard[int]:
     return type(v) is int
+
+
+def _obj(v: Any) -> dict[str, Any]:
+    """``v`` if it is a JSON object, else an empty one."""
+    return v if isinstance(v, dict) else {}
+
+
+def _seq(v: Any) -> list[Any]:
+    """``v`` if it is a JSON array, else an empty one."""
+    return v if isinstance(v, list) else []
 
 
 def _is_num(v: Any) -> bool:
@@ -320,7 +330,7 @@ class _Responses(_Api):
 
     def _added(self, n: int, obj: dict[str, Any]) -> None:
         bad = self.bad
-        item = obj.get("item") if isinstance(obj.get("item"), dict) else {}
+        item = _obj(obj.get("item"))
         idx, iid, typ = obj.get("output_index"), item.get("id"), item.get("type")
         if self.open is not None:
             bad("item.order", n, f"item {self.open.pos} still open when item {len(self.ids)} is added")
@@ -354,7 +364,7 @@ class _Responses(_Api):
 
     def _done(self, n: int, obj: dict[str, Any]) -> None:
         bad = self.bad
-        item = obj.get("item") if isinstance(obj.get("item"), dict) else {}
+        item = _obj(obj.get("item"))
         iid = item.get("id")
         pos = self._find(obj, iid)
         if pos is None:
@@ -433,7 +443,7 @@ class _Responses(_Api):
             bad("terminal.items_closed", n, f"item {self.open.pos} still open at {t}")
             self.open = None
         r = resp if isinstance(resp, dict) else {}
-        output = r.get("output") if isinstance(r.get("output"), list) else []
+        output = _seq(r.get("output"))
         out_ids = [o.get("id") if isinstance(o, dict) else None for o in output]
         if out_ids != self.ids:
             bad("terminal.output", n, f"{t} output ids {out_ids}, announced {self.ids}")
@@ -506,7 +516,7 @@ class _Chat(_Api):
             if not isinstance(ch, dict):
                 continue
             ci = _k(ch.get("index", 0))
-            delta = ch.get("delta") if isinstance(ch.get("delta"), dict) else {}
+            delta = _obj(ch.get("delta"))
             if ci in self.finished and (delta.get("content") or delta.get("tool_calls")):
                 bad("chat.finish_once", n, f"choice {ci} gets content after its finish_reason")
             content = delta.get("content")
@@ -526,7 +536,7 @@ class _Chat(_Api):
                     continue
                 i = _k(tc.get("index"))
                 order = self.order.setdefault(ci, [])
-                fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
+                fn = _obj(tc.get("function"))
                 name = fn.get("name")
                 if i not in order:
                     if i != len(order):

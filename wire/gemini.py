@@ -205,7 +205,7 @@ def fill_gemini_usage(obj: dict[str, Any], verdict: Verdict) -> str | None:
     if not filled:
         return None
     obj["usageMetadata"] = u
-    return verdict.upstream_counts.note(filled)
+    return verdict.upstream_counts.note(filled) if verdict.upstream_counts else None
 
 
 def repair_gemini_json(

@@ -13,10 +13,14 @@ sends them through :meth:`HoldingRepairer.salvage`).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .sse import Event
 from .stream import ApiRepairer
+
+if TYPE_CHECKING:
+    from .rules import FlowContext, Rules
+    from .verdict import Verdict
 
 HOLD_LIMIT = 64
 """Most events held behind one that waits."""
@@ -48,8 +52,8 @@ class Rec:
 class HoldingRepairer(ApiRepairer):
     """Base of :class:`~wire.chat.ChatRepairer` and :class:`~wire.messages.MessagesRepairer`."""
 
-    def __init__(self, *args: Any) -> None:
-        super().__init__(*args)
+    def __init__(self, rules: Rules, ctx: FlowContext, verdict: Verdict) -> None:
+        super().__init__(rules, ctx, verdict)
         self._recs: list[Rec] = []  # parallel to self.held
 
     def _queue(self, rec: Rec) -> list[bytes]:

@@ -74,12 +74,12 @@ from .rules import FlowContext, Rules
 from .sse import Event
 from .stream import Streamed
 from .toolcalls import unique_ids
-from .verdict import Verdict
+from .verdict import Outcome, Verdict
 
 __all__ = ["MessagesRepairer", "repair_messages_json", "HOLD_LIMIT"]
 
 
-_NATIVE = {"max_tokens": "max_tokens", "model_context_window_exceeded": "max_tokens",
+_NATIVE: dict[str, Outcome] = {"max_tokens": "max_tokens", "model_context_window_exceeded": "max_tokens",
            "refusal": "content_filter"}
 _STOP = {"max_tokens": "max_tokens", "content_filter": "refusal"}
 _FALLBACK_ID = re.compile(r"toolu_(interactions|\d+)")
@@ -129,9 +129,11 @@ class MessagesRepairer(HoldingRepairer):
             srec, sblock = self._stopped
             self._stopped = None
             srec.wait = None
-            if kind == "content_block_start" and self._resend(rec, obj, srec, sblock):
+            if kind == "content_block_start" and obj is not None and self._resend(rec, obj, srec, sblock):
                 kind = None  # merged: nothing more to do with it
-        if kind == "content_block_start":
+        if obj is None:
+            pass
+        elif kind == "content_block_start":
             self._block_start(rec, obj)
         elif kind == "content_block_delta":
             self._block_delta(rec, obj)
@@ -300,7 +302,7 @@ def fill_messages_usage(usage: dict[str, Any], verdict: Verdict) -> str | None:
     if not _count(usage.get("input_tokens")):
         fields = {"input_tokens": "uncached_input_tokens", "cache_read_input_tokens": "cached_tokens", **fields}
     filled = verdict.fill_usage(usage, fields)
-    return verdict.upstream_counts.note(filled) if filled else None
+    return verdict.upstream_counts.note(filled) if filled and verdict.upstream_counts else None
 
 
 def _count(v: Any) -> bool:

@@ -147,7 +147,7 @@ from .response_usage import _int, fill_upstream_usage, fix_usage
 from .rules import FlowContext, Rules
 from .sse import Event, format_event
 from .stream import ApiRepairer, Streamed
-from .verdict import Decision, Verdict
+from .verdict import Decision, Outcome, Verdict
 
 __all__ = [
     "ResponsesRepairer",
@@ -190,7 +190,7 @@ _SUMMARY_EVENTS = frozenset({_SUMMARY_PART_ADDED, _SUMMARY_PART_DONE, _SUMMARY_D
 _OUTPUT_INDEX_REQUIRED = frozenset({_ARGS_DELTA, _ARGS_DONE})
 
 _REASON = {"max_tokens": "max_output_tokens", "content_filter": "content_filter"}
-_NATIVE = {"max_output_tokens": "max_tokens", "content_filter": "content_filter"}
+_NATIVE: dict[Any, Outcome] = {"max_output_tokens": "max_tokens", "content_filter": "content_filter"}
 
 
 class _Run:
@@ -1239,12 +1239,12 @@ class ResponsesRepairer(ApiRepairer):
             return dirty
         by_id: dict[str, int] = {}
         by_call: dict[str, int] = {}
-        for pos, e in enumerate(given):
+        for k, e in enumerate(given):
             if isinstance(e, dict):
                 if isinstance(e.get("id"), str):
-                    by_id.setdefault(e["id"], pos)
+                    by_id.setdefault(e["id"], k)
                 if e.get("type") == "function_call" and isinstance(e.get("call_id"), str):
-                    by_call.setdefault(e["call_id"], pos)
+                    by_call.setdefault(e["call_id"], k)
         used: set[int] = set()
         want: list[Any] = []
         if self._unannounced:

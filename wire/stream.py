@@ -18,6 +18,13 @@ from .empty import no_events_failure
 from .foreign import foreign
 from .sse import Event, SseParser
 
+try:
+    from mypy_extensions import mypyc_attr
+except ImportError:  # only mypyc reads the decorator (a test extra); without it, a no-op
+
+    def mypyc_attr(*_args: Any, **_kwargs: Any) -> Any:  # type: ignore[misc]
+        return lambda cls: cls
+
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
@@ -75,6 +82,7 @@ class Streamed:
         return bool(self._buf) or bool(self._str)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # the compiled core: tests subclass it
 class EventRepairer:
     """Base for the per-API repairers: fed parsed SSE events, returns bytes to send.
 

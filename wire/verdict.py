@@ -155,7 +155,7 @@ class UpstreamUsage:
         return f"usage {', '.join(filled)} filled from the {self.detail()}"
 
 
-def _get(obj: dict[str, Any], key: str) -> Any:
+def _get(obj: Any, key: str) -> Any:
     for name in key.split("."):
         if not isinstance(obj, dict):
             return None
@@ -239,8 +239,9 @@ class Verdict:
         return source in self.enabled
 
     # --- evidence in -------------------------------------------------------------
-    def request(self, body: dict[str, Any] | None) -> None:
-        """Read the output cap from the client's request body (any API's spelling)."""
+    def request(self, body: Any) -> None:
+        """Read the output cap from the client's request body (any API's spelling; any
+        JSON value, only an object is read)."""
         if not isinstance(body, dict) or not self._on("request_cap"):
             return
         for name in _CAP_FIELDS:

@@ -1,0 +1,124 @@
+"""Build the compiled core: mypyc over wire/'s hot modules, outside the source tree.
+
+    python -m streamfix.compiled          # build it if it is missing (scripts/bootstrap)
+    python -m streamfix.compiled --status # which build a process here would run
+
+The build goes to ``build/compiled/<tag>-<key>/`` (``wire._core``: the key is a hash of
+wire/'s sources), so the ``.py`` files stay the only source and an edit to wire/ is
+never shadowed by an old ``.so``: the key no longer matches and the pure build runs until
+this builds the new one. Without a C compiler or mypyc, or when compiling fails, it says
+so and returns 0: the pure-Python core runs, with the same rules, more slowly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+from wire import _core
+
+ROOT = _core.HERE.parent
+
+_SETUP = """
+import sys
+from setuptools import setup
+from mypyc.build import mypycify
+out = sys.argv[1]
+mods = [f"wire/{m}.py" for m in sys.argv[2:]]
+setup(
+    name="streamfix-core",
+    ext_modules=mypycify(mods, opt_level="3", target_dir=out + "/c"),
+    script_args=["build_ext", "--build-lib", out + "/lib", "--build-temp", out + "/obj"],
+)
+"""
+
+
+def compiler() -> str | None:
+    """The C compiler setuptools would use ($CC, else cc, gcc or clang), or None."""
+    for c in os.environ.get("CC", "").split()[:1] + ["cc", "gcc", "clang"]:
+        found = shutil.which(c)
+        if found:
+            return found
+    return None
+
+
+def say(msg: str) -> None:
+    print(f"streamfix: {msg}", file=sys.stderr, flush=True)
+
+
+def build(force: bool = False) -> int:
+    """Build the compiled core for the current sources unless it exists: 0 whether it was
+    built or not (the pure build then runs), 1 only on a usage error."""
+    builds = _core.BUILDS
+    key = _core.key()
+    dest = builds / key
+    if (dest / "wire").is_dir() and not force:
+        return 0
+    if compiler() is None:
+        say("no C compiler (cc, gcc, clang): the pure-Python core runs (same rules, slower)")
+        return 0
+    try:
+        import mypyc.build  # noqa: F401
+    except ImportError:
+        say("mypyc is not installed (pip install mypy): the pure-Python core runs")
+        return 0
+    builds.mkdir(parents=True, exist_ok=True)
+    tmp = builds / f".tmp-{key}-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    log = builds / "build.log"
+    say(f"compiling wire/ with mypyc ({len(_core.COMPILED)} modules, a few minutes; log: {log})")
+    t0 = time.monotonic()
+    with log.open("w") as fp:
+        r = subprocess.run(
+            [sys.executable, "-c", _SETUP, str(tmp), *_core.COMPILED], cwd=ROOT, stdout=fp, stderr=subprocess.STDOUT, check=False
+        )
+    if r.returncode != 0 or not (tmp / "lib" / "wire").is_dir():
+        shutil.rmtree(tmp, ignore_errors=True)
+        say(f"compiling wire/ failed (see {log}): the pure-Python core runs")
+        return 0
+    if _core.key() != key:  # wire/ was edited while it compiled: the build may mix both
+        shutil.rmtree(tmp, ignore_errors=True)
+        say("wire/ changed while it compiled: build discarded, the pure-Python core runs (run it again)")
+        return 0
+    shutil.rmtree(dest, ignore_errors=True)
+    try:
+        (tmp / "lib").rename(dest)
+    except OSError:  # another bootstrap finished the same key first
+        pass
+    shutil.rmtree(tmp, ignore_errors=True)
+    for old in builds.glob(f"{sys.implementation.cache_tag}-*"):
+        if old.name != key:
+            shutil.rmtree(old, ignore_errors=True)
+    say(f"compiled core built in {time.monotonic() - t0:.0f} s: {dest}")
+    return 0
+
+
+def status() -> str:
+    """What a new process here runs, after importing the compiled modules."""
+    r = subprocess.run(
+        [sys.executable, "-c", "import wire.apis, wire._core as c; print(c.describe())"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return (r.stdout or r.stderr).strip()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m streamfix.compiled", description=__doc__.split("\n")[0])
+    ap.add_argument("--status", action="store_true", help="say which build a process here runs, build nothing")
+    ap.add_argument("--force", action="store_true", help="rebuild even when the build of these sources exists")
+    a = ap.parse_args(argv)
+    if a.status:
+        print(status())
+        return 0
+    return build(a.force)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,312 @@
+"""Instructions per upstream event inside mitmdump, counted by valgrind's callgrind.
+
+    python -m streamfix.bench --instructions      # `just bench --instructions`, ~10 min on 2 cores
+    python -m streamfix.instructions --quick      # two streams, one event per write
+    python -m streamfix.instructions --against ../other-checkout   # A/B of two checkouts, same run
+
+CPU time on a shared 2-core machine moves by 10-30 % between runs of the same code;
+instruction counts do not (within about 1 %, whatever else the machine does). Each proxy
+is a mitmdump in reverse mode in front of the replay upstream, run under
+``valgrind --tool=callgrind --instr-atstart=no``: nothing is counted until
+``callgrind_control -i on PID``, which is sent after one warm-up request of the same
+stream, and ``-i off`` right after exactly one measured request; the dump's total,
+divided by the stream's upstream events, is the figure. Every body is checked (the
+repaired one against the in-process repair, the passthrough one against the original).
+
+The proxies, all in the same run: ``passthrough`` (``flow.response.stream = True``,
+``streamfix/bench_addon.py``: the floor), ``repair`` (``addons/repair.py`` on the
+compiled core when one is built for these sources, wire/_core.py) and ``repair-pure``
+(the same with ``STREAMFIX_PURE=1``); ``--floors`` adds the bench addon's floors
+(identity callable, + SSE parse, + one JSON parse per event), ``--against DIR`` the
+repair addon of another checkout (its own core: pure unless built there).
+
+The upstream writes back to back, one event per write or 16 KiB per write, as in
+``streamfix.bench`` (b); events/read is counted on the client side (mitmdump forwards
+each read as one chunk).
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from . import bench
+
+ROOT = bench.ROOT
+MODES = (("1 event/write", "event"), ("16 KiB writes", "batched"))
+
+
+def valgrind() -> tuple[str, str]:
+    """(valgrind, callgrind_control): found, or installed with apt-get when root; else exit
+    with what to install."""
+    vg, ctl = shutil.which("valgrind"), shutil.which("callgrind_control")
+    if vg and ctl:
+        return vg, ctl
+    if hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("apt-get"):
+        print("streamfix.bench: valgrind is missing: apt-get install valgrind", file=sys.stderr, flush=True)
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        cmd = ["apt-get", "install", "-y", "-q", "--no-install-recommends", "valgrind"]
+        if subprocess.run(cmd, env=env, check=False).returncode != 0:
+            subprocess.run(["apt-get", "update", "-q"], env=env, check=False)
+            subprocess.run(cmd, env=env, check=False)
+        vg, ctl = shutil.which("valgrind"), shutil.which("callgrind_control")
+        if vg and ctl:
+            return vg, ctl
+    raise SystemExit(
+        "streamfix.bench --instructions needs valgrind (callgrind and callgrind_control): "
+        "install it (Debian/Ubuntu: apt-get install valgrind; as root the bench installs it itself)"
+    )
+
+
+class Counted:
+    """One mitmdump under callgrind: instrumentation off until :meth:`measure`."""
+
+    def __init__(self, label: str, proc: bench._Proc, port: int, ctl: str, dumps: Path) -> None:
+        self.label = label
+        self.proc = proc
+        self.base = f"http://127.0.0.1:{port}"
+        self.ctl = ctl
+        self.dumps = dumps
+
+    def _ctl(self, *args: str) -> None:
+        r = subprocess.run([self.ctl, *args, str(self.proc.p.pid)], capture_output=True, text=True, timeout=300, check=False)
+        if r.returncode != 0 or "OK" not in r.stdout:
+            raise RuntimeError(f"callgrind_control {' '.join(args)} failed for {self.label}: {r.stdout}{r.stderr}")
+
+    def measure(self, fetch: Any) -> tuple[int, Any]:
+        """Instructions of exactly one call of ``fetch`` (one request), and its result."""
+        self._ctl("-z")
+        self._ctl("-i", "on")
+        try:
+            got = fetch()
+        finally:
+            self._ctl("-i", "off")
+        before = set(self.dumps.glob(f"cg-{self.label}.*"))
+        self._ctl("-d")
+        new = sorted(set(self.dumps.glob(f"cg-{self.label}.*")) - before, key=lambda p: p.stat().st_mtime)
+        if not new:
+            raise RuntimeError(f"no callgrind dump for {self.label}")
+        m = re.search(r"^totals: (\d+)", new[-1].read_text("utf-8", "replace"), re.MULTILINE)
+        if not m:
+            raise RuntimeError(f"no totals in {new[-1]}")
+        return int(m.group(1)), got
+
+
+def _start(
+    label: str, upstream: str, tmpd: Path, procs: list[bench._Proc], vg: str, ctl: str, **kw: Any
+) -> Counted:
+    addon = kw.pop("addon")
+    args = kw.pop("args", ())
+    dumps = tmpd / "dumps"
+    dumps.mkdir(exist_ok=True)
+    prefix = [vg, "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={dumps}/cg-{label}.%p"]
+    # one hash seed for every proxy: str hashes decide dict and set layouts, which moved the
+    # counts by up to 1.6 % between processes of the same code
+    kw["env"] = {"PYTHONHASHSEED": "0", **kw.get("env", {})}
+    p, port = bench.start_proxy(upstream, addon, tmpd, label, procs, *args, prefix=prefix, timeout=600, **kw)
+    return Counted(label, p, port, ctl, dumps)
+
+
+def run(
+    streams: list[str],
+    modes: list[str],
+    floors: bool,
+    against: list[Path],
+    repeats: int,
+    only: list[str] | None = None,
+    keep: Path | None = None,
+) -> dict[str, Any]:
+    import httpx
+
+    from wire import _core
+
+    vg, ctl = valgrind()
+    compiled = (_core.BUILDS / _core.key() / "wire").is_dir() and _core.wanted()
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="streamfix-instr-") as tmp:
+        tmpd = Path(tmp)
+        if keep is not None:  # the callgrind dumps stay there (callgrind_annotate reads them)
+            keep.mkdir(parents=True, exist_ok=True)
+            (tmpd / "dumps").symlink_to(keep.resolve())
+        recs = bench._write_recordings(tmpd / "recordings")
+        procs: list[bench._Proc] = []
+        try:
+            upstream = bench._start_replay(tmpd, procs)
+            specs: list[tuple[str, dict[str, Any]]] = [
+                ("passthrough", {"addon": ROOT / "streamfix" / "bench_addon.py"})
+            ]
+            if floors:
+                for f in ("identity", "parse", "json"):
+                    specs.append(
+                        (f, {"addon": ROOT / "streamfix" / "bench_addon.py", "args": ("--set", f"streamfix_bench_floor={f}")})
+                    )
+            specs.append(("repair", {"addon": ROOT / "addons" / "repair.py"}))
+            if compiled:
+                specs.append(("repair-pure", {"addon": ROOT / "addons" / "repair.py", "env": {_core.PURE_ENV: "1"}}))
+            for i, other in enumerate(against):
+                specs.append((f"against{i + 1}", {"addon": other / "addons" / "repair.py", "root": other}))
+            if only:
+                specs = [s for s in specs if s[0] in only or s[0] == "passthrough"]
+            with concurrent.futures.ThreadPoolExecutor(2) as pool:  # valgrind starts slowly
+                proxies = list(pool.map(lambda s: _start(s[0], upstream, tmpd, procs, vg, ctl, **s[1]), specs))
+            cores = {}
+            for c in proxies:
+                m = re.search(r"streamfix: protocol core: (.*)", c.proc.log.read_text("utf-8", "replace"))
+                cores[c.label] = m.group(1) if m else ""
+
+            def one(c: Counted, name: str, suffix: str) -> dict[str, Any]:
+                _api, path, request, _build = bench.STREAMS[name]
+                rec = f"bench-{name}-{suffix}"
+                _, original, n_events = recs[rec]
+                body = json.dumps(request).encode()
+                headers = {
+                    "content-type": "application/json",
+                    "accept-encoding": "identity",
+                    "x-streamfix-recording": rec,
+                    "x-streamfix-delay-ms": "0",
+                }
+                with httpx.Client(timeout=1200) as client:
+
+                    def fetch() -> tuple[bytes, int]:
+                        return bench._fetch(client, c.base + path, body, headers)
+
+                    fetch()  # warm-up, not counted
+                    counts, reads, ok = [], [], True
+                    for _ in range(repeats):
+                        n, (got, n_reads) = c.measure(fetch)
+                        counts.append(n)
+                        reads.append(n_reads)
+                        if c.label.startswith(("repair", "against")):
+                            ok &= bench._masked(got) == expect[name]
+                        else:
+                            ok &= got == original
+                return {
+                    "proxy": c.label,
+                    "stream": name,
+                    "mode": suffix,
+                    "events": n_events,
+                    "ir": statistics.median(counts),
+                    "ir_all": counts,
+                    "reads": statistics.median(reads),
+                    "ok": ok,
+                }
+
+            expect = {
+                name: bench._masked(
+                    bench.repair_in_process(
+                        bench.STREAMS[name][0], bench.STREAMS[name][2], bench.events_of(recs[f"bench-{name}-event"][1])
+                    )[0]
+                )
+                for name in streams
+            }
+            jobs = [(c, name, suffix) for name in streams for suffix in modes for c in proxies]
+            # two at a time: each proxy is one process; the counts do not depend on the load
+            by_proxy: dict[str, list[tuple[Counted, str, str]]] = {}
+            for j in jobs:
+                by_proxy.setdefault(j[0].label, []).append(j)
+            with concurrent.futures.ThreadPoolExecutor(2) as pool:
+                futs = [pool.submit(lambda js: [one(*j) for j in js], js) for js in by_proxy.values()]
+                for f in futs:
+                    rows += f.result()
+        finally:
+            for p in reversed(procs):
+                p.stop()
+    return {"rows": rows, "cores": cores, "labels": [s[0] for s in specs], "against": against}
+
+
+def report(res: dict[str, Any], repeats: int) -> str:
+    m = bench.machine()
+    labels = res["labels"]
+    out = [
+        f"machine: {m['nproc']} CPUs, {m['cpu']}; Python {m['python']}; mitmproxy {m['mitmproxy']}; {m['platform']}",
+        (
+            f"valgrind callgrind, instructions counted for {'exactly one' if repeats == 1 else f'{repeats} (median)'} "
+            "measured request per figure, after one warm-up request; upstream writes back to back"
+        ),
+    ]
+    for label in labels:
+        if res["cores"].get(label):
+            out.append(f"  {label}: protocol core {res['cores'][label]}")
+    for i, other in enumerate(res["against"]):
+        out.append(f"  against{i + 1}: {other}")
+    out += [
+        "",
+        "instructions per upstream event (and as a ratio to passthrough, stream = True)",
+        "| stream | upstream writes | events | events/read | "
+        + " | ".join(labels)
+        + " | bodies |",
+        "|---|---|---:|---:|" + "---:|" * len(labels) + "---|",
+    ]
+    cells: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+    for r in res["rows"]:
+        cells.setdefault((r["stream"], r["mode"]), {})[r["proxy"]] = r
+    mode_name = {s: n for n, s in MODES}
+    for (stream, mode), by in cells.items():
+        base = by["passthrough"]
+        per = {label: by[label]["ir"] / by[label]["events"] for label in labels if label in by}
+        row = [
+            stream,
+            mode_name[mode],
+            str(base["events"]),
+            f"{base['events'] / max(base['reads'], 1):.1f}",
+        ]
+        for label in labels:
+            if label not in per:
+                row.append("")
+            elif label == "passthrough":
+                row.append(f"{per[label]:,.0f}")
+            else:
+                row.append(f"{per[label]:,.0f} ({per[label] / per['passthrough']:.2f}x)")
+        row.append("ok" if all(r["ok"] for r in by.values()) else "MISMATCH")
+        out.append("| " + " | ".join(row) + " |")
+    if "repair" in labels and "repair-pure" in labels:
+        out += ["", "compiled core against pure, the addon's own instructions (repair - passthrough) per event:"]
+        for (stream, mode), by in cells.items():
+            pt = by["passthrough"]["ir"]
+            c, p = by["repair"]["ir"] - pt, by["repair-pure"]["ir"] - pt
+            n = by["passthrough"]["events"]
+            out.append(
+                f"  {stream}, {mode_name[mode]}: compiled +{c / n:,.0f}, pure +{p / n:,.0f} per event "
+                f"({c / p:.2f}x)"
+            )
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m streamfix.instructions", description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="two streams (responses-claude, chat), one event per write")
+    ap.add_argument("--streams", nargs="*", default=None, help=f"bench streams (default all: {', '.join(bench.STREAMS)})")
+    ap.add_argument("--floors", action="store_true", help="also the bench addon's floors (identity, parse, json)")
+    ap.add_argument(
+        "--against", action="append", type=Path, default=[], help="also the repair addon of this checkout (A/B)"
+    )
+    ap.add_argument("--repeats", type=int, default=1, help="measured requests per figure (median; default 1)")
+    ap.add_argument("--json", type=Path, default=None, help="also write the rows to this file")
+    ap.add_argument("--proxies", default=None, help="only these proxies (comma-separated labels; passthrough always)")
+    ap.add_argument("--keep-dumps", type=Path, default=None, help="keep the callgrind dumps in this directory")
+    a = ap.parse_args(argv)
+    streams = a.streams or (["responses-claude", "chat"] if a.quick else list(bench.STREAMS))
+    modes = ["event"] if a.quick else [s for _, s in MODES]
+    t0 = time.monotonic()
+    only = a.proxies.split(",") if a.proxies else None
+    res = run(streams, modes, a.floors, [p.resolve() for p in a.against], max(1, a.repeats), only, a.keep_dumps)
+    print(report(res, a.repeats))
+    if a.json:
+        a.json.write_text(json.dumps({k: v for k, v in res.items() if k != "against"}, indent=1, default=str))
+    print(f"\n(bench took {time.monotonic() - t0:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""Which build of wire/ a process runs: the compiled core (mypyc) or the pure-Python one.
+
+There is one source of every rule, the ``.py`` files in this package. ``scripts/bootstrap``
+compiles the hot modules (:data:`COMPILED`) with mypyc (``python -m streamfix.compiled``)
+into ``build/compiled/<tag>-<key>/``, outside the source tree, where ``<key>`` is a hash
+of every ``.py`` file of wire/. At import, :func:`select` puts that directory in front of
+the package's ``__path__`` only when its key is the key of the sources as they are now, so
+an edit to wire/ can never run old compiled code: the process runs the pure build (and
+says so) until ``scripts/bootstrap`` builds the new key. ``STREAMFIX_PURE=1`` runs the
+pure build even when a matching compiled one exists (the unit tests run on both).
+
+This module itself is never compiled, and imports only the standard library.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from pathlib import Path
+
+COMPILED = (
+    "sse",
+    "stream",
+    "responses",
+    "response_items",
+    "response_usage",
+    "chat",
+    "holding",
+    "messages",
+    "gemini",
+    "foreign",
+    "rules",
+    "verdict",
+    "toolcalls",
+)
+"""The modules mypyc compiles: the per-event path of every API's repairer."""
+
+PURE_ENV = "STREAMFIX_PURE"
+
+HERE = Path(__file__).resolve().parent
+BUILDS = HERE.parent / "build" / "compiled"
+"""Where compiled builds live (a checkout's ``build/``, ignored by git)."""
+
+state = "pure (not selected yet)"
+"""What :func:`select` chose, for :func:`describe`."""
+
+
+def key(src: Path = HERE) -> str:
+    """The build key of the sources in ``src``: the interpreter's tag and a hash of the
+    name and bytes of every ``.py`` file (any edit gives a new key)."""
+    h = hashlib.sha256()
+    for p in sorted(src.glob("*.py")):
+        h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
+    return f"{sys.implementation.cache_tag}-{h.hexdigest()[:16]}"
+
+
+def wanted() -> bool:
+    """False when ``STREAMFIX_PURE`` asks for the pure build."""
+    return os.environ.get(PURE_ENV, "").strip().lower() in ("", "0", "no", "false")
+
+
+def select(path: list[str]) -> str:
+    """Put the compiled build of these sources first on the package's ``path`` when there
+    is one (and it is wanted); what was chosen and why, as :func:`describe` says it."""
+    global state
+    if not wanted():
+        state = f"pure ({PURE_ENV}=1)"
+        return state
+    try:
+        d = BUILDS / key()
+    except OSError as e:  # unreadable sources: nothing to match them against
+        state = f"pure (sources not readable: {e})"
+        return state
+    if (d / "wire").is_dir():
+        path.insert(0, str(d / "wire"))
+        if str(d) not in sys.path:
+            sys.path.append(str(d))  # mypyc's shared runtime module (a unique name)
+        state = f"compiled (mypyc, {d})"
+    elif BUILDS.is_dir() and any(BUILDS.glob(f"{sys.implementation.cache_tag}-*")):
+        state = "pure (the compiled build is of other sources: wire/ changed since scripts/bootstrap)"
+    else:
+        state = "pure (no compiled build: scripts/bootstrap makes one where a C compiler is found)"
+    return state
+
+
+def describe() -> str:
+    """One phrase for the startup log: ``compiled (...)`` or ``pure (...)``, from what
+    was actually imported (a compiled module is an extension module, not a ``.py``)."""
+    mods = [sys.modules.get(f"wire.{m}") for m in COMPILED]
+    files = [getattr(m, "__file__", "") or "" for m in mods if m is not None]
+    native = [f for f in files if not f.endswith(".py")]
+    if native and len(native) == len(files):
+        return state if state.startswith("compiled") else f"compiled ({state})"
+    if native:
+        return f"mixed ({len(native)} of {len(files)} loaded modules compiled; {state})"
+    return state if state.startswith("pure") else f"pure ({state}; no compiled module loaded)"
