@@ -34,6 +34,7 @@ from addons import buffered, links, options, receipts, shared, turnlog  # noqa: 
 from addons import check as checkmode  # noqa: E402  (streamfix_mode=check)
 from addons import redact as redact_addon  # noqa: E402
 from addons.buffered import SSE, json_object  # noqa: E402
+from addons.gateway import Gateway  # noqa: E402  (a gateway that does not answer: a 502)
 from addons.flowstream import ORIGINAL, FlowState, FlowStream  # noqa: E402
 from addons.links import CLIENT_FLOW, UPSTREAM_FLOW  # noqa: E402, F401  (re-exported)
 from addons.receipts import comment, receipt, where  # noqa: E402
@@ -203,6 +204,10 @@ class Repair:
         logger.warning(f"streamfix: {where(flow)}: {line}")
         comment(flow, line)
 
+    def running(self) -> None:
+        ps = ctx.master.addons.get("proxyserver") if getattr(ctx, "master", None) else None
+        logger.info(options.startup_line(ctx.options, ps.servers if ps is not None else ()))
+
     def done(self) -> None:
         if self.checked:
             logger.info(f"streamfix: {self.checked} flows checked, {self.violating} with contract violations")
@@ -287,4 +292,7 @@ def _show_progress(flow: http.HTTPFlow, s: FlowStream) -> None:
 
 
 _repair = Repair()
-addons = [_repair, WebSocketRepair(_repair, receipt), Salvage(), redact_addon.Redact(), turnlog.TurnLog()]
+addons = [
+    _repair, WebSocketRepair(_repair, receipt), Salvage(), redact_addon.Redact(), turnlog.TurnLog(), Gateway(),
+    options.Guard(__file__),  # last: checks the --set values of the options the others registered
+]
