@@ -214,7 +214,7 @@ def unknown(name: str, known) -> str:
 
     close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
     hint = f"; did you mean {close[0]}?" if close else ""
-    return f"unknown option {name}{hint} (scripts/sidecar --options lists streamfix's options)"
+    return f"unknown option {name}{hint} (scripts/sidecar --options or streamfix sidecar --options lists them)"
 
 
 def check_specs(registered, specs: Sequence[str]) -> list[str]:

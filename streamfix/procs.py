@@ -17,9 +17,11 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from . import CHECKOUT as _CHECKOUT
+
 ROOT = Path(__file__).resolve().parent.parent
 """A checkout's root (wire/, addons/, recordings/ beside streamfix/); installed, site-packages."""
-CHECKOUT = (ROOT / "wire" / "__init__.py").is_file() and (ROOT / "addons").is_dir()
+CHECKOUT = _CHECKOUT is not None
 """Running from a checkout (plain or editable install), not from an installed wheel."""
 
 
@@ -70,7 +72,8 @@ def start_replay(recordings: Path | None = None) -> tuple[subprocess.Popen, str]
 
 
 def mitmdump_command(upstream: str, port: int, args: Sequence[str] = (), confdir: Path | None = None) -> list[str]:
-    cmd = [tool("mitmdump"), "--mode", f"reverse:{upstream}@127.0.0.1:{port}", "-s", str(addons_dir() / "repair.py")]
+    cmd = [tool("mitmdump"), "--mode", f"reverse:{upstream}@127.0.0.1:{port}", "-s", str(addons_dir() / "repair.py"),
+           "--set", "connection_strategy=lazy"]  # as the sidecar: a dead upstream is a 502 (addons/gateway.py)
     if confdir is not None:
         cmd += ["--set", f"confdir={confdir}"]
     return cmd + list(args)

@@ -20,11 +20,8 @@ import subprocess
 import sys
 from urllib.parse import urlsplit
 
+from .cli import SCRIPTS  # the -s scripts it loads: client leg, CPA's upstream leg, mitmweb's views
 from .procs import CHECKOUT, ROOT, addons_dir, child_env, start_replay, stop, tool
-
-SCRIPTS = ("repair.py", "upstream.py", "views.py", "sseview.py")
-"""The -s scripts the sidecar loads, in order (repair.py: client leg; upstream.py: CPA's
-upstream leg; views.py, sseview.py: mitmweb's content views)."""
 
 
 def mitm_command(
@@ -176,14 +173,14 @@ def sfoptions_errors(specs: list[str]) -> list[str]:
     return sfoptions.check_specs(registered_options(), specs)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str = "scripts/sidecar") -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     extra: list[str] = []
     if "--" in argv:
         i = argv.index("--")
         argv, extra = argv[:i], argv[i + 1 :]
     ap = argparse.ArgumentParser(
-        prog="scripts/sidecar", description=__doc__.split("\n")[0], epilog=EPILOG,
+        prog=prog, description=__doc__.split("\n")[0], epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ap.add_argument("--upstream", help="the gateway (CPA) address, scheme://host:port without a path, e.g. "
