@@ -90,9 +90,9 @@ class Repair:
     # connection right after the response (RFC 9112 section 9.6) and forwards the header,
     # as a plain mitmdump does. The upstream connection ends with the client's anyway
     # (mitmproxy closes a client's server connections when it disconnects), and a gateway
-    # that closes with a FIN loses no tail; the tail-loss race of ../shared/reference/
-    # mitmproxy.md section 10 needs a TCP reset, which no request header prevents
-    # (mitmproxy/mitmproxy#8364, closed as TCP-reset behaviour). Tests:
+    # that closes with a FIN loses no tail; mitmproxy's tail-loss race needs a TCP reset,
+    # which no request header prevents (mitmproxy/mitmproxy#8364, closed as TCP-reset
+    # behaviour). Tests:
     # tests/test_http_semantics.py.
 
     def request(self, flow: http.HTTPFlow) -> None:
