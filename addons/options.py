@@ -241,6 +241,10 @@ def check_specs(registered, specs: Sequence[str]) -> list[str]:
     return errors
 
 
+_reported = None
+"""The options object whose unknown names were reported (every script's Guard shares it)."""
+
+
 class Guard:
     """The last addon of a ``-s`` script: converts and checks the ``--set`` values of the
     options the script registered (see the comment above), and, once every script is
@@ -249,7 +253,6 @@ class Guard:
 
     def __init__(self, script: str) -> None:
         self.name = f"streamfix-options:{Path(script).name}"
-        self.reported = False
 
     def load(self, loader) -> None:
         opts = loader.master.options
@@ -273,6 +276,8 @@ class Guard:
             try:
                 if isinstance(value, optmanager._UnconvertedStrings):
                     opts.deferred[name] = parse_value(name, o.typespec, o.choices, value.val, o.current())
+                elif o.typespec is bool and isinstance(value, str):  # config.yaml: streamfix_status: "off"
+                    opts.deferred[name] = parse_value(name, bool, None, [value], o.current())
                 else:
                     check_value(name, o.typespec, o.choices, value)
             except exceptions.OptionsError as e:
@@ -280,9 +285,10 @@ class Guard:
                 logger.error(f"streamfix: {e}")
 
     def check_unknown(self, opts) -> None:
-        if self.reported:
+        global _reported
+        if _reported is opts:  # once per process, whichever script's Guard gets there first
             return
-        self.reported = True
+        _reported = opts
         known = [n for n in opts.keys() if n.startswith(PREFIX)]
         for name in sorted(n for n in opts.deferred if n not in opts._options):
             if name.startswith(PREFIX):

@@ -195,3 +195,17 @@ def test_help_says_how_to_reach_mitmdump() -> None:
     assert r.returncode == 0
     for needle in (" -- ", "--set NAME=VALUE", "--options", "token", "web_password"):
         assert needle in r.stdout, needle
+
+
+@pytest.mark.e2e
+def test_config_file_values_are_checked_too(tmp_path: Path) -> None:
+    """``~/.mitmproxy/config.yaml`` (confdir): a bool written as a word is understood, a bad
+    one stops mitmdump with its message (mitmproxy defers these values the same way)."""
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    for d, text in ((good, 'streamfix_status: "off"\nstreamfix_item_id: no\n'), (bad, "streamfix_status: maybe\n")):
+        (d / "confdir").mkdir(parents=True)
+        (d / "confdir" / "config.yaml").write_text(text)
+    ok = mitmdump(good)
+    assert ok.returncode == 0 and "15 of 17 rules on (off: status, item_id)" in ok.stdout, ok.stdout + ok.stderr
+    no = mitmdump(bad)
+    assert no.returncode != 0 and "streamfix_status=maybe: not a boolean" in no.stdout + no.stderr
