@@ -113,6 +113,36 @@ def answers(url: str, timeout: float = 1.0) -> str | None:
         return e.strerror or str(e) or type(e).__name__
 
 
+def wrong_scheme(url: str, timeout: float = 2.0) -> str | None:
+    """The fix when the gateway answers, but not in the scheme ``url`` names (HTTPS to a
+    plain-HTTP port, or plain HTTP to a TLS one); None when it does, or when it cannot tell."""
+    import ssl
+
+    u = urlsplit(url)
+    host, port = u.hostname or "", u.port or (443 if u.scheme == "https" else 80)
+    other = f"{'http' if u.scheme == 'https' else 'https'}://{u.netloc}"
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as sock:
+            sock.settimeout(timeout)
+            if u.scheme == "http":
+                sock.sendall(f"HEAD / HTTP/1.1\r\nHost: {u.netloc}\r\nConnection: close\r\n\r\n".encode())
+                first = sock.recv(5)
+                if first[:1] in (b"\x15", b"\x16"):  # a TLS alert or handshake record
+                    return f"answers with TLS, not plain HTTP: use --upstream {other}"
+                return None
+            ctx = ssl.create_default_context()
+            ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE  # only: does it speak TLS?
+            try:
+                with ctx.wrap_socket(sock, server_hostname=host or None):
+                    return None
+            except ssl.SSLError as e:
+                if "WRONG_VERSION_NUMBER" in str(e) or "record layer failure" in str(e) or "packet length" in str(e):
+                    return f"speaks plain HTTP, not TLS: use --upstream {other}"
+                return None
+    except OSError:
+        return None
+
+
 def registered_options() -> dict:
     """Every option mitmdump knows once the sidecar's scripts are loaded (name -> mitmproxy
     ``_Option``): the scripts' addons register theirs here as they do in mitmdump."""
@@ -212,6 +242,9 @@ def main(argv: list[str] | None = None, prog: str = "scripts/sidecar") -> int:
         if why is not None:
             print(f"streamfix: warning: nothing answers at {upstream} ({why}); starting anyway: clients get "
                   "HTTP 502 until the gateway is up", file=sys.stderr, flush=True)
+        elif (fix := wrong_scheme(upstream)) is not None:
+            print(f"streamfix: warning: the gateway at {upstream} {fix}; every request will fail",
+                  file=sys.stderr, flush=True)
     else:
         replay, upstream = start_replay()
     print(BANNER.format(listen=a.listen, upstream=upstream,

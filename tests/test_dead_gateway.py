@@ -109,3 +109,20 @@ def test_ai_sdk_sees_the_502(dead) -> None:
         assert not r.get("hung") and not r.get("probe_error"), r
         assert REASON in seen, (c["id"], r)
         assert not r.get("text") and not r.get("toolCalls"), r
+
+
+def test_launcher_warns_of_https_to_a_plain_http_gateway(tmp_path: Path) -> None:
+    """A gateway that answers, but in plain HTTP where --upstream says https://: the
+    launcher says which scheme to use."""
+    from support import start_replay
+
+    replay, base = start_replay()
+    listen = free_port()
+    wrong = base.replace("http://", "https://")
+    proc = Proc([sys.executable, "-m", "streamfix.sidecar", "--upstream", wrong, "--listen", f"127.0.0.1:{listen}",
+                 "--", "--set", f"confdir={tmp_path}"], env=child_env(HOME=str(tmp_path)))
+    try:
+        proc.wait_for(rf"warning: the gateway at {wrong} speaks plain HTTP, not TLS: use --upstream {base}", 60)
+    finally:
+        proc.stop()
+        replay.stop()
