@@ -124,7 +124,11 @@ def check_choices(opts, updated: set[str]) -> None:
 def evidence(opts) -> frozenset[str]:
     """The evidence sources named by ``streamfix_evidence``: repeated ``--set
     streamfix_evidence=a --set ...`` or one comma-separated value."""
-    names = [n.strip() for v in opts.streamfix_evidence for n in v.split(",") if n.strip()]
+    return evidence_names(opts.streamfix_evidence)
+
+
+def evidence_names(values) -> frozenset[str]:
+    names = [n.strip() for v in values for n in v.split(",") if n.strip()]
     bad = [n for n in names if n not in SOURCES]
     if bad:
         raise exceptions.OptionsError(
@@ -162,6 +166,9 @@ def rules(opts) -> Rules:
 # (``streamfix/sidecar.py``) runs the same checks on its ``--set`` arguments first.
 
 PREFIX = "streamfix"
+VALUE_CHECKS = {"streamfix_evidence": evidence_names}
+"""Checks of a value beyond its type and choices (raise OptionsError), run on ``--set``
+values before anything is served, as the addons' ``configure`` would."""
 BOOL_WORDS = {"true": True, "false": False, "on": True, "off": False, "yes": True, "no": False, "1": True, "0": False}
 BOOL_ACCEPTED = "true/false, on/off, yes/no or 1/0"
 
@@ -235,7 +242,9 @@ def check_specs(registered, specs: Sequence[str]) -> list[str]:
             errors.append(unknown(name, [n for n in registered if n.startswith(PREFIX)]))
             continue
         try:
-            parse_value(name, o.typespec, o.choices, values, o.default)
+            value = parse_value(name, o.typespec, o.choices, values, o.default)
+            if name in VALUE_CHECKS:
+                VALUE_CHECKS[name](value)
         except exceptions.OptionsError as e:
             errors.append(str(e))
     return errors
@@ -280,6 +289,8 @@ class Guard:
                     opts.deferred[name] = parse_value(name, bool, None, [value], o.current())
                 else:
                     check_value(name, o.typespec, o.choices, value)
+                if name in VALUE_CHECKS:
+                    VALUE_CHECKS[name](opts.deferred[name])
             except exceptions.OptionsError as e:
                 del opts.deferred[name]  # converted by mitmproxy, it would unload the script silently
                 logger.error(f"streamfix: {e}")

@@ -77,6 +77,7 @@ WRONG = {
     "bad choice": (["streamfix_truncation=of"], "streamfix_truncation=of: must be one of incomplete, completed, off"),
     "choice without value": (["streamfix_mode"], "streamfix_mode without a value: must be one of repair, check"),
     "websocket choice": (["streamfix_websocket=refused"], "must be one of repair, refuse, pass"),
+    "evidence": (["streamfix_evidence=usage,stop_reason"], "unknown streamfix_evidence source(s) 'stop_reason'; known: "),
 }
 
 
