@@ -86,7 +86,8 @@ def start_mitmdump(
     port = port or free_port()
     out = open(log, "wb") if log is not None else subprocess.DEVNULL
     p = subprocess.Popen(
-        mitmdump_command(upstream, port, args, confdir), stdout=out, stderr=subprocess.STDOUT, cwd=ROOT if CHECKOUT else None, env=child_env()
+        mitmdump_command(upstream, port, args, confdir),
+        stdout=out, stderr=subprocess.STDOUT, cwd=ROOT if CHECKOUT else None, env=child_env(),
     )
     try:
         wait_port(port, proc=p)

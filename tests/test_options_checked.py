@@ -72,12 +72,14 @@ def test_bools_as_users_write_them(tmp_path: Path) -> None:
 
 
 WRONG = {
-    "bad bool": (["streamfix_status=maybe"], "streamfix_status=maybe: not a boolean; use true/false, on/off, yes/no or 1/0"),
+    "bad bool": (["streamfix_status=maybe"],
+                 "streamfix_status=maybe: not a boolean; use true/false, on/off, yes/no or 1/0"),
     "typo": (["streamfix_stauts=false"], "unknown option streamfix_stauts; did you mean streamfix_status?"),
     "bad choice": (["streamfix_truncation=of"], "streamfix_truncation=of: must be one of incomplete, completed, off"),
     "choice without value": (["streamfix_mode"], "streamfix_mode without a value: must be one of repair, check"),
     "websocket choice": (["streamfix_websocket=refused"], "must be one of repair, refuse, pass"),
-    "evidence": (["streamfix_evidence=usage,stop_reason"], "unknown streamfix_evidence source(s) 'stop_reason'; known: "),
+    "evidence": (["streamfix_evidence=usage,stop_reason"],
+                 "unknown streamfix_evidence source(s) 'stop_reason'; known: "),
 }
 
 
