@@ -350,6 +350,8 @@ def startup_line(opts, servers) -> str:
             f" (off: {', '.join(off)})" if off else ""
         )
         head = f"streamfix: {opts.streamfix_mode} mode, {rules_on}, truncation {opts.streamfix_truncation}"
+        if opts.streamfix_mode == "check":
+            head = "streamfix: check mode (no byte changed: violations reported per flow)"
     from mitmproxy.utils import human
 
     parts = []
