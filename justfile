@@ -1,10 +1,11 @@
-# streamfix recipes. `scripts/bootstrap` installs .venv (Python >= 3.12) on first use.
+# streamfix recipes. `scripts/bootstrap --test` installs .venv (Python >= 3.12) with the
+# test extras on first use; `just` itself is one of them (rust-just: .venv/bin/just).
 
-py := `scripts/bootstrap 2>/dev/null || echo .venv/bin/python`
+py := `scripts/bootstrap --test 2>/dev/null || echo .venv/bin/python`
 
 # list the recipes
 default:
-    @just --list
+    @{{just_executable()}} --list
 
 # run the sidecar (no args: demo in front of the replay upstream; --upstream URL for a real CPA)
 run *ARGS:

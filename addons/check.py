@@ -97,11 +97,13 @@ def report(flow: http.HTTPFlow, api: str, checker: StreamChecker, failed: BaseEx
     w = where(flow)
     if failed is not None:
         logger.error(f"streamfix: {w}: checker failed ({type(failed).__name__}: {failed}); checked up to the failure")
+    line = receipt(api, checker)
+    if total:  # the per-flow summary in the log too, not only in the flow comment
+        logger.warning(f"streamfix: {w}: {line}")
     for v in vs[:LOG_LIMIT]:
         logger.warning(f"streamfix: {w}: check: {v}")
     if total > LOG_LIMIT:
         logger.warning(f"streamfix: {w}: check: {total - LOG_LIMIT} more violations not logged")
-    line = receipt(api, checker)
     if total:
         flow.marked = ":warning:"
         lines = [line] + [f"  {v}" for v in vs[:LOG_LIMIT]]

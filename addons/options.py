@@ -7,13 +7,18 @@ policy options (mode, truncation, evidence, kept bodies) sit beside them.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 
 from mitmproxy import exceptions
+from mitmproxy.proxy import mode_specs
 
 from wire.rules import Rules
 from wire.verdict import SOURCES
+
+logger = logging.getLogger("streamfix")
 
 # option name -> Rules field; the help text is the field's docstring in wire/rules.py
 RULE_OPTIONS: dict[str, str] = {
@@ -134,7 +139,11 @@ def check_choices(opts, updated: set[str]) -> None:
 def evidence(opts) -> frozenset[str]:
     """The evidence sources named by ``streamfix_evidence``: repeated ``--set
     streamfix_evidence=a --set ...`` or one comma-separated value."""
-    names = [n.strip() for v in opts.streamfix_evidence for n in v.split(",") if n.strip()]
+    return evidence_names(opts.streamfix_evidence)
+
+
+def evidence_names(values) -> frozenset[str]:
+    names = [n.strip() for v in values for n in v.split(",") if n.strip()]
     bad = [n for n in names if n not in SOURCES]
     if bad:
         raise exceptions.OptionsError(
@@ -154,3 +163,223 @@ def rules(opts) -> Rules:
         truncation=opts.streamfix_truncation,
         **{rule: getattr(opts, name) for name, rule in RULE_OPTIONS.items()},
     )
+
+
+# --- what users type: checked before anything is served ------------------------------
+# mitmproxy keeps a ``--set`` for an option no addon has registered yet as unconverted
+# strings (``OptManager.deferred``) and converts them right after a script's addons have
+# registered theirs (``AddonManager.register`` -> ``process_deferred``). A value it cannot
+# convert (``streamfix_status=off``: its bools take only true/false) raises there, inside
+# the script loader's task, and the script never joins the addon chain: no error, no log
+# line, nothing repaired (``mitmproxy/addons/script.py`` ``Script.loadscript``). A name no
+# addon registers stays deferred without a word (mitmproxy/mitmproxy#5371). So each ``-s``
+# script ends its ``addons`` list with a :class:`Guard`: its ``load`` runs after the
+# script's other addons registered their options and before ``process_deferred``, converts
+# the script's deferred values itself (bools as users write them), and logs an error for a
+# value it cannot take instead of letting the conversion fail. mitmdump and mitmweb exit
+# on an error logged during startup (their ``errorcheck`` addon). The launcher
+# (``streamfix/sidecar.py``) runs the same checks on its ``--set`` arguments first.
+
+PREFIX = "streamfix"
+VALUE_CHECKS = {"streamfix_evidence": evidence_names}
+"""Checks of a value beyond its type and choices (raise OptionsError), run on ``--set``
+values before anything is served, as the addons' ``configure`` would."""
+BOOL_WORDS = {"true": True, "false": False, "on": True, "off": False, "yes": True, "no": False, "1": True, "0": False}
+BOOL_ACCEPTED = "true/false, on/off, yes/no or 1/0"
+
+
+def parse_value(name: str, typespec, choices, values: list[str], current=None):
+    """The value ``--set name=v`` (``values``: every v given for ``name``, none for a bare
+    ``--set name``) means for an option of ``typespec``/``choices``; raises
+    :class:`mitmproxy.exceptions.OptionsError` naming what it accepts."""
+    from mitmproxy import optmanager
+
+    if typespec is bool:
+        if len(values) > 1:
+            raise exceptions.OptionsError(f"{name} is given {len(values)} times ({', '.join(values)}); give it once")
+        if not values:
+            return True  # --set streamfix_status: mitmproxy's shorthand for true
+        v = values[0].strip().lower()
+        if v == "toggle":
+            return not current
+        if v in BOOL_WORDS:
+            return BOOL_WORDS[v]
+        raise exceptions.OptionsError(f"{name}={values[0]}: not a boolean; use {BOOL_ACCEPTED}")
+    if choices:
+        if len(values) != 1 or values[0] not in choices:
+            got = f"={values[0]}" if len(values) == 1 else (" without a value" if not values else f" {values}")
+            raise exceptions.OptionsError(f"{name}{got}: must be one of {', '.join(choices)}")
+        return values[0]
+    o = optmanager._Option(name, typespec, current, "", None)
+    try:
+        return optmanager.OptManager()._parse_setval(o, values)
+    except exceptions.OptionsError as e:
+        raise exceptions.OptionsError(f"{name}: {e}") from None
+
+
+def check_value(name: str, typespec, choices, value) -> None:
+    """A value that did not come as strings (a config file's): of the option's type and
+    among its choices, else :class:`~mitmproxy.exceptions.OptionsError`."""
+    from mitmproxy.utils import typecheck
+
+    try:
+        typecheck.check_option_type(name, value, typespec)
+    except TypeError as e:
+        raise exceptions.OptionsError(str(e)) from None
+    if choices and value not in choices:
+        raise exceptions.OptionsError(f"{name}={value}: must be one of {', '.join(choices)}")
+
+
+def unknown(name: str, known) -> str:
+    """The message for an option name no addon registers, with the closest known one."""
+    import difflib
+
+    close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]}?" if close else ""
+    return f"unknown option {name}{hint} (scripts/sidecar --options or streamfix sidecar --options lists them)"
+
+
+def check_specs(registered, specs: Sequence[str]) -> list[str]:
+    """Every problem with ``--set`` specs (``name=value`` or ``name``) for ``streamfix``
+    options, given the registered options (name -> mitmproxy ``_Option``); [] if none."""
+    grouped: dict[str, list[str]] = {}
+    for spec in specs:
+        name, eq, value = spec.partition("=")
+        grouped.setdefault(name, [])
+        if eq:
+            grouped[name].append(value)
+    errors = []
+    for name, values in grouped.items():
+        if not name.startswith(PREFIX):
+            continue
+        o = registered.get(name)
+        if o is None:
+            errors.append(unknown(name, [n for n in registered if n.startswith(PREFIX)]))
+            continue
+        try:
+            value = parse_value(name, o.typespec, o.choices, values, o.default)
+            if name in VALUE_CHECKS:
+                VALUE_CHECKS[name](value)
+        except exceptions.OptionsError as e:
+            errors.append(str(e))
+    return errors
+
+
+_reported = None
+"""The options object whose unknown names were reported (every script's Guard shares it)."""
+
+
+class Guard:
+    """The last addon of a ``-s`` script: converts and checks the ``--set`` values of the
+    options the script registered (see the comment above), and, once every script is
+    loaded, says which ``streamfix`` names no addon knows. Errors are logged (mitmdump
+    exits on them at startup), never raised into mitmproxy's script loader."""
+
+    def __init__(self, script: str) -> None:
+        self.name = f"streamfix-options:{Path(script).name}"
+
+    def load(self, loader) -> None:
+        opts = loader.master.options
+        tidy_help(opts)
+        self.check_deferred(opts)
+        if self._last_script(loader.master):
+            self.check_unknown(opts)
+
+    def running(self) -> None:
+        from mitmproxy import ctx
+
+        self.check_unknown(ctx.options)  # a script that failed to load hid the last one
+
+    def check_deferred(self, opts) -> None:
+        from mitmproxy import optmanager
+
+        for name, value in list(opts.deferred.items()):
+            o = opts._options.get(name)
+            if o is None or not name.startswith(PREFIX):
+                continue
+            try:
+                if isinstance(value, optmanager._UnconvertedStrings):
+                    opts.deferred[name] = parse_value(name, o.typespec, o.choices, value.val, o.current())
+                elif o.typespec is bool and isinstance(value, str):  # config.yaml: streamfix_status: "off"
+                    opts.deferred[name] = parse_value(name, bool, None, [value], o.current())
+                else:
+                    check_value(name, o.typespec, o.choices, value)
+                if name in VALUE_CHECKS:
+                    VALUE_CHECKS[name](opts.deferred[name])
+            except exceptions.OptionsError as e:
+                del opts.deferred[name]  # converted by mitmproxy, it would unload the script silently
+                logger.error(f"streamfix: {e}")
+
+    def check_unknown(self, opts) -> None:
+        global _reported
+        if _reported is opts:  # once per process, whichever script's Guard gets there first
+            return
+        _reported = opts
+        known = [n for n in opts.keys() if n.startswith(PREFIX)]
+        for name in sorted(n for n in opts.deferred if n not in opts._options):
+            if name.startswith(PREFIX):
+                logger.error(f"streamfix: {unknown(name, known)}")
+            else:
+                logger.warning(f"option {name} is unknown to every addon; mitmproxy ignores it")
+
+    @staticmethod
+    def _last_script(master) -> bool:
+        """Is every other ``-s`` script loaded (so every option is registered)?"""
+        waiting = 0
+        for path in master.options.scripts:
+            s = master.addons.get(f"scriptmanager:{path}")
+            if s is None or getattr(s, "ns", None) is None:
+                waiting += 1
+        return waiting <= 1
+
+
+def tidy_help(opts) -> None:
+    """One space between words in every streamfix option's help (``--options``, mitmweb's
+    option editor): mitmproxy dedents a help text and joins its lines, which leaves the
+    indentation of a triple-quoted text whose first line starts after the quotes."""
+    for name, o in opts.items():
+        if name.startswith(PREFIX):
+            o.help = " ".join(o.help.split())
+
+
+def build() -> str:
+    """Which wire build runs: ``wire.build_info()`` where the package has one, else pure Python."""
+    import wire
+
+    info = getattr(wire, "build_info", None)
+    if info is None:
+        return "pure"
+    try:
+        return str(info())
+    except Exception as e:  # the startup line must not fail over it
+        return f"unknown ({type(e).__name__}: {e})"
+
+
+def startup_line(opts, servers) -> str:
+    """One line that says what runs: mode, rules on, build, listeners, upstream."""
+    if not opts.streamfix:
+        head = "streamfix: OFF (streamfix=false): nothing is repaired or checked"
+    else:
+        off = [n.removeprefix("streamfix_") for n in RULE_OPTIONS if not getattr(opts, n)]
+        rules_on = f"{len(RULE_OPTIONS) - len(off)} of {len(RULE_OPTIONS)} rules on" + (
+            f" (off: {', '.join(off)})" if off else ""
+        )
+        head = f"streamfix: {opts.streamfix_mode} mode, {rules_on}, truncation {opts.streamfix_truncation}"
+        if opts.streamfix_mode == "check":
+            head = "streamfix: check mode (no byte changed: violations reported per flow)"
+    from mitmproxy.utils import human
+
+    parts = []
+    servers = list(servers)
+    two_legs = any(isinstance(s.mode, mode_specs.ReverseMode) for s in servers)
+    for server in servers:
+        mode = server.mode
+        addrs = " and ".join(sorted({human.format_address(a) for a in server.listen_addrs})) or "(not listening)"
+        if isinstance(mode, mode_specs.ReverseMode):
+            parts.append(f"clients at {addrs} -> upstream {mode.data}")
+        elif isinstance(mode, mode_specs.RegularMode):
+            parts.append(f"regular proxy at {addrs}" + (" (CPA's upstream leg)" if two_legs else ""))
+        else:
+            parts.append(f"{mode.description} at {addrs}")
+    listeners = "; ".join(parts) or "no listener (reading flows)"
+    return f"{head}, build {build()}; {listeners}"

@@ -26,14 +26,15 @@ from mitmproxy import command, ctx, http
 from mitmproxy import flow as mflow
 from mitmproxy.proxy import mode_specs
 
-_ROOT = str(Path(__file__).resolve().parent.parent)
-if _ROOT not in sys.path:  # loaded with -s from a checkout that is not pip-installed
-    sys.path.insert(0, _ROOT)
+_ROOT = Path(__file__).resolve().parent.parent
+if (_ROOT / "streamfix" / "__init__.py").is_file() and str(_ROOT) not in sys.path:
+    sys.path.insert(0, str(_ROOT))  # -s from a checkout that is not pip-installed (installed: nothing to add)
 
 from addons import buffered, links, options, receipts, shared, turnlog  # noqa: E402
 from addons import check as checkmode  # noqa: E402  (streamfix_mode=check)
 from addons import redact as redact_addon  # noqa: E402
 from addons.buffered import SSE, json_object  # noqa: E402
+from addons.gateway import Gateway  # noqa: E402  (a gateway that does not answer: a 502)
 from addons.flowstream import ORIGINAL, FlowState, FlowStream  # noqa: E402
 from addons.links import CLIENT_FLOW, UPSTREAM_FLOW  # noqa: E402, F401  (re-exported)
 from addons.receipts import comment, receipt, where  # noqa: E402
@@ -116,9 +117,9 @@ class Repair:
     # connection right after the response (RFC 9112 section 9.6) and forwards the header,
     # as a plain mitmdump does. The upstream connection ends with the client's anyway
     # (mitmproxy closes a client's server connections when it disconnects), and a gateway
-    # that closes with a FIN loses no tail; the tail-loss race of ../shared/reference/
-    # mitmproxy.md section 10 needs a TCP reset, which no request header prevents
-    # (mitmproxy/mitmproxy#8364, closed as TCP-reset behaviour). Tests:
+    # that closes with a FIN loses no tail; mitmproxy's tail-loss race needs a TCP reset,
+    # which no request header prevents (mitmproxy/mitmproxy#8364, closed as TCP-reset
+    # behaviour). Tests:
     # tests/test_http_semantics.py.
 
     def request(self, flow: http.HTTPFlow) -> None:
@@ -243,6 +244,10 @@ class Repair:
         logger.warning(f"streamfix: {where(flow)}: {line}")
         comment(flow, line)
 
+    def running(self) -> None:
+        ps = ctx.master.addons.get("proxyserver") if getattr(ctx, "master", None) else None
+        logger.info(options.startup_line(ctx.options, ps.servers if ps is not None else ()))
+
     def done(self) -> None:
         if self.checked:
             logger.info(f"streamfix: {self.checked} flows checked, {self.violating} with contract violations")
@@ -347,6 +352,8 @@ addons = [
     Salvage(),
     redact_addon.Redact(),
     turnlog.TurnLog(),
+    Gateway(),  # a gateway that does not answer: a 502 in the API's error shape
     Metrics(),  # streamfix_metrics: Prometheus and health (no hooks while off)
     Drain(),  # SIGTERM: stop accepting, let the streams in flight finish
+    options.Guard(__file__),  # last: checks the --set values of the options the others registered
 ]

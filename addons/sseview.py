@@ -30,9 +30,9 @@ import orjson
 from mitmproxy import contentviews
 from mitmproxy.contentviews import Contentview, Metadata
 
-_ROOT = str(Path(__file__).resolve().parent.parent)
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
+_ROOT = Path(__file__).resolve().parent.parent
+if (_ROOT / "streamfix" / "__init__.py").is_file() and str(_ROOT) not in sys.path:
+    sys.path.insert(0, str(_ROOT))  # -s from a checkout that is not pip-installed (installed: nothing to add)
 
 from wire.sse import SseParser
 

@@ -39,11 +39,11 @@ from typing import Any
 from mitmproxy import ctx, exceptions, http, tls
 from mitmproxy.proxy import mode_specs
 
-_ROOT = str(Path(__file__).resolve().parent.parent)
-if _ROOT not in sys.path:  # loaded with -s from a checkout that is not pip-installed
-    sys.path.insert(0, _ROOT)
+_ROOT = Path(__file__).resolve().parent.parent
+if (_ROOT / "streamfix" / "__init__.py").is_file() and str(_ROOT) not in sys.path:
+    sys.path.insert(0, str(_ROOT))  # -s from a checkout that is not pip-installed (installed: nothing to add)
 
-from addons import shared  # noqa: E402
+from addons import options, shared  # noqa: E402
 from wire.correlate import Correlator, PendingRequest, Resolver  # noqa: E402
 from wire.devin import CHAT_PATH, DEFAULT_HOSTS, DevinTap, TapResult, patch_max_tokens, read_request  # noqa: E402
 
@@ -352,4 +352,4 @@ class UpstreamLeg:
         flow.comment = f"{flow.comment}\n{comment}" if flow.comment else comment
 
 
-addons = [UpstreamLeg()]
+addons = [UpstreamLeg(), options.Guard(__file__)]  # last: checks the --set values of its options

@@ -26,9 +26,9 @@ from google.protobuf.message import DecodeError, Message
 from mitmproxy import contentviews, http
 from mitmproxy.contentviews import Contentview, Metadata
 
-_ROOT = str(Path(__file__).resolve().parent.parent)
-if _ROOT not in sys.path:  # loaded with -s from a checkout that is not pip-installed
-    sys.path.insert(0, _ROOT)
+_ROOT = Path(__file__).resolve().parent.parent
+if (_ROOT / "streamfix" / "__init__.py").is_file() and str(_ROOT) not in sys.path:
+    sys.path.insert(0, str(_ROOT))  # -s from a checkout that is not pip-installed (installed: nothing to add)
 
 from wire import devin_pb2 as pb  # noqa: E402
 from wire.connect import ConnectDecoder  # noqa: E402

@@ -17,7 +17,19 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from . import CHECKOUT as _CHECKOUT
+
 ROOT = Path(__file__).resolve().parent.parent
+"""A checkout's root (wire/, addons/, recordings/ beside streamfix/); installed, site-packages."""
+CHECKOUT = _CHECKOUT is not None
+"""Running from a checkout (plain or editable install), not from an installed wheel."""
+
+
+def addons_dir() -> Path:
+    """Where the ``-s`` scripts are: the checkout's addons/, or the installed package's."""
+    import addons
+
+    return Path(addons.__file__).resolve().parent
 
 
 def tool(name: str) -> str:
@@ -50,7 +62,7 @@ def start_replay(recordings: Path | None = None) -> tuple[subprocess.Popen, str]
     cmd = [sys.executable, "-m", "streamfix.replay", "--port", "0"]
     if recordings is not None:
         cmd += ["--recordings", str(recordings)]
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=ROOT, env=child_env())
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=ROOT if CHECKOUT else None, env=child_env())
     assert p.stdout is not None
     line = p.stdout.readline()
     if "listening on " not in line:
@@ -60,7 +72,8 @@ def start_replay(recordings: Path | None = None) -> tuple[subprocess.Popen, str]
 
 
 def mitmdump_command(upstream: str, port: int, args: Sequence[str] = (), confdir: Path | None = None) -> list[str]:
-    cmd = [tool("mitmdump"), "--mode", f"reverse:{upstream}@127.0.0.1:{port}", "-s", str(ROOT / "addons" / "repair.py")]
+    cmd = [tool("mitmdump"), "--mode", f"reverse:{upstream}@127.0.0.1:{port}", "-s", str(addons_dir() / "repair.py"),
+           "--set", "connection_strategy=lazy"]  # as the sidecar: a dead upstream is a 502 (addons/gateway.py)
     if confdir is not None:
         cmd += ["--set", f"confdir={confdir}"]
     return cmd + list(args)
@@ -73,7 +86,8 @@ def start_mitmdump(
     port = port or free_port()
     out = open(log, "wb") if log is not None else subprocess.DEVNULL
     p = subprocess.Popen(
-        mitmdump_command(upstream, port, args, confdir), stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=child_env()
+        mitmdump_command(upstream, port, args, confdir),
+        stdout=out, stderr=subprocess.STDOUT, cwd=ROOT if CHECKOUT else None, env=child_env(),
     )
     try:
         wait_port(port, proc=p)
@@ -107,5 +121,7 @@ def running(*procs: subprocess.Popen) -> Iterator[None]:
 
 def child_env() -> dict[str, str]:
     env = dict(os.environ)
+    if not CHECKOUT:  # installed: the package is importable as it is
+        return env
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     return env

@@ -27,7 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent / "recordings"
+from . import CHECKOUT
+
+ROOT = CHECKOUT / "recordings" if CHECKOUT is not None else Path(__file__).resolve().parent / "_recordings"
+"""The recordings: a checkout's recordings/, or the copy installed with the package."""
 
 
 @dataclass(frozen=True)

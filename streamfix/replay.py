@@ -191,26 +191,30 @@ class Replay:
         if stall is not None:
             before, after = fault_pieces(pieces, stall[0])
             pieces, stall_at = before + after, len(before)
-        for i, piece in enumerate(pieces):
-            if i == stall_at:
-                await asyncio.sleep(int(stall[1]) / 1000)  # type: ignore[index]
-            elif i and delay and not close:
-                await asyncio.sleep(delay)
-            data = z.compress(piece) + z.flush(zlib.Z_SYNC_FLUSH) if z else piece
-            if data:
-                await resp.write(data)
-        if cut is not None:
+        try:
+            for i, piece in enumerate(pieces):
+                if i == stall_at:
+                    await asyncio.sleep(int(stall[1]) / 1000)  # type: ignore[index]
+                elif i and delay and not close:
+                    await asyncio.sleep(delay)
+                data = z.compress(piece) + z.flush(zlib.Z_SYNC_FLUSH) if z else piece
+                if data:
+                    await resp.write(data)
+            if cut is not None:
+                if z:
+                    await resp.write(z.flush(zlib.Z_SYNC_FLUSH))
+                if cut[1] == "reset":
+                    await _reset(request)
+                elif request.transport is not None:
+                    request.transport.close()  # FIN after what was written; no terminal chunk
+                return resp
             if z:
-                await resp.write(z.flush(zlib.Z_SYNC_FLUSH))
-            if cut[1] == "reset":
-                await _reset(request)
-            elif request.transport is not None:
-                request.transport.close()  # FIN after what was written; no terminal chunk
+                await resp.write(z.flush())
+            await resp.write_eof()
             return resp
-        if z:
-            await resp.write(z.flush())
-        await resp.write_eof()
-        return resp
+        except ConnectionResetError:  # the client went away (aiohttp's ClientConnectionResetError too)
+            print(f"replay: {rec.name}: the client closed the connection; stream not finished", flush=True)
+            return resp
 
     async def websocket(self, request: web.Request) -> web.WebSocketResponse:
         """Responses over WebSocket: one text message per event, many turns per socket."""

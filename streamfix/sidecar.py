@@ -7,16 +7,22 @@
 
 Everything after ``--`` goes to mitmdump as it is (``-- --set streamfix_truncation=completed``).
 SIGTERM drains (the streams in flight finish first, see docs/operations.md); Ctrl-C stops at once.
+Before anything starts, the ``--set`` values for streamfix's options are checked (names,
+booleans, choices): a mistake exits 2 with what was wrong, never a sidecar that silently
+repairs nothing.
 """
 
 from __future__ import annotations
 
 import argparse
 import signal
+import socket
 import subprocess
 import sys
+from urllib.parse import urlsplit
 
-from .procs import ROOT, child_env, start_replay, stop, tool
+from .cli import SCRIPTS  # the -s scripts it loads: client leg, CPA's upstream leg, mitmweb's views
+from .procs import CHECKOUT, ROOT, addons_dir, child_env, start_replay, stop, tool
 
 
 def mitm_command(
@@ -27,10 +33,13 @@ def mitm_command(
     if upstream_proxy:
         phost, _, pport = upstream_proxy.rpartition(":")
         cmd += ["--mode", f"regular@{phost or '127.0.0.1'}:{pport}"]
-    cmd += ["-s", str(ROOT / "addons" / "repair.py")]
-    for extra_addon in ("upstream.py", "views.py", "sseview.py"):
-        if (ROOT / "addons" / extra_addon).exists():
-            cmd += ["-s", str(ROOT / "addons" / extra_addon)]
+    for script in SCRIPTS:
+        if (addons_dir() / script).exists():
+            cmd += ["-s", str(addons_dir() / script)]
+    # connect to the gateway per request, not when a client connects: a gateway that does
+    # not answer is then an HTTP 502 in the client's API's error shape (addons/gateway.py),
+    # not a connection closed without a reply
+    cmd += ["--set", "connection_strategy=lazy"]
     if keep_bodies or web:
         cmd += ["--set", "streamfix_keep_bodies=true"]
     if web:
@@ -54,15 +63,160 @@ Point a client's base URL at http://{listen}/v1 . Ctrl-C stops; SIGTERM drains t
 """
 
 
-def main(argv: list[str] | None = None) -> int:
+EPILOG = """\
+mitmdump's own options go after --, as they are:
+  %(prog)s -- --set streamfix_truncation=completed --set streamfix_log=turns.jsonl
+  %(prog)s -- -w flows.flow              (save the flows)
+--set NAME=VALUE sets an option (booleans: true/false, on/off, yes/no, 1/0; --set NAME alone
+is true). %(prog)s --options lists streamfix's options with their help and defaults.
+--web: mitmweb prints its UI's address with a random ?token=... (open that URL; set a fixed
+one with -- --set web_password=SECRET). The upstream leg: docs/upstream-leg.md.
+"""
+
+
+def _fail(ap: argparse.ArgumentParser, msg: str) -> None:
+    ap.exit(2, f"{ap.prog}: error: {msg}\n")
+
+
+def check_upstream(url: str) -> str | None:
+    """Why ``--upstream`` is not a gateway's address (scheme://host:port), with the fix."""
+    u = urlsplit(url)
+    if u.scheme not in ("http", "https") or not u.netloc:
+        bare = url.split("://", 1)[-1]
+        return (f"--upstream {url}: give the scheme, e.g. --upstream http://{bare} (CPA serves plain "
+                f"HTTP on 8317; without a scheme mitmproxy would speak HTTPS to it)")
+    if u.path not in ("", "/") or u.query or u.fragment:
+        base = f"{u.scheme}://{u.netloc}"
+        return (f"--upstream {url}: the gateway's address has no path: use --upstream {base} "
+                f"(clients keep {u.path.rstrip('/') or '/'} in their base URL, http://LISTEN{u.path.rstrip('/')})")
+    try:
+        u.port
+    except ValueError:
+        return f"--upstream {url}: the port is not a number"
+    return None
+
+
+def check_listen(listen: str) -> str | None:
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
+        return f"--listen {listen}: give HOST:PORT, e.g. --listen 127.0.0.1:8318"
+    return None
+
+
+def answers(url: str, timeout: float = 1.0) -> str | None:
+    """None when something accepts a TCP connection at the gateway's address, else why not."""
+    u = urlsplit(url)
+    port = u.port or (443 if u.scheme == "https" else 80)
+    try:
+        with socket.create_connection((u.hostname, port), timeout=timeout):
+            return None
+    except OSError as e:
+        return e.strerror or str(e) or type(e).__name__
+
+
+def wrong_scheme(url: str, timeout: float = 2.0) -> str | None:
+    """The fix when the gateway answers, but not in the scheme ``url`` names (HTTPS to a
+    plain-HTTP port, or plain HTTP to a TLS one); None when it does, or when it cannot tell."""
+    import ssl
+
+    u = urlsplit(url)
+    host, port = u.hostname or "", u.port or (443 if u.scheme == "https" else 80)
+    other = f"{'http' if u.scheme == 'https' else 'https'}://{u.netloc}"
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as sock:
+            sock.settimeout(timeout)
+            if u.scheme == "http":
+                sock.sendall(f"HEAD / HTTP/1.1\r\nHost: {u.netloc}\r\nConnection: close\r\n\r\n".encode())
+                first = sock.recv(5)
+                if first[:1] in (b"\x15", b"\x16"):  # a TLS alert or handshake record
+                    return f"answers with TLS, not plain HTTP: use --upstream {other}"
+                return None
+            ctx = ssl.create_default_context()
+            ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE  # only: does it speak TLS?
+            try:
+                with ctx.wrap_socket(sock, server_hostname=host or None):
+                    return None
+            except ssl.SSLError as e:
+                if "WRONG_VERSION_NUMBER" in str(e) or "record layer failure" in str(e) or "packet length" in str(e):
+                    return f"speaks plain HTTP, not TLS: use --upstream {other}"
+                return None
+    except OSError:
+        return None
+
+
+def registered_options() -> dict:
+    """Every option mitmdump knows once the sidecar's scripts are loaded (name -> mitmproxy
+    ``_Option``): the scripts' addons register theirs here as they do in mitmdump."""
+    from mitmproxy import addonmanager, options
+
+    from addons import options as sfoptions
+    from addons import repair, upstream
+
+    opts = options.Options()
+
+    class Loader:
+        def add_option(self, name, typespec, default, help, choices=None) -> None:
+            opts.add_option(name, typespec, default, help, choices)
+
+        def add_command(self, path, func) -> None:
+            pass
+
+    for script in (repair, upstream):
+        for a in addonmanager.traverse(script.addons):
+            if hasattr(a, "load") and not isinstance(a, sfoptions.Guard):
+                a.load(Loader())
+    sfoptions.tidy_help(opts)
+    return dict(opts.items())
+
+
+def set_specs(extra: list[str]) -> list[str]:
+    """The ``--set`` specs among mitmdump's arguments (``--set a=b``, ``--set=a=b``)."""
+    specs = []
+    for i, arg in enumerate(extra):
+        if arg == "--set" and i + 1 < len(extra):
+            specs.append(extra[i + 1])
+        elif arg.startswith("--set="):
+            specs.append(arg[len("--set="):])
+    return specs
+
+
+def print_options() -> None:
+    import signal
+    import textwrap
+
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # | head
+    for name, o in sorted(registered_options().items()):
+        if not name.startswith("streamfix"):
+            continue
+        kind = getattr(o.typespec, "__name__", "str, repeatable")
+        if o.choices:
+            kind = " | ".join(o.choices)
+        print(f"{name}  ({kind}, default {o.default!r})")
+        print(textwrap.indent(textwrap.fill(o.help, 88), "    "))
+
+
+def sfoptions_errors(specs: list[str]) -> list[str]:
+    """What is wrong with the ``--set`` specs for streamfix's options ([] if nothing)."""
+    if not any(sp.startswith("streamfix") for sp in specs):
+        return []
+    from addons import options as sfoptions
+
+    return sfoptions.check_specs(registered_options(), specs)
+
+
+def main(argv: list[str] | None = None, prog: str = "scripts/sidecar") -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     extra: list[str] = []
     if "--" in argv:
         i = argv.index("--")
         argv, extra = argv[:i], argv[i + 1 :]
-    ap = argparse.ArgumentParser(prog="scripts/sidecar", description=__doc__.split("\n")[0])
-    ap.add_argument("--upstream", help="the gateway (CPA) base URL, e.g. http://127.0.0.1:8317; "
-                    "default: a built-in upstream replaying recordings/")
+    ap = argparse.ArgumentParser(
+        prog=prog, description=__doc__.split("\n")[0], epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument("--upstream", help="the gateway (CPA) address, scheme://host:port without a path, e.g. "
+                    "http://127.0.0.1:8317; default: a built-in upstream replaying recordings/ on a free port "
+                    "(the banner says which: requests sent there directly show the unrepaired streams)")
     ap.add_argument("--listen", default="127.0.0.1:8318", help="where clients connect (default %(default)s)")
     ap.add_argument("--upstream-proxy", metavar="HOST:PORT",
                     help="also listen as the regular proxy CPA uses for its upstream (docs/upstream-leg.md)")
@@ -71,7 +225,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--upstream-proxy-auth", metavar="USER:PASS",
                     help="credentials the --upstream-proxy listener requires (streamfix_upstream_proxyauth; "
                     "required beyond loopback; also USER:PASS from config.yaml, or @HTPASSWD)")
+    ap.add_argument("--options", action="store_true", help="list streamfix's options (--set NAME=VALUE) and exit")
     a = ap.parse_args(argv)
+    if a.options:
+        print_options()
+        return 0
+    for problem in (check_listen(a.listen), a.upstream and check_upstream(a.upstream)):
+        if problem:
+            _fail(ap, problem)
+    if a.upstream_proxy and check_listen(a.upstream_proxy):
+        _fail(ap, f"--upstream-proxy {a.upstream_proxy}: give HOST:PORT, e.g. --upstream-proxy 127.0.0.1:8080")
+    errors = sfoptions_errors(set_specs(extra))
+    if errors:
+        _fail(ap, "\n".join(errors))
     if a.upstream_proxy_auth:
         extra = ["--set", f"streamfix_upstream_proxyauth={a.upstream_proxy_auth}", *extra]
     if a.upstream_proxy and not _loopback(a.upstream_proxy.rpartition(":")[0] or "127.0.0.1") \
@@ -84,14 +250,23 @@ def main(argv: list[str] | None = None) -> int:
 
     replay = None
     upstream = a.upstream
-    if not upstream:
+    if upstream:
+        why = answers(upstream)
+        if why is not None:
+            print(f"streamfix: warning: nothing answers at {upstream} ({why}); starting anyway: clients get "
+                  "HTTP 502 until the gateway is up", file=sys.stderr, flush=True)
+        elif (fix := wrong_scheme(upstream)) is not None:
+            print(f"streamfix: warning: the gateway at {upstream} {fix}; every request will fail",
+                  file=sys.stderr, flush=True)
+    else:
         replay, upstream = start_replay()
     print(BANNER.format(listen=a.listen, upstream=upstream,
-                        demo=" (built-in replay of recordings/)" if replay else ""), flush=True)
+                        demo=f" (built-in replay of recordings/; unrepaired streams straight from {upstream})"
+                        if replay else ""), flush=True)
     cmd = mitm_command(upstream, a.listen, a.upstream_proxy, a.web, a.keep_bodies, extra)
     # its own process group: a terminal's Ctrl-C reaches only us, and mitmdump gets exactly
     # one SIGINT (ours); a second one during its shutdown kills it (exit -2, no done hooks)
-    mitm = subprocess.Popen(cmd, cwd=ROOT, env=child_env(), process_group=0)
+    mitm = subprocess.Popen(cmd, cwd=ROOT if CHECKOUT else None, env=child_env(), process_group=0)
 
     def on_term(signum, frame):
         # SIGTERM (systemd, docker stop): passed on; mitmdump drains (addons/drain.py: no new

@@ -42,6 +42,11 @@ def test_streamed_buggy_flow_passes_unchanged_and_is_reported(addon, caplog):
     assert "event 6: item.order: item 0 still open when item 1 is added" in f.comment
     assert f.marked
     logged = [r.getMessage() for r in caplog.records]
+    # the per-flow summary is in the log too, not only in the comment (issue 19)
+    assert (
+        "streamfix: POST /v1/responses: streamfix [responses] check: 6 violations (response.fields x2, item.order x4)"
+        in logged
+    )
     assert "streamfix: POST /v1/responses: check: event 6: item.order: item 0 still open when item 1 is added" in logged
     # never content: the text the model wrote is nowhere in the report
     assert "list the files" not in f.comment and not any("list the files" in m for m in logged)

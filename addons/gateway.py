@@ -1,0 +1,88 @@
+"""A gateway that does not answer: the client gets an HTTP 502 in its own API's error
+shape, with the reason, and the turn log its ``upstream_error`` line.
+
+mitmproxy itself answers a failed upstream connection with an HTML page (with
+``connection_strategy=lazy``) or, with its default ``eager`` strategy in reverse mode, by
+closing the client connection without a reply (``Empty reply from server``; the
+connection is opened when the client connects, before any HTTP flow exists, so no addon
+hook sees it). Neither is something an OpenAI, Anthropic or Gemini client reports as
+what it is. With ``lazy`` (the sidecar launcher sets it), before the first request of a
+client connection goes upstream this addon opens a TCP connection to the gateway and
+closes it again; when that fails, it answers the request itself::
+
+    responses, chat  {"error": {"message": ..., "type": "server_error", "code": "gateway_unreachable", "param": null}}
+    messages         {"type": "error", "error": {"type": "api_error", "message": ...}}
+    gemini           {"error": {"code": 502, "message": ..., "status": "UNAVAILABLE"}}
+
+and sets the flow's error to the reason (mitmweb, the turn log). A reused client
+connection (keep-alive) already has its gateway connection and is not checked again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+
+import orjson
+from mitmproxy import ctx, http
+from mitmproxy import flow as mflow
+from mitmproxy.proxy import mode_specs
+
+from wire.apis import api_for_path
+
+logger = logging.getLogger("streamfix")
+
+CONNECT_TIMEOUT = 10.0
+"""Seconds the check waits for the gateway to accept a connection."""
+
+
+def error_body(api: str, message: str) -> bytes:
+    """An HTTP error body in ``api``'s own shape."""
+    if api == "messages":
+        return orjson.dumps({"type": "error", "error": {"type": "api_error", "message": message}})
+    if api == "gemini":
+        return orjson.dumps({"error": {"code": 502, "message": message, "status": "UNAVAILABLE"}})
+    return orjson.dumps(
+        {"error": {"message": message, "type": "server_error", "code": "gateway_unreachable", "param": None}}
+    )
+
+
+class Gateway:
+    def running(self) -> None:
+        modes = [m for m in ctx.options.mode if m.startswith("reverse")]
+        if modes and ctx.options.connection_strategy == "eager":
+            logger.warning(
+                "streamfix: connection_strategy=eager: when the gateway does not answer, clients get a "
+                "connection closed without a reply; --set connection_strategy=lazy gives them an HTTP 502 "
+                "in their API's error shape (scripts/sidecar sets it)"
+            )
+
+    async def request(self, flow: http.HTTPFlow) -> None:
+        if flow.response is not None or flow.error is not None or not ctx.options.streamfix:
+            return
+        if ctx.options.connection_strategy != "lazy" or flow.server_conn.connected or flow.server_conn.via:
+            return
+        mode = flow.client_conn.proxy_mode
+        if not isinstance(mode, mode_specs.ReverseMode):
+            return
+        api = api_for_path(flow.request.path)
+        if api is None:
+            return
+        host, port = flow.request.host, flow.request.port
+        try:
+            _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), CONNECT_TIMEOUT)
+        except (OSError, asyncio.TimeoutError) as e:
+            if isinstance(e, OSError):
+                why = os.strerror(e.errno) if e.errno else (e.strerror or str(e) or type(e).__name__)
+            else:
+                why = f"no answer in {CONNECT_TIMEOUT:g} s"
+            self.refuse(flow, api, f"streamfix: the gateway at {mode.data} does not answer ({why})")
+            return
+        writer.close()
+
+    @staticmethod
+    def refuse(flow: http.HTTPFlow, api: str, message: str) -> None:
+        flow.response = http.Response.make(502, error_body(api, message), {"content-type": "application/json"})
+        flow.error = mflow.Error(message)
+        logger.warning(f"{message}; {flow.request.method} {flow.request.path.split('?', 1)[0]} answered 502")
