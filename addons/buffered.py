@@ -10,12 +10,12 @@ from collections import Counter
 import orjson
 from mitmproxy import http
 
-from addons import check as checkmode
-from addons import receipts
-from addons.flowstream import ORIGINAL, FlowState
-from wire.apis import json_repairer, stream_repairer
-from wire.rules import Rules
-from wire.stream import StreamRepair
+from streamfix.addons import check as checkmode
+from streamfix.addons import receipts
+from streamfix.addons.flowstream import ORIGINAL, FlowState
+from streamfix.wire.apis import json_repairer, stream_repairer
+from streamfix.wire.rules import Rules
+from streamfix.wire.stream import StreamRepair
 
 logger = logging.getLogger("streamfix")
 

@@ -16,8 +16,8 @@ from collections import Counter
 
 from mitmproxy import http
 
-from wire.contract import StreamChecker, Violation
-from wire.encoding import Decoder, decoder_for
+from streamfix.wire.contract import StreamChecker, Violation
+from streamfix.wire.encoding import Decoder, decoder_for
 
 logger = logging.getLogger("streamfix")
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 import logging
 import time
 
-from wire.encoding import Decoder
-from wire.rules import FlowContext
-from wire.stream import EventRepairer, StreamRepair
-from wire.told import UsageReader
-from wire.verdict import Verdict
+from streamfix.wire.encoding import Decoder
+from streamfix.wire.rules import FlowContext
+from streamfix.wire.stream import EventRepairer, StreamRepair
+from streamfix.wire.told import UsageReader
+from streamfix.wire.verdict import Verdict
 
 logger = logging.getLogger("streamfix")
 

@@ -29,7 +29,7 @@ from mitmproxy import ctx, http
 from mitmproxy import flow as mflow
 from mitmproxy.proxy import mode_specs
 
-from wire.apis import api_for_path
+from streamfix.wire.apis import api_for_path
 
 logger = logging.getLogger("streamfix")
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from mitmproxy import ctx, exceptions, hooks
 from mitmproxy import flow as mflow
 
-from addons import receipts  # (module import: receipts imports this module too)
+from streamfix.addons import receipts  # (module import: receipts imports this module too)
 
 UPSTREAM_FLOW = "streamfix.upstream_flow"
 """Client flow metadata: the id of the upstream flow whose record decided it."""

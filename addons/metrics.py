@@ -51,7 +51,7 @@ _ROOT = str(Path(__file__).resolve().parent.parent)
 if _ROOT not in sys.path:  # loaded with -s from a checkout that is not pip-installed
     sys.path.insert(0, _ROOT)
 
-from addons import shared  # noqa: E402
+from streamfix.addons import shared  # noqa: E402
 
 logger = logging.getLogger("streamfix.metrics")
 
@@ -567,7 +567,7 @@ def _is_key_label(value: str) -> bool:
     """No key (``-``) or a name from ``streamfix_key_labels``: bounded by configuration."""
     if value == "-":
         return True
-    from addons import turnlog
+    from streamfix.addons import turnlog
 
     return any(name == value for _, name in turnlog._labels)
 

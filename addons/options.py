@@ -15,8 +15,8 @@ from pathlib import Path
 from mitmproxy import exceptions
 from mitmproxy.proxy import mode_specs
 
-from wire.rules import Rules
-from wire.verdict import SOURCES
+from streamfix.wire.rules import Rules
+from streamfix.wire.verdict import SOURCES
 
 logger = logging.getLogger("streamfix")
 
@@ -343,14 +343,12 @@ def tidy_help(opts) -> None:
 
 
 def build() -> str:
-    """Which wire build runs: ``wire.build_info()`` where the package has one, else pure Python."""
-    import wire
+    """Which wire build runs: ``compiled`` (mypyc), ``pure`` or ``mixed``
+    (streamfix/wire/_core.py; the log's "protocol core" line says why)."""
+    from streamfix.wire import _core
 
-    info = getattr(wire, "build_info", None)
-    if info is None:
-        return "pure"
     try:
-        return str(info())
+        return _core.describe().split(" (", 1)[0]
     except Exception as e:  # the startup line must not fail over it
         return f"unknown ({type(e).__name__}: {e})"
 

@@ -14,8 +14,8 @@ from collections import Counter
 from mitmproxy import flow as mflow
 from mitmproxy import http
 
-from addons import links
-from wire.stream import EventRepairer
+from streamfix.addons import links
+from streamfix.wire.stream import EventRepairer
 
 logger = logging.getLogger("streamfix")
 

@@ -42,9 +42,9 @@ _ROOT = str(Path(__file__).resolve().parent.parent)
 if _ROOT not in sys.path:  # loaded with -s from a checkout that is not pip-installed
     sys.path.insert(0, _ROOT)
 
-from addons import shared, turnlog
-from wire import redact
-from wire.devin import CHAT_PATH
+from streamfix.addons import shared, turnlog
+from streamfix.wire import redact
+from streamfix.wire.devin import CHAT_PATH
 
 logger = logging.getLogger("streamfix.redact")
 

@@ -30,28 +30,28 @@ _ROOT = Path(__file__).resolve().parent.parent
 if (_ROOT / "streamfix" / "__init__.py").is_file() and str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))  # -s from a checkout that is not pip-installed (installed: nothing to add)
 
-from addons import buffered, links, options, receipts, shared, turnlog  # noqa: E402
-from addons import check as checkmode  # noqa: E402  (streamfix_mode=check)
-from addons import redact as redact_addon  # noqa: E402
-from addons.buffered import SSE, json_object  # noqa: E402
-from addons.gateway import Gateway  # noqa: E402  (a gateway that does not answer: a 502)
-from addons.flowstream import ORIGINAL, FlowState, FlowStream  # noqa: E402
-from addons.links import CLIENT_FLOW, UPSTREAM_FLOW  # noqa: E402, F401  (re-exported)
-from addons.receipts import comment, receipt, where  # noqa: E402
-from addons.drain import Drain  # noqa: E402  (graceful drain on SIGTERM)
-from addons.listeners import Listeners  # noqa: E402  (no open proxy)
-from addons.metrics import Metrics  # noqa: E402  (Prometheus metrics, health)
-from addons.salvage import Salvage  # noqa: E402  (held bytes delivered when an upstream fails)
-from addons.turn import http_turn  # noqa: E402
-from addons.websocket import WebSocketRepair  # noqa: E402  (Responses over WebSocket)
-from wire import _core as core  # noqa: E402
-from wire.apis import api_for_path, stream_repairer  # noqa: E402
-from wire.encoding import decoder_for  # noqa: E402
-from wire.rules import FlowContext, Rules  # noqa: E402
-from wire.sse import SseParser  # noqa: E402
-from wire.stream import StreamRepair  # noqa: E402
-from wire.told import UsageReader  # noqa: E402
-from wire.verdict import SOURCES, Verdict  # noqa: E402
+from streamfix.addons import buffered, links, options, receipts, shared, turnlog  # noqa: E402
+from streamfix.addons import check as checkmode  # noqa: E402  (streamfix_mode=check)
+from streamfix.addons import redact as redact_addon  # noqa: E402
+from streamfix.addons.buffered import SSE, json_object  # noqa: E402
+from streamfix.addons.gateway import Gateway  # noqa: E402  (a gateway that does not answer: a 502)
+from streamfix.addons.flowstream import ORIGINAL, FlowState, FlowStream  # noqa: E402
+from streamfix.addons.links import CLIENT_FLOW, UPSTREAM_FLOW  # noqa: E402, F401  (re-exported)
+from streamfix.addons.receipts import comment, receipt, where  # noqa: E402
+from streamfix.addons.drain import Drain  # noqa: E402  (graceful drain on SIGTERM)
+from streamfix.addons.listeners import Listeners  # noqa: E402  (no open proxy)
+from streamfix.addons.metrics import Metrics  # noqa: E402  (Prometheus metrics, health)
+from streamfix.addons.salvage import Salvage  # noqa: E402  (held bytes delivered when an upstream fails)
+from streamfix.addons.turn import http_turn  # noqa: E402
+from streamfix.addons.websocket import WebSocketRepair  # noqa: E402  (Responses over WebSocket)
+from streamfix.wire import _core as core  # noqa: E402
+from streamfix.wire.apis import api_for_path, stream_repairer  # noqa: E402
+from streamfix.wire.encoding import decoder_for  # noqa: E402
+from streamfix.wire.rules import FlowContext, Rules  # noqa: E402
+from streamfix.wire.sse import SseParser  # noqa: E402
+from streamfix.wire.stream import StreamRepair  # noqa: E402
+from streamfix.wire.told import UsageReader  # noqa: E402
+from streamfix.wire.verdict import SOURCES, Verdict  # noqa: E402
 
 logger = logging.getLogger("streamfix")
 
@@ -99,8 +99,11 @@ class Repair:
     def running(self) -> None:
         """Say once how streamed bodies are kept: for ``-w``, kept (else the saved flows of
         streams would have empty bodies); in a UI without kept bodies, that a flow saved
-        from it will have an empty streamed body."""
+        from it will have an empty streamed body. Before that, the startup line: what runs
+        (mode, rules on, build, listeners, upstream)."""
         opts = ctx.options
+        ps = ctx.master.addons.get("proxyserver") if getattr(ctx, "master", None) else None
+        logger.info(options.startup_line(opts, ps.servers if ps is not None else ()))
         if getattr(opts, "save_stream_file", None) and not opts.streamfix_keep_bodies:
             logger.info(
                 "streamfix: flows are saved (-w): keeping each streamed flow's bodies, the repaired one as its "
@@ -243,10 +246,6 @@ class Repair:
             line += f"; fixed so far: {', '.join(f'{r} {c}' for r, c in rep.fired.most_common()) or rep.changed}"
         logger.warning(f"streamfix: {where(flow)}: {line}")
         comment(flow, line)
-
-    def running(self) -> None:
-        ps = ctx.master.addons.get("proxyserver") if getattr(ctx, "master", None) else None
-        logger.info(options.startup_line(ctx.options, ps.servers if ps is not None else ()))
 
     def done(self) -> None:
         if self.checked:

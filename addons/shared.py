@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from wire.correlate import Correlator
+from streamfix.wire.correlate import Correlator
 
 _correlator: Correlator | None = None
 

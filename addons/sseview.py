@@ -34,7 +34,7 @@ _ROOT = Path(__file__).resolve().parent.parent
 if (_ROOT / "streamfix" / "__init__.py").is_file() and str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))  # -s from a checkout that is not pip-installed (installed: nothing to add)
 
-from wire.sse import SseParser
+from streamfix.wire.sse import SseParser
 
 ORIGINAL = "streamfix.original"
 WIDTH = 100

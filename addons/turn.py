@@ -7,10 +7,10 @@ import time
 
 from mitmproxy import http
 
-from addons import turnlog
-from addons.buffered import json_object
-from addons.flowstream import ORIGINAL, FlowState, FlowStream
-from wire.told import UsageReader, usage_of
+from streamfix.addons import turnlog
+from streamfix.addons.buffered import json_object
+from streamfix.addons.flowstream import ORIGINAL, FlowState, FlowStream
+from streamfix.wire.told import UsageReader, usage_of
 
 
 def http_turn(flow: http.HTTPFlow, st: FlowState) -> dict:

@@ -36,8 +36,8 @@ _ROOT = str(Path(__file__).resolve().parent.parent)
 if _ROOT not in sys.path:  # loaded with -s from a checkout that is not pip-installed
     sys.path.insert(0, _ROOT)
 
-from addons import shared
-from wire import redact
+from streamfix.addons import shared
+from streamfix.wire import redact
 
 logger = logging.getLogger("streamfix.turnlog")
 turns = logging.getLogger("streamfix.turns")

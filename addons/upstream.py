@@ -43,9 +43,9 @@ _ROOT = Path(__file__).resolve().parent.parent
 if (_ROOT / "streamfix" / "__init__.py").is_file() and str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))  # -s from a checkout that is not pip-installed (installed: nothing to add)
 
-from addons import options, shared  # noqa: E402
-from wire.correlate import Correlator, PendingRequest, Resolver  # noqa: E402
-from wire.devin import CHAT_PATH, DEFAULT_HOSTS, DevinTap, TapResult, patch_max_tokens, read_request  # noqa: E402
+from streamfix.addons import options, shared  # noqa: E402
+from streamfix.wire.correlate import Correlator, PendingRequest, Resolver  # noqa: E402
+from streamfix.wire.devin import CHAT_PATH, DEFAULT_HOSTS, DevinTap, TapResult, patch_max_tokens, read_request  # noqa: E402
 
 logger = logging.getLogger("streamfix.upstream")
 

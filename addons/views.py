@@ -30,9 +30,9 @@ _ROOT = Path(__file__).resolve().parent.parent
 if (_ROOT / "streamfix" / "__init__.py").is_file() and str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))  # -s from a checkout that is not pip-installed (installed: nothing to add)
 
-from wire import devin_pb2 as pb  # noqa: E402
-from wire.connect import ConnectDecoder  # noqa: E402
-from wire.devin import CHAT_PATH  # noqa: E402
+from streamfix.wire import devin_pb2 as pb  # noqa: E402
+from streamfix.wire.connect import ConnectDecoder  # noqa: E402
+from streamfix.wire.devin import CHAT_PATH  # noqa: E402
 
 _SECRET = {("streamfix.devin.ClientMetadata", "api_key")}
 _WIRE_TYPES = {0: "varint", 1: "fixed64", 2: "bytes", 3: "group", 5: "fixed32"}

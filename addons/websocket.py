@@ -43,15 +43,15 @@ import orjson
 from mitmproxy import contentviews, ctx, exceptions, http
 from mitmproxy.contentviews import Contentview, Metadata
 
-from addons import check as checkmode
-from addons import shared, turnlog
-from wire.apis import api_for_path
-from wire.contract import StreamChecker
-from wire.responses import ResponsesRepairer
-from wire.rules import FlowContext
-from wire.sse import SseParser
-from wire.stream import StreamRepair
-from wire.verdict import Verdict
+from streamfix.addons import check as checkmode
+from streamfix.addons import shared, turnlog
+from streamfix.wire.apis import api_for_path
+from streamfix.wire.contract import StreamChecker
+from streamfix.wire.responses import ResponsesRepairer
+from streamfix.wire.rules import FlowContext
+from streamfix.wire.sse import SseParser
+from streamfix.wire.stream import StreamRepair
+from streamfix.wire.verdict import Verdict
 
 logger = logging.getLogger("streamfix")
 
@@ -477,7 +477,7 @@ class StreamfixMessage(Contentview):
         if note is None:
             return data.decode("utf-8", "replace") + "\n"
         if isinstance(note, dict):
-            from addons.sseview import field_changes
+            from streamfix.addons.sseview import field_changes
 
             old = note.get("changed", b"")
             try:

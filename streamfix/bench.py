@@ -45,10 +45,10 @@ from typing import Any
 
 import orjson
 
-from wire.rules import FlowContext, Rules
-from wire.sse import SseParser
-from wire.stream import StreamRepair
-from wire.verdict import Verdict
+from streamfix.wire.rules import FlowContext, Rules
+from streamfix.wire.sse import SseParser
+from streamfix.wire.stream import StreamRepair
+from streamfix.wire.verdict import Verdict
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = "devin/swe-2"
@@ -478,7 +478,7 @@ def repair_in_process(
     api: str, request: dict[str, Any], chunks: Sequence[bytes], rules: Rules | None = None
 ) -> tuple[bytes, StreamRepair]:
     """What the addon does to one streamed flow, without mitmproxy (same defaults)."""
-    from wire.apis import stream_repairer
+    from streamfix.wire.apis import stream_repairer
 
     verdict = Verdict()
     verdict.request(request)

@@ -39,7 +39,7 @@ def _run(n: int, what: str) -> None:
     from mitmproxy.proxy import mode_specs
     from mitmproxy.test import tflow
 
-    from addons import metrics
+    from streamfix.addons import metrics
 
     reg = metrics.Registry(metrics.Bounded("model", 20), metrics.Bounded("key", 20), lambda: False)
 

@@ -31,8 +31,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from wire import redact
-from wire.apis import api_for_path
+from streamfix.wire import redact
+from streamfix.wire.apis import api_for_path
 
 from . import CHECKOUT
 from .recordings import ROOT

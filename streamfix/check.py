@@ -36,8 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from wire.apis import api_for_path
-from wire.contract import RULES, StreamChecker, guess_api
+from streamfix.wire.apis import api_for_path
+from streamfix.wire.contract import RULES, StreamChecker, guess_api
 
 SSE = "text/event-stream"
 ORIGINAL = "streamfix.original"

@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 
-from wire import _core
+from streamfix.wire import _core
 
 ROOT = _core.HERE.parent
 
@@ -28,13 +28,37 @@ import sys
 from setuptools import setup
 from mypyc.build import mypycify
 out = sys.argv[1]
-mods = [f"wire/{m}.py" for m in sys.argv[2:]]
+mods = [f"streamfix/wire/{m}.py" for m in sys.argv[2:]]
 setup(
     name="streamfix-core",
     ext_modules=mypycify(mods, opt_level="3", target_dir=out + "/c"),
     script_args=["build_ext", "--build-lib", out + "/lib", "--build-temp", out + "/obj"],
 )
 """
+
+_MYPY_INI = """[mypy]
+python_version = 3.12
+[mypy-streamfix.wire.devin_pb2]
+follow_imports = skip
+[mypy-brotli]
+ignore_missing_imports = True
+[mypy-google.protobuf.*]
+ignore_missing_imports = True
+"""
+"""mypy's settings for the staged sources (pyproject.toml's [tool.mypy], under the
+installed module names)."""
+
+
+def _stage(tmp) -> None:
+    """wire/'s sources under the names they have at run time (``streamfix.wire.X``:
+    mypyc bakes a module's full name into its build), in ``tmp/src``."""
+    src = tmp / "src"
+    pkg = src / "streamfix" / "wire"
+    pkg.mkdir(parents=True)
+    (src / "streamfix" / "__init__.py").write_text("")
+    for f in _core.HERE.glob("*.py"):
+        shutil.copyfile(f, pkg / f.name)
+    (src / "mypy.ini").write_text(_MYPY_INI)
 
 
 def compiler() -> str | None:
@@ -56,7 +80,7 @@ def build(force: bool = False) -> int:
     builds = _core.BUILDS
     key = _core.key()
     dest = builds / key
-    if (dest / "wire").is_dir() and not force:
+    if (dest / "wire").is_dir() and (dest / "runtime").is_dir() and not force:
         return 0
     if compiler() is None:
         say("no C compiler (cc, gcc, clang): the pure-Python core runs (same rules, slower)")
@@ -73,10 +97,13 @@ def build(force: bool = False) -> int:
     say(f"compiling wire/ with mypyc ({len(_core.COMPILED)} modules, a few minutes; log: {log})")
     t0 = time.monotonic()
     with log.open("w") as fp:
+        _stage(tmp)
         r = subprocess.run(
-            [sys.executable, "-c", _SETUP, str(tmp), *_core.COMPILED], cwd=ROOT, stdout=fp, stderr=subprocess.STDOUT, check=False
-        )
-    if r.returncode != 0 or not (tmp / "lib" / "wire").is_dir():
+            [sys.executable, "-c", _SETUP, str(tmp), *_core.COMPILED],
+            cwd=tmp / "src", stdout=fp, stderr=subprocess.STDOUT, check=False,
+        )  # fmt: skip
+    lib = tmp / "lib"
+    if r.returncode != 0 or not (lib / "streamfix" / "wire").is_dir():
         shutil.rmtree(tmp, ignore_errors=True)
         say(f"compiling wire/ failed (see {log}): the pure-Python core runs")
         return 0
@@ -84,9 +111,17 @@ def build(force: bool = False) -> int:
         shutil.rmtree(tmp, ignore_errors=True)
         say("wire/ changed while it compiled: build discarded, the pure-Python core runs (run it again)")
         return 0
+    # the build: wire/ (one extension module per compiled module, found through
+    # streamfix.wire's __path__) and runtime/ (mypyc's shared module, on sys.path)
+    done = tmp / "done"
+    (done / "runtime").mkdir(parents=True)
+    (lib / "streamfix" / "wire").rename(done / "wire")
+    for f in lib.iterdir():
+        if f.is_file():
+            f.rename(done / "runtime" / f.name)
     shutil.rmtree(dest, ignore_errors=True)
     try:
-        (tmp / "lib").rename(dest)
+        done.rename(dest)
     except OSError:  # another bootstrap finished the same key first
         pass
     shutil.rmtree(tmp, ignore_errors=True)
@@ -100,7 +135,7 @@ def build(force: bool = False) -> int:
 def status() -> str:
     """What a new process here runs, after importing the compiled modules."""
     r = subprocess.run(
-        [sys.executable, "-c", "import wire.apis, wire._core as c; print(c.describe())"],
+        [sys.executable, "-c", "import streamfix.wire.apis, streamfix.wire._core as c; print(c.describe())"],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import httpx
 
-from wire.sse import SseParser
+from streamfix.wire.sse import SseParser
 
 from . import procs
 from .recordings import Recording, all_recordings, load

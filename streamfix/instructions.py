@@ -129,7 +129,7 @@ def run(
 ) -> dict[str, Any]:
     import httpx
 
-    from wire import _core
+    from streamfix.wire import _core
 
     vg, ctl = valgrind()
     compiled = (_core.BUILDS / _core.key() / "wire").is_dir() and _core.wanted()

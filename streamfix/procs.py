@@ -27,7 +27,7 @@ CHECKOUT = _CHECKOUT is not None
 
 def addons_dir() -> Path:
     """Where the ``-s`` scripts are: the checkout's addons/, or the installed package's."""
-    import addons
+    from streamfix import addons
 
     return Path(addons.__file__).resolve().parent
 

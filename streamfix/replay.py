@@ -59,8 +59,8 @@ from pathlib import Path
 from aiohttp import WSMsgType, web
 from wsproto.frame_protocol import FrameProtocol
 
-from wire.apis import api_for_path
-from wire.sse import SseParser
+from streamfix.wire.apis import api_for_path
+from streamfix.wire.sse import SseParser
 
 from .aioserve import serve_forever, start_app
 from .recordings import ROOT, Recording, all_recordings

@@ -149,8 +149,8 @@ def registered_options() -> dict:
     ``_Option``): the scripts' addons register theirs here as they do in mitmdump."""
     from mitmproxy import addonmanager, options
 
-    from addons import options as sfoptions
-    from addons import repair, upstream
+    from streamfix.addons import options as sfoptions
+    from streamfix.addons import repair, upstream
 
     opts = options.Options()
 
@@ -199,7 +199,7 @@ def sfoptions_errors(specs: list[str]) -> list[str]:
     """What is wrong with the ``--set`` specs for streamfix's options ([] if nothing)."""
     if not any(sp.startswith("streamfix") for sp in specs):
         return []
-    from addons import options as sfoptions
+    from streamfix.addons import options as sfoptions
 
     return sfoptions.check_specs(registered_options(), specs)
 

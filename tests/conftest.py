@@ -14,10 +14,10 @@ from support import LOGS_ON_FAILURE
 
 
 def pytest_report_header(config):
-    import wire._core
-    import wire.apis  # imports every compiled module
+    import streamfix.wire._core
+    import streamfix.wire.apis  # imports every compiled module
 
-    return f"streamfix protocol core: {wire._core.describe()}"
+    return f"streamfix protocol core: {streamfix.wire._core.describe()}"
 
 _SUMMARIES: list[str] = []
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from mitmproxy import http
 
-from wire.stream import EventRepairer
+from streamfix.wire.stream import EventRepairer
 
 
 class RaisingRepairer(EventRepairer):

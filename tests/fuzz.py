@@ -33,23 +33,23 @@ if str(ROOT) not in sys.path:
 if __name__ == "__main__":  # coverage for libFuzzer: instrument the protocol core only
     import atheris
 
-    with atheris.instrument_imports(include=["wire"]):
-        import wire.apis
-        import wire.chat
-        import wire.gemini
-        import wire.messages
-        import wire.responses
-        import wire.sse
-        import wire.stream  # noqa: F401
+    with atheris.instrument_imports(include=["streamfix.wire"]):
+        import streamfix.wire.apis
+        import streamfix.wire.chat
+        import streamfix.wire.gemini
+        import streamfix.wire.messages
+        import streamfix.wire.responses
+        import streamfix.wire.sse
+        import streamfix.wire.stream  # noqa: F401
 
 import orjson
 
 from streamfix.recordings import all_recordings
-from wire.apis import stream_repairer
-from wire.rules import FlowContext, Rules
-from wire.sse import SseParser
-from wire.stream import StreamRepair
-from wire.verdict import Verdict
+from streamfix.wire.apis import stream_repairer
+from streamfix.wire.rules import FlowContext, Rules
+from streamfix.wire.sse import SseParser
+from streamfix.wire.stream import StreamRepair
+from streamfix.wire.verdict import Verdict
 
 APIS = ("responses", "chat", "messages", "gemini")
 _RECS = [r for r in all_recordings() if r.streaming]

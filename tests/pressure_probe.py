@@ -20,7 +20,7 @@ from collections import Counter
 import orjson
 from mitmproxy import ctx, http
 
-from addons import shared
+from streamfix.addons import shared
 
 PATH = "/__streamfix/state"
 

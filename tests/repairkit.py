@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streamfix.recordings import Recording, all_recordings
-from wire.rules import FlowContext, Rules
-from wire.stream import EventRepairer, StreamRepair
-from wire.verdict import Verdict
+from streamfix.wire.rules import FlowContext, Rules
+from streamfix.wire.stream import EventRepairer, StreamRepair
+from streamfix.wire.verdict import Verdict
 
 
 def make(cls: type, request: dict | None = None, rules: Rules | None = None,
@@ -95,7 +95,7 @@ def events(body: bytes) -> list[Any]:
 def error_cuts(rec: Recording, cls: type, error: bytes, terminals: Callable[[bytes], int]) -> None:
     """Cut the recording after every event, append an upstream error: the output must end
     with the error and hold no more terminal markers than the input prefix did."""
-    from wire.sse import SseParser
+    from streamfix.wire.sse import SseParser
 
     p = SseParser()
     raws = [e.raw for e in p.feed(rec.body) + p.close()]

@@ -36,10 +36,10 @@ START_TIMEOUT = 30.0
 
 def compiled_core() -> bool:
     """This process runs wire/'s compiled core (mypyc; wire/_core.py), not the pure one."""
-    import wire._core
-    import wire.apis  # imports every compiled module
+    import streamfix.wire._core
+    import streamfix.wire.apis  # imports every compiled module
 
-    return wire._core.describe().startswith("compiled")
+    return streamfix.wire._core.describe().startswith("compiled")
 
 
 pure_only = pytest.mark.skipif(
@@ -377,7 +377,7 @@ class Received:
 
     def event_times(self) -> list[float]:
         """Arrival time of each complete SSE event (parsed as the client sees them)."""
-        from wire.sse import SseParser
+        from streamfix.wire.sse import SseParser
 
         p = SseParser()
         times: list[float] = []
@@ -407,7 +407,7 @@ def fetch(
 
 # --- comparing bodies -----------------------------------------------------------------
 def _events(body: bytes) -> list[bytes]:
-    from wire.sse import SseParser
+    from streamfix.wire.sse import SseParser
 
     p = SseParser()
     return [e.raw for e in p.feed(body) + p.close()]

@@ -2,7 +2,7 @@
 
 import pytest
 
-from wire.apis import api_for_path
+from streamfix.wire.apis import api_for_path
 
 
 @pytest.mark.parametrize(

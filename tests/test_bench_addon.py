@@ -24,7 +24,7 @@ def test_floor_forwards_every_byte(floor: str, size: int) -> None:
 
 
 def test_json_floor_parses_each_data_event_once(monkeypatch) -> None:
-    from wire.sse import Event
+    from streamfix.wire.sse import Event
 
     calls = []
     real = Event.json

@@ -7,10 +7,10 @@ from openai.lib.streaming.chat._completions import ChatCompletionStreamState
 from openai.types.chat import ChatCompletionChunk
 
 from repairkit import chunking_property, error_cuts, events, recordings, repair_recording, run, sse
-from wire import chat
-from wire.chat import ChatRepairer, repair_chat_json
-from wire.rules import FlowContext, Rules
-from wire.verdict import Verdict
+from streamfix.wire import chat
+from streamfix.wire.chat import ChatRepairer, repair_chat_json
+from streamfix.wire.rules import FlowContext, Rules
+from streamfix.wire.verdict import Verdict
 
 BASE = {"id": "interaction_1", "object": "chat.completion.chunk", "created": 1789000000, "model": "devin/swe-2"}
 REQ = {"model": "devin/swe-2", "stream": True, "max_tokens": 400, "messages": []}
@@ -162,7 +162,7 @@ def test_late_name_header_is_held_and_completed():
 
 def test_late_name_is_held_while_streaming():
     rep = ChatRepairer(Rules(), FlowContext(request=REQ), Verdict())
-    from wire.stream import StreamRepair
+    from streamfix.wire.stream import StreamRepair
     s = StreamRepair(rep)
     assert s.feed(sse(chunk({"role": "assistant"}))) != b""
     assert s.feed(sse(header(1, name=""), args(1, "{"))) == b""  # held
@@ -200,7 +200,7 @@ def test_name_that_never_arrives_is_released_at_the_finish():
 def test_name_hold_is_bounded():
     many = [chunk({"content": f"x{i}"}) for i in range(chat.HOLD_LIMIT + 5)]  # no delta repeats the text
     rep = ChatRepairer(Rules(), FlowContext(request=REQ), Verdict())
-    from wire.stream import StreamRepair
+    from streamfix.wire.stream import StreamRepair
     s = StreamRepair(rep)
     out = s.feed(sse(header(1, name=""), *many))
     assert out.count(b"data: ") == chat.HOLD_LIMIT + 6  # released, nothing lost
@@ -280,7 +280,7 @@ def test_usage_only_chunk_after_finish_is_counted_and_order_kept():
 
 def test_finish_without_usage_is_held_until_the_next_event():
     rep = ChatRepairer(Rules(), FlowContext(request=REQ), Verdict())
-    from wire.stream import StreamRepair
+    from streamfix.wire.stream import StreamRepair
     s = StreamRepair(rep)
     assert s.feed(sse(chunk(finish="stop"))) == b""
     assert s.feed(b": ping\n\n") == b""  # comments do not settle it
@@ -299,7 +299,7 @@ def test_finish_without_usage_is_held_until_the_next_event():
 def test_finish_is_not_held_when_usage_cannot_change_the_verdict(req, reason, evidence):
     """A held event is lost if the upstream is cut, so the finish chunk goes out in the
     read that brought it whenever a later usage chunk could not change the verdict."""
-    from wire.stream import StreamRepair
+    from streamfix.wire.stream import StreamRepair
 
     v = Verdict() if evidence is None else Verdict(enabled=evidence)
     s = StreamRepair(ChatRepairer(Rules(), FlowContext(request=req), v))
@@ -309,7 +309,7 @@ def test_finish_is_not_held_when_usage_cannot_change_the_verdict(req, reason, ev
 
 def test_finish_reason_of_any_json_type_is_no_crash():
     """Found by the fuzz target: a list as finish_reason (unhashable) went into a dict lookup."""
-    from wire.stream import StreamRepair
+    from streamfix.wire.stream import StreamRepair
 
     s = StreamRepair(ChatRepairer(Rules(), FlowContext(request=REQ), Verdict()))
     body = sse(chunk({"content": "a"}), chunk(finish=[1, "a"]), DONE)
@@ -496,7 +496,7 @@ def test_fail_open_when_the_verdict_raises_loses_and_duplicates_nothing():
     def boom(ver):
         raise RuntimeError("resolver down")
 
-    from wire.stream import StreamRepair
+    from streamfix.wire.stream import StreamRepair
     body = sse(chunk({"content": "a"}), header(1, name=""), args(1, "{}"), chunk(finish="stop"), DONE)
     for cut in range(0, len(body), 7):
         rep = ChatRepairer(Rules(), FlowContext(request=REQ), Verdict(resolver=boom))
@@ -514,11 +514,11 @@ def test_finish_written_before_the_upstream_trailer_waits_for_done():
     trailer; by then the upstream record is finished and decides (content_filter, usage)."""
     from repairkit import make
 
-    from wire import devin_pb2 as pb
-    from wire.connect import encode_end_stream, encode_frame
-    from wire.correlate import Correlator
-    from wire.devin import DevinTap
-    from wire.stream import StreamRepair
+    from streamfix.wire import devin_pb2 as pb
+    from streamfix.wire.connect import encode_end_stream, encode_frame
+    from streamfix.wire.correlate import Correlator
+    from streamfix.wire.devin import DevinTap
+    from streamfix.wire.stream import StreamRepair
 
     corr = Correlator()
     corr.upstream_started("up", "client")

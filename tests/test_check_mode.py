@@ -9,7 +9,7 @@ import pytest
 from mitmproxy import exceptions
 from mitmproxy.test import taddons
 
-from addons import repair as mod
+from streamfix.addons import repair as mod
 from streamfix.recordings import load
 from tests.test_repair_addon import drive, hooks, make_flow
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wire.connect import (
+from streamfix.wire.connect import (
     ConnectDecoder,
     decode_body,
     encode_end_stream,

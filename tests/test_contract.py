@@ -3,7 +3,7 @@
 import orjson
 
 from streamfix.recordings import load
-from wire.invariants import check
+from streamfix.wire.invariants import check
 
 
 def sse(*events):
@@ -130,7 +130,7 @@ def test_messages():
 
 # --- every API's rules fire (wire/contract.py) --------------------------------------
 
-from wire import contract
+from streamfix.wire import contract
 
 
 def names(api, body):
@@ -235,7 +235,7 @@ def test_prefix_mode_checks_what_a_cut_stream_can_satisfy():
     """Issue 20: a cut stream's prefix (what a client got when the upstream failed) is held
     to every rule but those only a whole stream satisfies (END_RULES: the terminal at the
     end); its unfinished last event is not judged; every other rule still reports."""
-    from wire.contract import END_RULES, check
+    from streamfix.wire.contract import END_RULES, check
 
     chunk = (
         b'data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,'

@@ -15,11 +15,11 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from wire.apis import stream_repairer
-from wire.contract import StreamChecker, check
-from wire.rules import FlowContext, Rules
-from wire.stream import StreamRepair
-from wire.verdict import Verdict
+from streamfix.wire.apis import stream_repairer
+from streamfix.wire.contract import StreamChecker, check
+from streamfix.wire.rules import FlowContext, Rules
+from streamfix.wire.stream import StreamRepair
+from streamfix.wire.verdict import Verdict
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 WORDS = st.text(alphabet="abcdefgh ", min_size=1, max_size=6)

@@ -6,11 +6,11 @@ import random
 
 import pytest
 
-from wire import devin_pb2 as pb
-from wire.connect import encode_end_stream, encode_frame
-from wire.correlate import Correlator, client_cap, client_needles
-from wire.devin import DevinTap, read_request
-from wire.verdict import Verdict
+from streamfix.wire import devin_pb2 as pb
+from streamfix.wire.connect import encode_end_stream, encode_frame
+from streamfix.wire.correlate import Correlator, client_cap, client_needles
+from streamfix.wire.devin import DevinTap, read_request
+from streamfix.wire.verdict import Verdict
 
 STOP = {"max_tokens": 3, "content_filter": 11, "tool": 10, "stop": 2}
 

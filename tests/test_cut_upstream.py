@@ -28,10 +28,10 @@ import orjson
 import pytest
 
 from tests.support import show_logs_on_failure, start_mitmdump
-from wire.apis import api_for_path, stream_repairer
-from wire.contract import check
-from wire.rules import FlowContext, Rules
-from wire.verdict import Verdict
+from streamfix.wire.apis import api_for_path, stream_repairer
+from streamfix.wire.contract import check
+from streamfix.wire.rules import FlowContext, Rules
+from streamfix.wire.verdict import Verdict
 
 pytestmark = pytest.mark.e2e
 
@@ -388,7 +388,7 @@ def _expected(path: str, request: dict, events: list[bytes], delivered: int | No
     that must hold, the first ``delivered`` events fed alone."""
     api = api_for_path(path)
     rep = stream_repairer(api, Rules(), FlowContext(model="m", request=request), Verdict())
-    from wire.stream import StreamRepair
+    from streamfix.wire.stream import StreamRepair
 
     s = StreamRepair(rep)
     out = b"".join(s.feed(ev) for ev in events[: delivered if delivered is not None else len(events)])

@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from test_connect import SAMPLE
-from wire import devin_pb2 as pb
-from wire.connect import decode_body, encode_end_stream, encode_frame
-from wire.devin import (
+from streamfix.wire import devin_pb2 as pb
+from streamfix.wire.connect import decode_body, encode_end_stream, encode_frame
+from streamfix.wire.devin import (
     DevinTap,
     Usage,
     outcome_of,
@@ -23,7 +23,7 @@ from wire.devin import (
     read_request,
     stop_reason_name,
 )
-from wire.verdict import Verdict
+from streamfix.wire.verdict import Verdict
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -6,7 +6,7 @@ import zlib
 import brotli
 import pytest
 
-from wire.encoding import decoder_for
+from streamfix.wire.encoding import decoder_for
 
 PLAIN = b"".join(b'data: {"i":%d,"pad":"%s"}\n\n' % (i, b"x" * (i % 50)) for i in range(300))
 

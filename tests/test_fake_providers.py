@@ -7,8 +7,8 @@ import orjson
 import pytest
 
 from standins.fake_providers import CHARS_PER_TOKEN, SCRIPTS, Running, anthropic_events, chat_chunks
-from wire.contract import check
-from wire.invariants import json_events
+from streamfix.wire.contract import check
+from streamfix.wire.invariants import json_events
 
 STREAMED = [n for n, s in SCRIPTS.items() if s.error_after is None]
 

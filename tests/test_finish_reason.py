@@ -18,9 +18,9 @@ from __future__ import annotations
 import pytest
 from repairkit import events, run, sse
 
-from wire.chat import FINISH_ALIASES, ChatRepairer, repair_chat_json
-from wire.rules import FlowContext, Rules
-from wire.verdict import Verdict
+from streamfix.wire.chat import FINISH_ALIASES, ChatRepairer, repair_chat_json
+from streamfix.wire.rules import FlowContext, Rules
+from streamfix.wire.verdict import Verdict
 
 SPEC = {"stop", "length", "tool_calls", "content_filter", "function_call"}
 

@@ -13,10 +13,10 @@ import pytest
 from repairkit import run
 
 from streamfix.recordings import all_recordings, load
-from wire.apis import stream_repairer
-from wire.rules import FlowContext, Rules
-from wire.stream import StreamRepair
-from wire.verdict import Verdict
+from streamfix.wire.apis import stream_repairer
+from streamfix.wire.rules import FlowContext, Rules
+from streamfix.wire.stream import StreamRepair
+from streamfix.wire.verdict import Verdict
 
 RULE_NAMES = {f.name for f in fields(Rules)}
 
@@ -91,7 +91,7 @@ def test_a_rule_switched_off_never_fires(name, off):
 
 
 def test_chat_resent_header_fires_tool_header():
-    from wire.chat import ChatRepairer
+    from streamfix.wire.chat import ChatRepairer
 
     def chunk(tc):
         import orjson
@@ -125,7 +125,7 @@ def test_chat_resent_header_fires_tool_header():
 def test_json_bodies_count_each_rule_once(name, expected):
     import orjson
 
-    from wire.apis import json_repairer
+    from streamfix.wire.apis import json_repairer
 
     rec = load(name)
     req = rec.request.get("body")

@@ -34,9 +34,9 @@ import pytest
 from support import ROOT, Proc, child_env, fetch, show_logs_on_failure, tool
 
 from standins.cpa_standin import build_request
-from wire.connect import encode_frame
-from wire.devin import CHAT_PATH
-from wire.sse import SseParser
+from streamfix.wire.connect import encode_frame
+from streamfix.wire.devin import CHAT_PATH
+from streamfix.wire.sse import SseParser
 
 pytestmark = pytest.mark.e2e
 

@@ -22,10 +22,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from wire.chat import repair_chat_json
-from wire.messages import repair_messages_json
-from wire.rules import FlowContext, Rules
-from wire.verdict import Verdict
+from streamfix.wire.chat import repair_chat_json
+from streamfix.wire.messages import repair_messages_json
+from streamfix.wire.rules import FlowContext, Rules
+from streamfix.wire.verdict import Verdict
 
 HERE = Path(__file__).resolve().parent
 REGRESSIONS = sorted((HERE / "fuzz_regressions").glob("*"))

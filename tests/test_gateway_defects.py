@@ -14,12 +14,12 @@ import orjson
 import pytest
 
 from streamfix.recordings import Recording, load
-from wire.apis import stream_repairer
-from wire.contract import check
-from wire.invariants import json_events
-from wire.rules import FlowContext, Rules
-from wire.stream import StreamRepair
-from wire.verdict import Verdict
+from streamfix.wire.apis import stream_repairer
+from streamfix.wire.contract import check
+from streamfix.wire.invariants import json_events
+from streamfix.wire.rules import FlowContext, Rules
+from streamfix.wire.stream import StreamRepair
+from streamfix.wire.verdict import Verdict
 
 # recording, repair rule (Rules field), contract rules it answers
 CASES = [
@@ -213,7 +213,7 @@ def test_reasoning_summary_on_done_and_terminal_from_what_was_streamed():
 
 
 def test_reasoning_summary_in_a_json_body():
-    from wire.responses import repair_responses_json
+    from streamfix.wire.responses import repair_responses_json
 
     obj = {"id": "r", "created_at": 1, "model": "m", "output": [{"id": "rs", "type": "reasoning"}]}
     fired = Counter()
@@ -337,7 +337,7 @@ def test_text_twice_cut_by_the_end_or_the_upstream(api: str) -> None:
 def test_text_twice_hold_is_bounded(api: str) -> None:
     """A run that stays a prefix of a long text is held for at most REPLAY_HOLD_LIMIT events,
     then goes out as it came."""
-    from wire.holding import REPLAY_HOLD_LIMIT
+    from streamfix.wire.holding import REPLAY_HOLD_LIMIT
 
     first = [f"w{i} " for i in range(REPLAY_HOLD_LIMIT + 10)]
     body = (_chat_body if api == "chat" else _responses_body)(first + first[: REPLAY_HOLD_LIMIT + 5], end=False)

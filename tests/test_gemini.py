@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from repairkit import chunking_property, error_cuts, events, recordings, repair_recording, run, sse
-from wire import gemini
-from wire.gemini import GeminiRepairer, repair_gemini_json
-from wire.rules import FlowContext, Rules
-from wire.stream import StreamRepair
-from wire.verdict import Verdict
+from streamfix.wire import gemini
+from streamfix.wire.gemini import GeminiRepairer, repair_gemini_json
+from streamfix.wire.rules import FlowContext, Rules
+from streamfix.wire.stream import StreamRepair
+from streamfix.wire.verdict import Verdict
 
 REQ = {"contents": [], "generationConfig": {"maxOutputTokens": 400}}
 

@@ -6,11 +6,11 @@ import orjson
 import pytest
 
 from repairkit import chunking_property, error_cuts, recordings, repair_recording, run
-from wire import messages
-from wire.messages import MessagesRepairer, repair_messages_json
-from wire.rules import FlowContext, Rules
-from wire.stream import StreamRepair
-from wire.verdict import Verdict
+from streamfix.wire import messages
+from streamfix.wire.messages import MessagesRepairer, repair_messages_json
+from streamfix.wire.rules import FlowContext, Rules
+from streamfix.wire.stream import StreamRepair
+from streamfix.wire.verdict import Verdict
 
 REQ = {"model": "devin/swe-2", "max_tokens": 400, "stream": True, "messages": []}
 

@@ -15,7 +15,7 @@ from mitmproxy import hooks
 from mitmproxy.proxy import layers  # noqa: F401  (registers the HTTP, WebSocket, TLS hooks)
 from support import free_port, replay_and_proxy, start_mitmdump
 
-from addons import metrics, shared
+from streamfix.addons import metrics, shared
 
 HOOKS = set(hooks.all_hooks)
 

@@ -36,7 +36,7 @@ import pytest
 from support import ROOT, Proc, child_env, free_port, show_logs_on_failure
 from test_full_chain import PATHS, TIMEOUT, Chain, request_body
 
-from wire import redact
+from streamfix.wire import redact
 
 pytestmark = pytest.mark.e2e
 

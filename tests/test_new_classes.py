@@ -22,11 +22,11 @@ import orjson
 import pytest
 
 from streamfix.recordings import Recording, load
-from wire.apis import stream_repairer
-from wire.contract import check
-from wire.rules import FlowContext, Rules
-from wire.stream import StreamRepair
-from wire.verdict import Verdict
+from streamfix.wire.apis import stream_repairer
+from streamfix.wire.contract import check
+from streamfix.wire.rules import FlowContext, Rules
+from streamfix.wire.stream import StreamRepair
+from streamfix.wire.verdict import Verdict
 
 APIS = ["responses", "chat", "messages", "gemini"]
 EMPTY = [f"{api}-empty-stream" for api in APIS]
@@ -244,7 +244,7 @@ def test_cr_end_is_idempotent_and_only_at_a_cr_cut():
 
 @pytest.mark.parametrize("rule", ["no_events", "usage_chunk", "cr_end"])
 def test_every_rule_is_an_option(rule):
-    from addons import options
+    from streamfix.addons import options
 
     assert f"streamfix_{rule}" in options.RULE_OPTIONS and options.RULE_OPTIONS[f"streamfix_{rule}"] == rule
     assert rule in options.RULE_HELP
@@ -265,7 +265,7 @@ def test_every_rule_is_an_option(rule):
 )
 def test_receipt_line(name, line):
     """The receipt (flow comment, log line) names each new rule with its count."""
-    from addons.receipts import receipt
+    from streamfix.addons.receipts import receipt
 
     rec = load(name)
     _, s = repair(rec)

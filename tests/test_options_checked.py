@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from support import REPAIR_ADDON, ROOT, child_env, tool
 
-from addons import options
+from streamfix.addons import options
 from streamfix import sidecar
 
 UPSTREAM_ADDON = ROOT / "addons" / "upstream.py"

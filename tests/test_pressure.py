@@ -44,12 +44,12 @@ from support import REPAIR_ADDON, ProxyStack, Received, live_expected, no_crash_
 from streamfix import bench
 from streamfix.recordings import ROOT as RECORDINGS
 from streamfix.recordings import Recording, all_recordings
-from wire.apis import stream_repairer
-from wire.contract import check
-from wire.rules import FlowContext, Rules
-from wire.sse import SseParser
-from wire.stream import StreamRepair
-from wire.verdict import Verdict
+from streamfix.wire.apis import stream_repairer
+from streamfix.wire.contract import check
+from streamfix.wire.rules import FlowContext, Rules
+from streamfix.wire.sse import SseParser
+from streamfix.wire.stream import StreamRepair
+from streamfix.wire.verdict import Verdict
 
 pytestmark = pytest.mark.e2e
 

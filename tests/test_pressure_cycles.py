@@ -25,8 +25,8 @@ import pytest
 from mitmproxy import ctx, http
 from mitmproxy.test import taddons, tflow
 
-from addons import repair as mod
-from addons import shared
+from streamfix.addons import repair as mod
+from streamfix.addons import shared
 
 REQUEST = {
     "model": "devin/swe-2",
@@ -245,7 +245,7 @@ def test_a_streamed_flow_still_says_it_was_streamed(addon: mod.Repair) -> None:
 
 
 def _ws_setup():
-    from addons import websocket as wsmod
+    from streamfix.addons import websocket as wsmod
 
     shared.reset()
     r = mod.Repair()

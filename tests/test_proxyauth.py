@@ -46,7 +46,7 @@ def test_an_open_regular_listener_refuses_to_start(tmp_path):
 
 
 def test_all_interfaces_and_other_addresses_are_beyond_loopback():
-    from addons.listeners import is_loopback
+    from streamfix.addons.listeners import is_loopback
 
     assert [is_loopback(h) for h in ("127.0.0.1", "127.0.0.5", "::1", "[::1]", "localhost")] == [True] * 5
     assert [is_loopback(h) for h in ("", "0.0.0.0", "::", "172.17.0.1", "10.0.0.2", "streamfix")] == [False] * 6

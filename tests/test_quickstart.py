@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from support import ROOT, Proc, free_port
 
-from wire.contract import StreamChecker
+from streamfix.wire.contract import StreamChecker
 
 README = ROOT / "README.md"
 

@@ -34,8 +34,8 @@ import realcpa
 from support import Proc, fetch, show_logs_on_failure, start_mitmdump
 
 from standins.fake_providers import Running
-from wire.contract import check
-from wire.invariants import json_events
+from streamfix.wire.contract import check
+from streamfix.wire.invariants import json_events
 
 pytestmark = pytest.mark.e2e
 

@@ -33,7 +33,7 @@ import realcpa_devin as rd
 from support import ROOT, Proc, child_env, free_port, show_logs_on_failure
 
 from streamfix.sidecar import mitm_command
-from wire.sse import SseParser
+from streamfix.wire.sse import SseParser
 
 pytestmark = [
     pytest.mark.e2e,

@@ -25,7 +25,7 @@ from support import ROOT, Proc, child_env, fetch, free_port, show_logs_on_failur
 from test_full_chain import make_certs
 
 from standins.fake_providers import Running
-from wire.invariants import json_events
+from streamfix.wire.invariants import json_events
 
 pytestmark = pytest.mark.e2e
 

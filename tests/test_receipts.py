@@ -11,8 +11,8 @@ from mitmproxy import flow as mflow
 from mitmproxy.addons.view import View
 from mitmproxy.test import taddons, tflow
 
-from addons import flowstream
-from addons import repair as mod
+from streamfix.addons import flowstream
+from streamfix.addons import repair as mod
 from streamfix.recordings import load
 
 REC = "responses-devin-truncated"

@@ -10,11 +10,11 @@ import orjson
 import pytest
 
 from streamfix.recordings import Recording, all_recordings
-from wire.apis import api_for_path, json_repairer, stream_repairer
-from wire.invariants import check
-from wire.rules import FlowContext, Rules
-from wire.stream import StreamRepair
-from wire.verdict import Verdict
+from streamfix.wire.apis import api_for_path, json_repairer, stream_repairer
+from streamfix.wire.invariants import check
+from streamfix.wire.rules import FlowContext, Rules
+from streamfix.wire.stream import StreamRepair
+from streamfix.wire.verdict import Verdict
 
 RECORDINGS = all_recordings()
 SECRET_HEADERS = {"authorization", "x-api-key", "x-goog-api-key", "cookie", "set-cookie", "proxy-authorization"}

@@ -9,12 +9,12 @@ import pytest
 from mitmproxy import http, io
 from mitmproxy.test import taddons, tflow
 
-from addons import redact as mod
-from addons import shared
-from wire import devin_pb2 as pb
-from wire import redact
-from wire.connect import encode_frame
-from wire.devin import CHAT_PATH, read_request
+from streamfix.addons import redact as mod
+from streamfix.addons import shared
+from streamfix.wire import devin_pb2 as pb
+from streamfix.wire import redact
+from streamfix.wire.connect import encode_frame
+from streamfix.wire.devin import CHAT_PATH, read_request
 
 KEY = "sk-test-SECRET-0123456789"
 TOKEN = "devin-session-SECRET-token"

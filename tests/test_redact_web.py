@@ -18,7 +18,7 @@ import pytest
 from aiohttp import web
 from support import ROOT, Proc, child_env, free_port, show_logs_on_failure, tool
 
-from wire import redact
+from streamfix.wire import redact
 
 pytestmark = pytest.mark.e2e
 

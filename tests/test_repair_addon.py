@@ -12,9 +12,9 @@ import pytest
 from mitmproxy import exceptions, http
 from mitmproxy.test import taddons, tflow
 
-from addons import buffered
-from addons import repair as mod
-from wire.stream import EventRepairer
+from streamfix.addons import buffered
+from streamfix.addons import repair as mod
+from streamfix.wire.stream import EventRepairer
 
 SSE_BODY = b'event: a\ndata: {"n":1}\n\nevent: b\ndata: {"n":2}\n\ndata: [DONE]\n\n'
 

@@ -23,20 +23,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support import pure_only
 
-import wire.responses as responses_mod
-import wire.sse as sse_mod
-import wire.stream as stream_mod
+import streamfix.wire.responses as responses_mod
+import streamfix.wire.sse as sse_mod
+import streamfix.wire.stream as stream_mod
 from streamfix.recordings import Recording, all_recordings
-from wire.invariants import check, json_events
-from wire.response_usage import fix_usage
-from wire.responses import (
+from streamfix.wire.invariants import check, json_events
+from streamfix.wire.response_usage import fix_usage
+from streamfix.wire.responses import (
     ResponsesRepairer,
     repair_responses_body,
     repair_responses_json,
 )
-from wire.rules import FlowContext, Rules
-from wire.stream import StreamRepair, repair_body
-from wire.verdict import Verdict
+from streamfix.wire.rules import FlowContext, Rules
+from streamfix.wire.stream import StreamRepair, repair_body
+from streamfix.wire.verdict import Verdict
 
 ROOT = Path(__file__).resolve().parent.parent
 STARTED = 1789012400

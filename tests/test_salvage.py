@@ -7,7 +7,7 @@ from types import SimpleNamespace
 from mitmproxy.proxy.layers.http import HttpStream, SendHttp
 from mitmproxy.proxy.layers.http._events import ErrorCode, ResponseData, ResponseProtocolError
 
-from addons import salvage
+from streamfix.addons import salvage
 
 
 class Held:

@@ -15,7 +15,7 @@ from mitmproxy.proxy.mode_specs import ReverseMode
 from mitmproxy.test import taddons
 from support import REPAIR_ADDON, ROOT, run_mitmdump, start_mitmdump
 
-from addons import sseview
+from streamfix.addons import sseview
 from streamfix.recordings import load, to_flow
 
 
@@ -172,7 +172,7 @@ def test_w_saves_both_bodies_of_complete_and_early_ended_streams(tmp_path: Path,
     (``streamfix.original``), also when the stream ended early: the upstream reset, the
     client closed (FIN) or reset (RST) its connection mid-body. Before, such a flow kept
     only its comment, with an empty body."""
-    from wire.contract import check
+    from streamfix.wire.contract import check
 
     rec = load("responses-devin-toolcall")
     events = [e + b"\n\n" for e in rec.body.split(b"\n\n") if e]
@@ -225,7 +225,7 @@ def test_keep_bodies_follows_w_and_a_ui_without_them_says_so(tmp_path: Path, cap
 
     from mitmproxy.addons import save, view
 
-    from addons import repair as mod
+    from streamfix.addons import repair as mod
 
     caplog.set_level(logging.INFO)
     a = mod.Repair()
@@ -243,4 +243,6 @@ def test_keep_bodies_follows_w_and_a_ui_without_them_says_so(tmp_path: Path, cap
         assert a.keep_bodies is True
         caplog.clear()
         a.running()
-        assert "streamfix" not in caplog.text  # kept by the option: nothing to say
+        # kept by the option: nothing to say of bodies (the startup line only)
+        assert "bodies" not in caplog.text and "streamed body" not in caplog.text
+        assert "repair mode" in caplog.text

@@ -5,7 +5,7 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wire.sse import Event, SseParser, format_event
+from streamfix.wire.sse import Event, SseParser, format_event
 
 
 def parse(data: bytes, cuts: list[int] | None = None) -> list[Event]:

@@ -8,10 +8,10 @@ import pytest
 
 from standins import cpa_standin, fake_devin
 from test_devin import client_digest
-from wire import devin_pb2 as pb
-from wire.connect import decode_body, encode_frame
-from wire.devin import CHAT_PATH, DevinTap
-from wire.sse import SseParser
+from streamfix.wire import devin_pb2 as pb
+from streamfix.wire.connect import decode_body, encode_frame
+from streamfix.wire.devin import CHAT_PATH, DevinTap
+from streamfix.wire.sse import SseParser
 
 
 @pytest.fixture

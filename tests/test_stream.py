@@ -3,8 +3,8 @@
 import orjson
 import pytest
 
-from wire.sse import Event, SseParser
-from wire.stream import EventRepairer, Streamed, StreamRepair, repair_body
+from streamfix.wire.sse import Event, SseParser
+from streamfix.wire.stream import EventRepairer, Streamed, StreamRepair, repair_body
 
 BODY = b"".join(b'data: {"n":%d}\n\n' % i for i in range(6)) + b"data: [DONE]\n\n"
 
@@ -150,9 +150,9 @@ def test_open_item_memory_is_its_text_not_a_string_per_delta():
     grows by about the text (500 kB), not by a string object per delta (~3.3 MB)."""
     import tracemalloc
 
-    from wire.responses import ResponsesRepairer
-    from wire.rules import FlowContext, Rules
-    from wire.verdict import Verdict
+    from streamfix.wire.responses import ResponsesRepairer
+    from streamfix.wire.rules import FlowContext, Rules
+    from streamfix.wire.verdict import Verdict
 
     def ev(obj):
         return b"data: " + orjson.dumps(obj) + b"\n\n"
@@ -217,9 +217,9 @@ def test_at_most_one_json_parse_per_event(monkeypatch, api):
     ``orjson.loads`` per event (``Event.json``); the verdict's one parse of the last
     call's arguments at the end is the only other."""
     from streamfix import bench
-    from wire.apis import stream_repairer
-    from wire.rules import FlowContext, Rules
-    from wire.verdict import Verdict
+    from streamfix.wire.apis import stream_repairer
+    from streamfix.wire.rules import FlowContext, Rules
+    from streamfix.wire.verdict import Verdict
 
     _, _, request, build = bench.STREAMS[api]
     chunks = bench.events_of(build())
@@ -248,9 +248,9 @@ def test_fault_says_how_the_stream_ended(name):
     """``fault()`` (the turn log's ``ended``): None for a whole clean stream; the stream cut
     after its first event has no terminal; an error event in its place is named."""
     from streamfix.recordings import load
-    from wire.apis import stream_repairer
-    from wire.rules import FlowContext, Rules
-    from wire.verdict import Verdict
+    from streamfix.wire.apis import stream_repairer
+    from streamfix.wire.rules import FlowContext, Rules
+    from streamfix.wire.verdict import Verdict
 
     rec = load(name)
 

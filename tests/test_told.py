@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from wire.told import UsageReader, usage_of
+from streamfix.wire.told import UsageReader, usage_of
 
 
 @pytest.mark.parametrize(
@@ -70,7 +70,7 @@ def test_reader_bad_json_is_ignored():
 def test_reader_parses_only_events_that_name_a_usage(monkeypatch):
     """The turn log's reader runs on every output chunk: an event without a usage key (a
     ``message`` item, Anthropic's ``message_start`` type name in a text) is not parsed."""
-    from wire.told import UsageReader
+    from streamfix.wire.told import UsageReader
 
     r = UsageReader("responses")
     parsed = []

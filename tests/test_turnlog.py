@@ -12,10 +12,10 @@ import pytest
 from mitmproxy import http
 from mitmproxy.test import taddons, tflow
 
-from addons import repair, shared, turnlog
+from streamfix.addons import repair, shared, turnlog
 from streamfix.recordings import load
-from wire import redact
-from wire.sse import SseParser
+from streamfix.wire import redact
+from streamfix.wire.sse import SseParser
 
 KEY = "sk-turnlog-SECRET-42"
 
@@ -159,7 +159,7 @@ def test_no_log_no_records():
 
 
 def test_upstream_counts_from_the_matched_record():
-    from wire.devin import Usage
+    from streamfix.wire.devin import Usage
 
     class Rec:
         result = type("R", (), {"usage": Usage(prompt_tokens=100, output_tokens=7, cache_read_tokens=20)})()
@@ -247,7 +247,7 @@ def test_handler_reopens_after_rotation(tmp_path: Path):
 def test_prefix_label_survives_redaction(tmp_path: Path):
     """A WebSocket turn is logged long after its upgrade request was redacted: the label a
     key prefix gave it is kept by the key's id."""
-    from addons import redact as redact_addon
+    from streamfix.addons import redact as redact_addon
 
     r, t, rd = repair.Repair(), turnlog.TurnLog(), redact_addon.Redact()
     with taddons.context(r, t, rd) as tctx:

@@ -26,7 +26,7 @@ from test_full_chain import PATHS, TIMEOUT, Chain, request_body
 
 from standins.cpa_standin import build_request
 from standins.fake_devin import CHARS_PER_TOKEN, apply_cap, script_for
-from wire import redact
+from streamfix.wire import redact
 
 pytestmark = pytest.mark.e2e
 

@@ -12,12 +12,12 @@ import orjson
 import pytest
 from repairkit import events, run, sse
 
-from wire.chat import ChatRepairer, repair_chat_json
-from wire.gemini import GeminiRepairer, repair_gemini_json
-from wire.messages import MessagesRepairer, repair_messages_json
-from wire.responses import ResponsesRepairer, repair_responses_json
-from wire.rules import FlowContext, Rules
-from wire.verdict import UpstreamUsage, Verdict
+from streamfix.wire.chat import ChatRepairer, repair_chat_json
+from streamfix.wire.gemini import GeminiRepairer, repair_gemini_json
+from streamfix.wire.messages import MessagesRepairer, repair_messages_json
+from streamfix.wire.responses import ResponsesRepairer, repair_responses_json
+from streamfix.wire.rules import FlowContext, Rules
+from streamfix.wire.verdict import UpstreamUsage, Verdict
 
 # Devin: prompt 1210, output 400, cache read 11640, model swe-2
 DEVIN = UpstreamUsage(input_tokens=12850, output_tokens=400, cached_tokens=11640, total_tokens=13250,

@@ -2,7 +2,7 @@
 
 import pytest
 
-from wire.verdict import SOURCES, UpstreamUsage, Verdict
+from streamfix.wire.verdict import SOURCES, UpstreamUsage, Verdict
 
 VALID = '{"path":"a.md","content":"hi"}'
 CUT = '{"path":"a.md","content":"h'

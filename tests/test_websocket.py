@@ -25,8 +25,8 @@ from support import ProxyStack, no_crash_during, replay_and_proxy, show_logs_on_
 from streamfix.recordings import ROOT as RECORDINGS
 from streamfix.recordings import Recording, all_recordings, load
 from streamfix.replay import ws_messages
-from wire.foreign import foreign
-from wire.sse import SseParser
+from streamfix.wire.foreign import foreign
+from streamfix.wire.sse import SseParser
 
 pytestmark = pytest.mark.e2e
 

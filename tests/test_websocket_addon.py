@@ -23,12 +23,12 @@ from support import pure_only
 from test_websocket import BUGGY, RESPONSES, expected
 from wsproto.frame_protocol import Opcode
 
-from addons import repair as repair_mod
-from addons import shared
-from addons import websocket as mod
+from streamfix.addons import repair as repair_mod
+from streamfix.addons import shared
+from streamfix.addons import websocket as mod
 from streamfix.recordings import load
 from streamfix.replay import ws_messages
-from wire.responses import ResponsesRepairer
+from streamfix.wire.responses import ResponsesRepairer
 
 
 class Wire:

@@ -72,10 +72,10 @@ def select(path: list[str]) -> str:
     except OSError as e:  # unreadable sources: nothing to match them against
         state = f"pure (sources not readable: {e})"
         return state
-    if (d / "wire").is_dir():
+    if (d / "wire").is_dir() and (d / "runtime").is_dir():
         path.insert(0, str(d / "wire"))
-        if str(d) not in sys.path:
-            sys.path.append(str(d))  # mypyc's shared runtime module (a unique name)
+        if str(d / "runtime") not in sys.path:
+            sys.path.append(str(d / "runtime"))  # mypyc's shared runtime module (a unique name)
         state = f"compiled (mypyc, {d})"
     elif BUILDS.is_dir() and any(BUILDS.glob(f"{sys.implementation.cache_tag}-*")):
         state = "pure (the compiled build is of other sources: wire/ changed since scripts/bootstrap)"
@@ -87,7 +87,7 @@ def select(path: list[str]) -> str:
 def describe() -> str:
     """One phrase for the startup log: ``compiled (...)`` or ``pure (...)``, from what
     was actually imported (a compiled module is an extension module, not a ``.py``)."""
-    mods = [sys.modules.get(f"wire.{m}") for m in COMPILED]
+    mods = [sys.modules.get(f"streamfix.wire.{m}") for m in COMPILED]
     files = [getattr(m, "__file__", "") or "" for m in mods if m is not None]
     native = [f for f in files if not f.endswith(".py")]
     if native and len(native) == len(files):

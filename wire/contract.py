@@ -26,7 +26,7 @@ unfinished last event is not judged (no client parses half an event).
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, TypeGuard
+from typing import Any, NamedTuple, TypeGuard, TypeVar
 
 import orjson
 
@@ -144,7 +144,10 @@ MIN_REPEAT = 16
 """Rule text.replay: the shortest text (in characters) a run of deltas is compared with."""
 
 
-def power(s: str | bytes) -> bool:
+_Text = TypeVar("_Text", str, bytes, bytearray)
+
+
+def power(s: _Text) -> bool:
     """Is ``s`` a shorter string said twice or more (``"abab"``, ``"---"``)? O(len(s)).
     Of a string and of its UTF-8 bytes alike."""
     return len(s) > 1 and (s + s).find(s, 1) < len(s)

@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from wire.invariants import json_events
+from streamfix.wire.invariants import json_events
 
 MARKER_FILE = "probe-marker.txt"
 """A tool call whose arguments name this file writes it (responses-codex-exec): Codex must

@@ -49,9 +49,9 @@ import aiohttp
 import orjson
 from aiohttp import web
 
-from wire import devin_pb2 as pb
-from wire.connect import ConnectDecoder, encode_frame
-from wire.devin import CHAT_PATH
+from streamfix.wire import devin_pb2 as pb
+from streamfix.wire.connect import ConnectDecoder, encode_frame
+from streamfix.wire.devin import CHAT_PATH
 
 from streamfix.aioserve import serve_forever, start_app
 

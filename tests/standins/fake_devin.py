@@ -68,9 +68,9 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
-from wire import devin_pb2 as pb
-from wire.connect import decode_body, encode_end_stream, encode_frame
-from wire.devin import CHAT_PATH, read_request
+from streamfix.wire import devin_pb2 as pb
+from streamfix.wire.connect import decode_body, encode_end_stream, encode_frame
+from streamfix.wire.devin import CHAT_PATH, read_request
 
 from streamfix.aioserve import serve_forever, start_app
 
