@@ -18,12 +18,17 @@ more upstream connection and left the last one idle; mitmproxy lets one client
 connection hold at most 5 connections per address (a semaphore held while each is open),
 so the 6th request waited for as long as the fake Devin kept the idle ones open (aiohttp
 closes an idle connection after an hour): a test hung.
+
+Connections an addon opens itself (the gateway check of ``addons/gateway.py``, which
+probes the reverse target before a client connection's first request) go through
+``socket.getaddrinfo``: for a mapped name it answers ``127.0.0.1`` and the mapped port.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import socket
 
 from mitmproxy import ctx
 from mitmproxy.proxy import server_hooks
@@ -38,6 +43,15 @@ class HostMap:
 
     def load(self, loader) -> None:
         loader.add_option("e2e_hostmap_file", str, "", "JSON file: host name -> 127.0.0.1 port.")
+        real = socket.getaddrinfo
+
+        def getaddrinfo(host, port, *args, **kwargs):
+            name = host.decode() if isinstance(host, bytes) else host
+            if isinstance(name, str) and name in self._current():
+                return real("127.0.0.1", int(self.map[name]), *args, **kwargs)
+            return real(host, port, *args, **kwargs)
+
+        socket.getaddrinfo = getaddrinfo
 
     def _current(self) -> dict[str, int]:
         path = ctx.options.e2e_hostmap_file

@@ -61,10 +61,10 @@ def missing_reason(version: str) -> str:
             f"(DIR/cpa-{version} or DIR/{version}/server), see docs/real-cpa.md")  # fmt: skip
 
 
-def config(port: int, auth_dir: Path, provider: str, upstream: str, proxy_url: str = "", alias: str = MODEL) -> str:
-    """CPA's config.yaml: one provider entry whose model alias is ``alias`` (:data:`MODEL`)."""
-    name = UPSTREAM_MODELS[provider]
-    head = f"""\
+def config_head(port: int, auth_dir: Path, proxy_url: str = "") -> str:
+    """The part of CPA's config.yaml every test's shares: loopback only, the client key, no
+    outbound call of CPA's own (no panel, no retries or cooling), ``proxy_url`` global."""
+    return f"""\
 host: "127.0.0.1"
 port: {port}
 auth-dir: "{auth_dir}"
@@ -80,6 +80,12 @@ request-retry: 0
 disable-cooling: true
 transient-error-cooldown-seconds: -1
 """
+
+
+def config(port: int, auth_dir: Path, provider: str, upstream: str, proxy_url: str = "", alias: str = MODEL) -> str:
+    """CPA's config.yaml: one provider entry whose model alias is ``alias`` (:data:`MODEL`)."""
+    name = UPSTREAM_MODELS[provider]
+    head = config_head(port, auth_dir, proxy_url)
     entry_proxy = "direct" if not proxy_url else proxy_url
     if provider == "claude":
         body = f"""\

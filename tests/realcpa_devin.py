@@ -54,20 +54,7 @@ def missing_reason() -> str:
 def config(port: int, auth_dir: Path, proxy_url: str) -> str:
     """config.yaml: no provider entries (the Devin credential is a file in auth-dir), the
     sidecar's regular listener as the global proxy, no outbound call of CPA's own."""
-    return f"""\
-host: "127.0.0.1"
-port: {port}
-auth-dir: "{auth_dir}"
-api-keys: ["{CLIENT_KEY}"]
-debug: true
-logging-to-file: false
-request-log: false
-usage-statistics-enabled: false
-remote-management: {{allow-remote: false, secret-key: "", disable-control-panel: true, disable-auto-update-panel: true}}
-proxy-url: "{proxy_url}"
-request-retry: 0
-disable-cooling: true
-transient-error-cooldown-seconds: -1
+    return realcpa.config_head(port, auth_dir, proxy_url) + f"""\
 oauth-model-alias:
   devin:
     - name: "{UPSTREAM_MODEL}"
