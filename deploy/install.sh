@@ -9,5 +9,5 @@ src=${2:-$(cd "$(dirname "$0")/.." && pwd)}
 "${PYTHON:-python3}" -m venv "$venv"
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-input "$src"
 # the addons are loaded with mitmdump -s from the installed package; check they import
-"$venv/bin/python" -c "import addons.repair, addons.metrics, prometheus_client, streamfix.sidecar"
+"$venv/bin/python" -c "import streamfix.addons.repair, streamfix.addons.metrics, prometheus_client, streamfix.sidecar"
 echo "streamfix installed into $venv"

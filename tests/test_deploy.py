@@ -125,7 +125,7 @@ def test_image_install_steps_in_a_fresh_venv(tmp_path):
     src.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, src / name)
-    for d in ("wire", "addons", "streamfix"):
+    for d in ("wire", "addons", "streamfix", "recordings"):
         shutil.copytree(ROOT / d, src / d, ignore=shutil.ignore_patterns("__pycache__"))
     (src / "deploy").mkdir()
     shutil.copy(DEPLOY / "install.sh", src / "deploy" / "install.sh")
@@ -143,7 +143,7 @@ def test_image_install_steps_in_a_fresh_venv(tmp_path):
     for test_only in ("pytest==", "hypothesis==", "playwright=="):
         assert test_only not in freeze, f"{test_only} is a test dependency, not the image's"
     # the installed package's addons load in mitmdump and register their options
-    where = "import addons, os; print(os.path.dirname(addons.__file__))"
+    where = "from streamfix import addons; import os; print(os.path.dirname(addons.__file__))"
     site = subprocess.run([str(venv / "bin" / "python"), "-c", where],
                           capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path).stdout.strip()  # fmt: skip
     assert site.startswith(str(venv)), site

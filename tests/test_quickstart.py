@@ -17,6 +17,7 @@ import pytest
 from support import ROOT, Proc, free_port
 
 from streamfix.wire.contract import StreamChecker
+from streamfix.addons.options import RULE_OPTIONS
 
 README = ROOT / "README.md"
 
@@ -90,7 +91,8 @@ def test_quick_start_from_a_fresh_clone(tmp_path: Path) -> None:
         m = proc.wait_for(r"-> (http://127\.0\.0\.1:\d+) \(built-in replay of recordings/", timeout=900)
         replay = m.group(1)
         proc.wait_for(rf"listening at 127\.0\.0\.1:{port}", timeout=120)
-        proc.wait_for(r"streamfix: repair mode, 17 of 17 rules on", timeout=60)
+        n = len(RULE_OPTIONS)
+        proc.wait_for(rf"streamfix: repair mode, {n} of {n} rules on", timeout=60)
         url, headers, body = curl_args(curl, port)
         import httpx
 
