@@ -15,6 +15,8 @@ import functools
 import os
 import re
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -295,6 +297,58 @@ def run_mitmdump(
         env=child_env(),
         timeout=timeout,
     )
+
+
+class ChunkedUpstream:
+    """A raw HTTP/1.1 upstream on 127.0.0.1 for what a real server does not do on request
+    (cut a body mid-stream, reset a connection): one thread per connection reads one
+    request, then :meth:`respond` (a subclass's) writes the answer on the socket."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+
+    def _handle(self, conn: socket.socket) -> None:
+        with conn:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(65536)
+            head, _, body = data.partition(b"\r\n\r\n")
+            length = next(
+                (int(ln.split(b":")[1]) for ln in head.split(b"\r\n") if ln.lower().startswith(b"content-length")), 0
+            )
+            while len(body) < length:
+                body += conn.recv(65536)
+            self.respond(conn, head.split(b" ")[1].decode(), body)
+
+    def respond(self, conn: socket.socket, path: str, body: bytes) -> None:
+        raise NotImplementedError
+
+    @staticmethod
+    def start_sse(conn: socket.socket) -> None:
+        conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+
+    @staticmethod
+    def chunk(conn: socket.socket, data: bytes) -> None:
+        conn.sendall(b"%x\r\n%s\r\n" % (len(data), data))
+
+    @staticmethod
+    def reset(conn: socket.socket) -> None:
+        """Close with a TCP reset (SO_LINGER 0) when the connection is closed."""
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+    def close(self) -> None:
+        self.sock.close()
 
 
 def free_port() -> int:

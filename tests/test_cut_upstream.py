@@ -20,14 +20,12 @@ repair can mend (a first tool-call header without a name that never came).
 from __future__ import annotations
 
 import socket
-import struct
-import threading
 import time
 
 import orjson
 import pytest
 
-from tests.support import show_logs_on_failure, start_mitmdump
+from tests.support import ChunkedUpstream, show_logs_on_failure, start_mitmdump
 from streamfix.wire.apis import api_for_path, stream_repairer
 from streamfix.wire.contract import check
 from streamfix.wire.rules import FlowContext, Rules
@@ -307,49 +305,20 @@ def _prefix_ok(api: str, got: bytes, sent: bytes) -> None:
         assert TOOL_NAME in {v.rule for v in check(api, sent, prefix=True)}
 
 
-class CuttingUpstream:
+class CuttingUpstream(ChunkedUpstream):
     """HTTP/1.1 upstream: answers ``/<case>/<cut>/<api path>`` with the case's events, one
     chunk each, 20 ms apart, waits 0.5 s, then resets (SO_LINGER 0) or closes (FIN) the
     connection without the last chunk."""
 
-    def __init__(self) -> None:
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
-
-    def _handle(self, conn: socket.socket) -> None:
-        with conn:
-            data = b""
-            while b"\r\n\r\n" not in data:
-                data += conn.recv(65536)
-            head, _, body = data.partition(b"\r\n\r\n")
-            length = int(
-                next(
-                    (ln.split(b":")[1] for ln in head.split(b"\r\n") if ln.lower().startswith(b"content-length")), b"0"
-                )
-            )
-            while len(body) < length:
-                body += conn.recv(65536)
-            _, case, cut = head.split(b" ")[1].decode().split("/")[:3]
-            conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
-            for ev in CASES[case][2]:
-                conn.sendall(b"%x\r\n%s\r\n" % (len(ev), ev))
-                time.sleep(0.02)
-            time.sleep(0.5)
-            if cut == "reset":
-                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-
-    def close(self) -> None:
-        self.sock.close()
+    def respond(self, conn: socket.socket, path: str, body: bytes) -> None:
+        _, case, cut = path.split("/")[:3]
+        self.start_sse(conn)
+        for ev in CASES[case][2]:
+            self.chunk(conn, ev)
+            time.sleep(0.02)
+        time.sleep(0.5)
+        if cut == "reset":
+            self.reset(conn)
 
 
 def _dechunk(raw: bytes) -> bytes:

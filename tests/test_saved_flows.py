@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import socket
 import struct
-import threading
 import time
 from pathlib import Path
 
@@ -13,7 +12,7 @@ import pytest
 from mitmproxy import contentviews, io
 from mitmproxy.proxy.mode_specs import ReverseMode
 from mitmproxy.test import taddons
-from support import REPAIR_ADDON, ROOT, run_mitmdump, start_mitmdump
+from support import REPAIR_ADDON, ROOT, ChunkedUpstream, run_mitmdump, start_mitmdump
 
 from streamfix.addons import sseview
 from streamfix.recordings import load, to_flow
@@ -69,7 +68,7 @@ def test_just_offline_keeps_bodies() -> None:
 # --- -w on live streams: a completed one, an upstream reset, a client abort -------------
 
 
-class Upstream:
+class Upstream(ChunkedUpstream):
     """HTTP/1.1 upstream for ``/<how>/v1/responses``: a recording's events, one chunk each
     20 ms apart; ``complete`` ends the chunked body, ``reset`` sends :data:`CUT` events and
     resets the connection (SO_LINGER 0), ``stall`` sends :data:`CUT` events and waits (the
@@ -77,46 +76,22 @@ class Upstream:
 
     def __init__(self, events: list[bytes]) -> None:
         self.events = events
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        threading.Thread(target=self._serve, daemon=True).start()
+        super().__init__()
 
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
-
-    def _handle(self, conn: socket.socket) -> None:
-        with conn:
-            data = b""
-            while b"\r\n\r\n" not in data:
-                data += conn.recv(65536)
-            head, _, body = data.partition(b"\r\n\r\n")
-            length = next(
-                (int(ln.split(b":")[1]) for ln in head.split(b"\r\n") if ln.lower().startswith(b"content-length")), 0
-            )
-            while len(body) < length:
-                body += conn.recv(65536)
-            how = head.split(b" ")[1].decode().split("/")[1]
-            conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
-            events = self.events if how == "complete" else self.events[:CUT]
-            for ev in events:
-                conn.sendall(b"%x\r\n%s\r\n" % (len(ev), ev))
-                time.sleep(0.02)
-            if how == "complete":
-                conn.sendall(b"0\r\n\r\n")
-                time.sleep(0.2)
-            elif how == "reset":
-                time.sleep(0.3)
-                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            else:
-                time.sleep(5)  # the client aborts meanwhile; mitmproxy then closes this side
-
-    def close(self) -> None:
-        self.sock.close()
+    def respond(self, conn: socket.socket, path: str, body: bytes) -> None:
+        how = path.split("/")[1]
+        self.start_sse(conn)
+        for ev in self.events if how == "complete" else self.events[:CUT]:
+            self.chunk(conn, ev)
+            time.sleep(0.02)
+        if how == "complete":
+            conn.sendall(b"0\r\n\r\n")
+            time.sleep(0.2)
+        elif how == "reset":
+            time.sleep(0.3)
+            self.reset(conn)
+        else:
+            time.sleep(5)  # the client aborts meanwhile; mitmproxy then closes this side
 
 
 CUT = 5
