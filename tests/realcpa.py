@@ -149,18 +149,30 @@ def start(
     exe = binary(version)
     if exe is None:
         raise FileNotFoundError(missing_reason(version))
+    def write(d: Path, port: int) -> dict[str, str]:
+        (d / "config.yaml").write_text(config(port, d / "auths", provider, upstream, proxy_url, alias))
+        return env or {}
+
+    proc, port, d = launch(exe, f"{version}-{provider}", write, timeout)
+    return Cpa(version, provider, proc, port, d)
+
+
+def launch(exe: Path, name: str, write, timeout: float) -> tuple[Proc, int, Path]:
+    """Run a CPA binary in a temp dir of its own (``auths/``, ``home/``; ``write(dir, port)``
+    writes its config and returns extra environment) until ``/healthz`` answers; a port
+    taken meanwhile by another process is retried on a new one (3 tries)."""
     for attempt in range(3):
-        d = Path(tempfile.mkdtemp(prefix=f"cpa-{version}-{provider}-"))
+        d = Path(tempfile.mkdtemp(prefix=f"cpa-{name}-"))
         (d / "auths").mkdir()
         (d / "home").mkdir()
         port = free_port()
-        (d / "config.yaml").write_text(config(port, d / "auths", provider, upstream, proxy_url, alias))
+        extra = write(d, port)
         proc = Proc([str(exe), "-config", str(d / "config.yaml"), "-local-model"], cwd=d,
-                    env=clean_env({"HOME": str(d / "home"), **(env or {})}))  # fmt: skip
+                    env=clean_env({"HOME": str(d / "home"), **extra}))  # fmt: skip
         try:
             proc.wait_for(r"API server started successfully on", timeout)
             _healthz(port, proc, timeout)
-            return Cpa(version, provider, proc, port, d)
+            return proc, port, d
         except (RuntimeError, TimeoutError):
             proc.stop()
             busy = "address already in use" in proc.output.lower()

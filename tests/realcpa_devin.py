@@ -27,14 +27,11 @@ from __future__ import annotations
 
 import datetime
 import json
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import realcpa
-from realcpa import CLIENT_KEY, Cpa, clean_env, free_port
-from support import Proc
+from realcpa import Cpa
 
 BUILD = "pr5111"
 """The CPA build these tests run: PR #5111's head (98fbaedf9, 2026-08-20)."""
@@ -84,26 +81,13 @@ def start(proxy_url: str, cert_file: Path, token: str, timeout: float = 30.0) ->
     exe = realcpa.binary(BUILD)
     if exe is None:
         raise FileNotFoundError(missing_reason())
-    for attempt in range(3):
-        d = Path(tempfile.mkdtemp(prefix=f"cpa-{BUILD}-devin-"))
-        (d / "auths").mkdir()
-        (d / "home").mkdir()
+    def write(d: Path, port: int) -> dict[str, str]:
         (d / "auths" / "devin.json").write_text(json.dumps({"type": "devin", "devin_session_token": token}))
-        port = free_port()
         (d / "config.yaml").write_text(config(port, d / "auths", proxy_url))
-        env = clean_env({"HOME": str(d / "home"), "SSL_CERT_FILE": str(cert_file)})
-        proc = Proc([str(exe), "-config", str(d / "config.yaml"), "-local-model"], cwd=d, env=env)
-        try:
-            proc.wait_for(r"API server started successfully on", timeout)
-            realcpa._healthz(port, proc, timeout)
-            return DevinCpa(BUILD, "devin", proc, port, d, token)
-        except (RuntimeError, TimeoutError):
-            proc.stop()
-            busy = "address already in use" in proc.output.lower()
-            shutil.rmtree(d, ignore_errors=True)
-            if not busy or attempt == 2:
-                raise
-    raise AssertionError("unreachable")
+        return {"SSL_CERT_FILE": str(cert_file)}
+
+    proc, port, d = realcpa.launch(exe, f"{BUILD}-devin", write, timeout)
+    return DevinCpa(BUILD, "devin", proc, port, d, token)
 
 
 def make_certs(d: Path, host: str = DEVIN_HOST) -> tuple[Path, Path, Path]:

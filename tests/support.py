@@ -351,6 +351,22 @@ class ChunkedUpstream:
         self.sock.close()
 
 
+def dechunk(raw: bytes) -> bytes:
+    """The body of a raw chunked HTTP/1.1 response, as far as it got."""
+    _, _, rest = raw.partition(b"\r\n\r\n")
+    out = b""
+    while rest:
+        size, sep, rest = rest.partition(b"\r\n")
+        if not sep or not size:
+            break
+        n = int(size, 16)
+        if n == 0 or len(rest) < n:
+            break
+        out += rest[:n]
+        rest = rest[n + 2 :]
+    return out
+
+
 def free_port() -> int:
     """A port nothing listens on right now (for programs that cannot take port 0)."""
     import socket

@@ -26,6 +26,7 @@ import orjson
 import pytest
 
 from tests.support import ChunkedUpstream, show_logs_on_failure, start_mitmdump
+from tests.support import dechunk as _dechunk
 from streamfix.wire.apis import api_for_path, stream_repairer
 from streamfix.wire.contract import check
 from streamfix.wire.rules import FlowContext, Rules
@@ -319,22 +320,6 @@ class CuttingUpstream(ChunkedUpstream):
         time.sleep(0.5)
         if cut == "reset":
             self.reset(conn)
-
-
-def _dechunk(raw: bytes) -> bytes:
-    """The body of a chunked response, as far as it got."""
-    _, _, rest = raw.partition(b"\r\n\r\n")
-    out = b""
-    while rest:
-        size, sep, rest = rest.partition(b"\r\n")
-        if not sep or not size:
-            break
-        n = int(size, 16)
-        if n == 0 or len(rest) < n:
-            break
-        out += rest[:n]
-        rest = rest[n + 2 :]
-    return out
 
 
 def _post(port: int, path: str, body: bytes) -> bytes:

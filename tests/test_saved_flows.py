@@ -13,6 +13,7 @@ from mitmproxy import contentviews, io
 from mitmproxy.proxy.mode_specs import ReverseMode
 from mitmproxy.test import taddons
 from support import REPAIR_ADDON, ROOT, ChunkedUpstream, run_mitmdump, start_mitmdump
+from support import dechunk as _dechunk
 
 from streamfix.addons import sseview
 from streamfix.recordings import load, to_flow
@@ -123,21 +124,6 @@ def _request(port: int, how: str, body: bytes, abort: str | None = None) -> byte
         return got
     finally:
         s.close()
-
-
-def _dechunk(raw: bytes) -> bytes:
-    _, _, rest = raw.partition(b"\r\n\r\n")
-    out = b""
-    while rest:
-        size, sep, rest = rest.partition(b"\r\n")
-        if not sep or not size:
-            break
-        n = int(size, 16)
-        if n == 0 or len(rest) < n:
-            break
-        out += rest[:n]
-        rest = rest[n + 2 :]
-    return out
 
 
 @pytest.mark.e2e
