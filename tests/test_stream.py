@@ -211,11 +211,13 @@ def test_open_item_memory_is_its_text_not_a_string_per_delta():
     assert b"".join(f"{i:09d} ".encode() for i in range(50_000)) in out
 
 
+@pytest.mark.parametrize("skim", [True, False], ids=["skim", "no-skim"])
 @pytest.mark.parametrize("api", ["responses", "chat"])
-def test_at_most_one_json_parse_per_event(monkeypatch, api):
+def test_at_most_one_json_parse_per_event(monkeypatch, api, skim):
     """The repairer and the checks before it (non-standard events) share one
     ``orjson.loads`` per event (``Event.json``); the verdict's one parse of the last
-    call's arguments at the end is the only other."""
+    call's arguments at the end is the only other. A skimmed event (wire.skim) is not
+    parsed at all; only a string of it holding an escape is decoded, by orjson."""
     from streamfix import bench
     from streamfix.wire.apis import stream_repairer
     from streamfix.wire.rules import FlowContext, Rules
@@ -231,7 +233,10 @@ def test_at_most_one_json_parse_per_event(monkeypatch, api):
         return real(data)
 
     monkeypatch.setattr(orjson, "loads", counting)
-    s = StreamRepair(stream_repairer(api, Rules(), FlowContext(model="m", request=request), Verdict()))
+    rep = stream_repairer(api, Rules(), FlowContext(model="m", request=request), Verdict())
+    if not skim:
+        rep.skim = None
+    s = StreamRepair(rep)
     for c in chunks:
         s.feed(c)
     s.close()
@@ -239,7 +244,11 @@ def test_at_most_one_json_parse_per_event(monkeypatch, api):
     with_data = sum(1 for c in chunks for e in p.feed(c) if e.data is not None)
     assert s.error is None
     assert with_data > 2000 and len(calls) <= with_data + 1
-    assert len(calls) >= with_data, "the count saw no parse: orjson.loads was not the one the repairer calls"
+    if skim and rep.skim is not None:
+        assert s.skimmed > with_data // 2, "the common deltas were not skimmed"
+    else:
+        assert s.skimmed == 0
+    assert len(calls) >= with_data - s.skimmed, "the count saw no parse: orjson.loads was not the one the repairer calls"
 
 
 @pytest.mark.parametrize(

@@ -21,6 +21,7 @@ from pathlib import Path
 
 COMPILED = (
     "sse",
+    "skim",
     "stream",
     "responses",
     "response_items",

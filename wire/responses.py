@@ -145,7 +145,8 @@ from .holding import REPLAY_HOLD_LIMIT
 from .response_items import HEAD, Item, Items, Part
 from .response_usage import _int, fill_upstream_usage, fix_usage
 from .rules import FlowContext, Rules
-from .sse import Event, format_event
+from .skim import Skim, Skimmed
+from .sse import Event, _whole, format_event
 from .stream import ApiRepairer, Streamed
 from .verdict import Decision, Outcome, Verdict
 
@@ -228,12 +229,13 @@ class ResponsesRepairer(ApiRepairer):
         self._created_at: Any = None
         self._model: str | None = None
         self._noted: set[tuple[str, int]] = set()
-        self._framing: Event | None = None  # the last response event (framing of a synthesized terminal)
+        self._framing: Event | Skimmed | None = None  # the last response event (framing of a synthesized terminal)
         self._unannounced = False  # events for an item never added passed as they came
         self._rotated: set[int] = set()  # rule item_id: items whose events carried other ids
         self._replayed: set[int] = set()  # rule replay: items whose done text was doubled
         self._run: _Run | None = None  # rule replay: deltas that may repeat a part's text, held
         self._routed = False  # event() called by _run_event
+        self.skim = Skim()
 
     # --- driver interface ---------------------------------------------------------
     def _run_event(self, ev: Event, run: _Run) -> list[bytes]:
@@ -346,8 +348,11 @@ class ResponsesRepairer(ApiRepairer):
         out += super().end()
         if not self._finished:
             self.note("stream ended without a terminal event")
-            if self.rules.eof_terminal and self._framing is not None:
-                out.append(self._eof_failure(self._framing))
+            framing = self._framing
+            if self.rules.eof_terminal and framing is not None:
+                if isinstance(framing, Skimmed):  # a skimmed event: the Event the parser makes of it
+                    framing = _whole(framing.raw) or Event(framing.raw)
+                out.append(self._eof_failure(framing))
         return out
 
     def salvage(self) -> list[bytes]:
@@ -409,15 +414,24 @@ class ResponsesRepairer(ApiRepairer):
         return out
 
     # --- output and numbering -----------------------------------------------------
+    def _renumber(self, seq: int) -> int:
+        """Rule sequence: the number an event numbered ``seq`` goes out with (the next one
+        after the last, if ``seq`` is not above it), now the last."""
+        last = self._last_seq
+        if self.rules.sequence and last is not None and seq <= last:
+            seq = last + 1
+            self.fire("sequence")
+        self._last_seq = seq
+        return seq
+
     def _out(self, ev: Event, obj: dict[str, Any], dirty: bool, event: str | None = None) -> bytes:
         """The event's bytes after the sequence rule: raw if nothing changed."""
         seq = obj.get("sequence_number")
         if type(seq) is int:
-            if self.rules.sequence and self._last_seq is not None and seq <= self._last_seq:
-                seq = obj["sequence_number"] = self._last_seq + 1
+            new = self._renumber(seq)
+            if new != seq:
+                obj["sequence_number"] = new
                 dirty = True
-                self.fire("sequence")
-            self._last_seq = seq
         if not dirty:
             self._firing.clear()
             return ev.raw
@@ -937,54 +951,104 @@ class ResponsesRepairer(ApiRepairer):
 
     def _delta(self, ev: Event, obj: dict[str, Any], typ: str) -> list[bytes] | None:
         """The common path of :meth:`_item_event` (issue 12: most events of a turn): a text
-        or arguments delta of an open item, naming it by its announced id and index.
+        or arguments delta of an open item, naming it by its announced id and index
+        (:meth:`_takes_delta`); None, and the caller takes the full path, otherwise. A
+        handled event's layout is learned for skimming (:mod:`wire.skim`)."""
+        if not self._takes_delta(typ, obj.get("item_id"), obj.get("output_index"), obj.get("content_index"), obj.get("delta")):
+            return None
+        out = self._out(ev, obj, False)  # rule sequence; else its own bytes
+        skim = self.skim
+        if skim is not None:
+            skim.learn(typ, ev.raw, ev.data, ev.event, obj)
+        return [out]
 
-        Returns None, and the caller takes the full path, unless every check below holds.
-        Under them the full path does exactly what this does: each check rules out one
-        rule that could touch the event (said beside it), and what is left is the
-        bookkeeping (the streamed text or arguments, the verdict's digest) and rule
-        ``sequence`` (:meth:`_out`).
+    def _takes_delta(self, typ: str, gid: Any, oi: Any, ci: Any, delta: Any) -> bool:
+        """A text or arguments delta the common path serves, recorded (the streamed text or
+        arguments, the verdict's digest); False, having changed nothing, for one that must
+        take the full path. Read from the parsed event (:meth:`_delta`) or from a skimmed
+        one's values (:meth:`skimmed`): one test for both.
+
+        Under these checks the full path does exactly what this does: each check rules out
+        one rule that could touch the event (said beside it), and what is left is the
+        bookkeeping and rule ``sequence`` (:meth:`_out`), which the caller applies.
         """
         if self._firing or self._run is not None:
-            return None  # a rule already fired for this event: the full path counts it; held deltas: rule replay
-        gid = obj.get("item_id")
+            return False  # a rule already fired for this event: the full path counts it; held deltas: rule replay
         if type(gid) is not str:
-            return None  # schema_fill may add the id, announce may open an item for it
+            return False  # schema_fill may add the id, announce may open an item for it
         it = self.items.by_id.get(gid)
         # the item Items.lookup finds too (a known id wins over output_index); gid == it.id:
         # rule item_id has nothing to pin (an alias of a rotated id goes the full way);
         # open and no continuation: rule item_order neither drops nor retargets it
         if it is None or gid != it.id or not it.open or it.root is not None:
-            return None
-        oi = obj.get("output_index")
+            return False
         if type(oi) is not int or oi != it.index:
-            return None  # rule output_index renumbers it, schema_fill adds it
-        delta = obj.get("delta")
+            return False  # rule output_index renumbers it, schema_fill adds it
         if type(delta) is not str:
-            return None
+            return False
         if typ == _TEXT_DELTA:
-            ci = obj.get("content_index")
             if type(ci) is not int:
-                return None  # schema_fill
+                return False  # schema_fill
             p = it.parts.get(ci)
             # a part not yet announced: rule announce opens it; a delta that agrees with
             # the text's beginning may repeat it (rule replay compares the text)
             if p is None or (self.rules.announce and not p.announced):
-                return None
+                return False
             head = p.head  # Part.may_repeat and Part.add, inline (the hot path)
             if self.rules.replay and delta and p.chunks.pieces >= 2 and (
                 head.startswith(delta) if len(delta) <= len(head) else delta.startswith(head)
             ):
-                return None
+                return False
             p.chunks.append(delta)
             p.size += len(delta)
             if len(head) < HEAD:
                 p.head = (head + delta)[:HEAD]
             self.verdict.observe_text(delta)
-        else:
+        elif typ == _ARGS_DELTA:
             it.args.append(delta)
             self.verdict.observe_args(delta)
-        return [self._out(ev, obj, False)]  # rule sequence; else its own bytes
+        else:
+            return False
+        return True
+
+    def skimmed(self, s: Skimmed) -> bytes | None:
+        """A skimmed text or arguments delta (:mod:`wire.skim`), through :meth:`_takes_delta`
+        and rule ``sequence`` as :meth:`_delta` takes the parsed one; None for the full path."""
+        if self._finished or self._seq_last_key is None:
+            return None
+        layout = s.layout
+        typ = layout.kind
+        seq_slot = layout.slot("sequence_number")
+        gid_slot = layout.slot("item_id")
+        delta_slot = layout.slot("delta")
+        if gid_slot < 0 or delta_slot < 0 or layout.holes[gid_slot] != "s" or layout.holes[delta_slot] != "s":
+            return None
+        try:
+            gid = s.text(gid_slot)
+            delta = s.text(delta_slot)
+        except ValueError:
+            return None  # not what orjson would decode: the full path says so
+        oi_slot = layout.slot("output_index")
+        oi: Any = s.number(oi_slot) if oi_slot >= 0 and layout.holes[oi_slot] == "i" else None
+        ci: Any = None
+        if typ == _TEXT_DELTA:
+            ci_slot = layout.slot("content_index")
+            ci = s.number(ci_slot) if ci_slot >= 0 and layout.holes[ci_slot] == "i" else None
+        if seq_slot >= 0 and layout.holes[seq_slot] != "i":
+            return None  # a sequence_number that is no integer: _out leaves it, so would this, but rare
+        if not self._takes_delta(typ, gid, oi, ci, delta):
+            return None
+        self._framing = s
+        if seq_slot < 0:
+            self._firing.clear()
+            return s.raw
+        seq = s.number(seq_slot)
+        new = self._renumber(seq)
+        if new == seq:
+            self._firing.clear()
+            return s.raw
+        self.count()
+        return s.render(seq_slot, new)
 
     def _item_event(self, ev: Event, obj: dict[str, Any], typ: str) -> list[bytes]:
         it = self.items.lookup(obj)

@@ -382,6 +382,30 @@ class SseParser:
             return
         self._fields.append(_field(line))
 
+    def idle(self) -> bool:
+        """Between events on the fast path (LF framing, nothing unfinished): bytes fed
+        now start a new event, and a read that is whole events leaves the parser as it is."""
+        return self._mode == _FAST and not self._pend
+
+    def fast(self) -> bool:
+        """On the fast path (LF framing, decided)."""
+        return self._mode == _FAST
+
+    def seam(self, chunk: bytes, pos: int = 0) -> int:
+        """Where in ``chunk`` the event begun before ``pos`` (the pending one, or one starting
+        at ``pos`` when idle) ends on the fast path: the offset after its blank line, or -1
+        if the chunk does not end it. A blank line where an event would start is an event
+        of its own (one byte)."""
+        if pos == 0 and self._pend:
+            if self._pend_lf and chunk[:1] == b"\n":
+                return 1
+            end = chunk.find(b"\n\n")
+            return end + 2 if end >= 0 else -1
+        if chunk[pos] == 10:
+            return pos + 1
+        end = chunk.find(b"\n\n", pos)
+        return end + 2 if end >= 0 else -1
+
     @property
     def buffered(self) -> int:
         """Bytes fed but not yet handed out in an event (the unfinished event)."""

@@ -17,6 +17,7 @@ import orjson
 from .empty import no_events_failure
 from .foreign import foreign
 from .sse import Event, SseParser
+from .skim import Skim, Skimmed
 
 try:
     from mypy_extensions import mypyc_attr
@@ -101,6 +102,14 @@ class EventRepairer:
         field name (``"status"``, ``"item_order"``, ``"truncation"``...). An event changed
         by two rules counts once for each."""
         self._firing: set[str] = set()
+        self.skim: Skim | None = None
+        """The layouts this repairer learned (:mod:`wire.skim`), if it skims: the driver
+        hands it matching events as :meth:`skimmed`."""
+
+    def skimmed(self, s: Skimmed) -> bytes | None:
+        """A matched event (:mod:`wire.skim`): its bytes after the rules, or None, having
+        changed nothing, when it must take the full path (:meth:`event`)."""
+        return None
 
     def fire(self, rule: str) -> None:
         """``rule`` changed the event being repaired (counted once, by :meth:`count`)."""
@@ -217,7 +226,7 @@ class ApiRepairer(EventRepairer):
 class StreamRepair:
     """Bytes in, repaired bytes out; any repairer exception switches to passthrough."""
 
-    __slots__ = ("_last", "_tail", "bytes_in", "bytes_out", "error", "events", "parser", "quiet", "repairer")
+    __slots__ = ("_last", "_tail", "bytes_in", "bytes_out", "error", "events", "parser", "quiet", "repairer", "skimmed")
 
     def __init__(self, repairer: EventRepairer) -> None:
         self.repairer = repairer
@@ -227,6 +236,8 @@ class StreamRepair:
         self.bytes_out = 0
         self.events = 0
         """SSE events parsed (while repairing; passthrough after an error is not counted)."""
+        self.skimmed = 0
+        """Of :attr:`events`, those the repairer took skimmed (:mod:`wire.skim`: no JSON parse)."""
         self.quiet = True
         """No event of the API has come yet (only comments and keep-alives, if anything):
         at the end, rule no_events adds a failure (:meth:`ApiRepairer.no_events`)."""
@@ -235,14 +246,64 @@ class StreamRepair:
 
     def feed(self, chunk: bytes) -> bytes:
         self.bytes_in += len(chunk)
-        if self.parser is None:
+        parser = self.parser
+        if parser is None:
             out = chunk
         else:
-            out = self._run(self.parser.feed(chunk), eof=False)
+            skim = self.repairer.skim
+            if skim is not None and skim.pattern is not None and not self.quiet and parser.fast():
+                out = self._skim(chunk, skim, parser)
+            else:
+                out = self._run(parser.feed(chunk), eof=False)
             if out:
                 self._last = out
         self.bytes_out += len(out)
         return out
+
+    def _skim(self, chunk: bytes, skim: Skim, parser: SseParser) -> bytes:
+        """The read event by event: one with a learned layout that the repairer takes
+        skimmed (:mod:`wire.skim`), any other through the parser and the full path, one
+        event at a time so that a layout learned on it serves the next (the parser makes
+        the same events of bytes in any cuts). The parser stays on its fast path between
+        events, so a skimmed event is exactly the event it would have made of these
+        bytes; once it holds an unfinished event, or leaves the fast path (a CR), it takes
+        the rest of the read."""
+        rep = self.repairer
+        n = len(chunk)
+        pos = 0
+        outs: list[bytes] = []
+        if not parser.idle():  # an event begun in an earlier read: the parser ends it first
+            pos = parser.seam(chunk)
+            if pos < 0:
+                return self._run(parser.feed(chunk), eof=False)
+            outs.append(self._run(parser.feed(chunk[:pos]), eof=False))
+        while pos < n:
+            if self.parser is None or not parser.idle():  # failed over, or off the fast path
+                outs.append(self._run(parser.feed(chunk[pos:]), eof=False) if self.parser is not None else chunk[pos:])
+                break
+            s = skim.match(chunk, pos)
+            if s is not None:
+                try:
+                    out = rep.skimmed(s)
+                except Exception as e:  # fail open: this event, the rest of the read and what is held, raw
+                    self.error = e
+                    outs.append(self._unsent([], eof=False))
+                    outs.append(chunk[pos:] if pos else chunk)
+                    break
+                if out is not None:
+                    self.events += 1
+                    self.skimmed += 1
+                    pos += len(s.raw)
+                    if pos == n and not outs:
+                        return out
+                    outs.append(out)
+                    continue
+            end = parser.seam(chunk, pos)  # this one event the full way
+            if end < 0:
+                end = n
+            outs.append(self._run(parser.feed(chunk[pos:end] if pos or end < n else chunk), eof=False))
+            pos = end
+        return outs[0] if len(outs) == 1 else b"".join(outs)
 
     def undelivered(self) -> tuple[int, int, int]:
         """(held events, their bytes, bytes of the unfinished event): what was received
