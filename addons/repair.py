@@ -49,7 +49,7 @@ from streamfix.wire.apis import api_for_path, stream_repairer  # noqa: E402
 from streamfix.wire.encoding import decoder_for  # noqa: E402
 from streamfix.wire.rules import FlowContext, Rules  # noqa: E402
 from streamfix.wire.sse import SseParser  # noqa: E402
-from streamfix.wire.stream import StreamRepair  # noqa: E402
+from streamfix.wire.stream import Reads, StreamRepair  # noqa: E402
 from streamfix.wire.told import UsageReader  # noqa: E402
 from streamfix.wire.verdict import SOURCES, Verdict  # noqa: E402
 
@@ -194,6 +194,9 @@ class Repair:
         if shared.has_turn_sinks():
             st.stream.told = UsageReader(st.api)
         resp.stream = st.stream
+        if decoder is None and st.stream.told is None and not self.keep_bodies:
+            # a plain stream: reads after the first skip the interpreted callable
+            resp.stream = Reads(st.stream.repair, st.stream)
 
     def response(self, flow: http.HTTPFlow) -> None:
         st = self._forget(flow)

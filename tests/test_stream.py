@@ -3,6 +3,8 @@
 import orjson
 import pytest
 
+from support import pure_only
+
 from streamfix.wire.sse import Event, SseParser
 from streamfix.wire.stream import EventRepairer, Streamed, StreamRepair, repair_body
 
@@ -281,3 +283,63 @@ def test_fault_says_how_the_stream_ended(name):
     else:
         failed = b'data: {"type":"response.failed","sequence_number":99,"response":{"id":"r","status":"failed"}}\n\n'
         assert fault(first + failed) == "the stream ended with a failure event"
+
+
+@pure_only  # a stand-in for StreamRepair: the compiled Reads takes the real class only
+def test_reads_hands_the_first_read_and_the_end_to_its_owner_and_fails_open():
+    """``wire.stream.Reads`` (the plain stream's per-read callable): the first read and
+    the end go to the owner (the addon's FlowStream); the others straight to the repair;
+    a repair that raises makes the read go out as it came, with the owner's ``failed``."""
+    from streamfix.wire.stream import Reads
+
+    class Owner:
+        failed = None
+
+        def __init__(self):
+            self.calls = []
+
+        def __call__(self, chunk):
+            self.calls.append(chunk)
+            return [b"owner:" + chunk]
+
+    class Feed:
+        def __init__(self):
+            self.fed = []
+
+        def feed(self, chunk):
+            self.fed.append(chunk)
+            if chunk == b"boom":
+                raise RuntimeError("inside")
+            return b"" if chunk == b"hold" else chunk.upper()
+
+    owner, feed = Owner(), Feed()
+    r = Reads(feed, owner)
+    assert r(b"first") == [b"owner:first"] and feed.fed == []
+    assert r(b"second") == [b"SECOND"]
+    assert r(b"hold") == []  # nothing to send: no empty chunk for mitmproxy
+    assert r(b"boom") == [b"boom"] and isinstance(owner.failed, RuntimeError)
+    assert r(b"") == [b"owner:"] and owner.calls == [b"first", b""]
+
+
+def test_reads_feeds_a_real_repair_between_the_owners_first_read_and_end():
+    """The same on either build, with a real StreamRepair: the middle reads are repaired
+    (a chat chunk's tool-call index renumbered) without the owner."""
+    from streamfix.wire.apis import stream_repairer
+    from streamfix.wire.rules import FlowContext, Rules
+    from streamfix.wire.stream import Reads
+    from streamfix.wire.verdict import Verdict
+
+    calls = []
+
+    def owner(chunk):
+        calls.append(chunk)
+        return [chunk]
+
+    rep = StreamRepair(stream_repairer("chat", Rules(), FlowContext(model="m"), Verdict()))
+    r = Reads(rep, owner)
+    head = b'data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant"}}]}\n\n'
+    call = b'data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"tool_calls":[{"index":3,"id":"t","type":"function","function":{"name":"f","arguments":""}}]}}]}\n\n'
+    assert r(head) == [head] and calls == [head]
+    (out,) = r(call)
+    assert b'"tool_calls":[{"index":0,' in out and rep.events == 1
+    assert r(b"") == [b""] and calls == [head, b""]

@@ -145,7 +145,7 @@ from .holding import REPLAY_HOLD_LIMIT
 from .response_items import HEAD, Item, Items, Part
 from .response_usage import _int, fill_upstream_usage, fix_usage
 from .rules import FlowContext, Rules
-from .skim import Skim, Skimmed
+from .skim import Layout, Skim, Skimmed
 from .sse import Event, _whole, format_event
 from .stream import ApiRepairer, Streamed
 from .verdict import Decision, Outcome, Verdict
@@ -192,6 +192,25 @@ _OUTPUT_INDEX_REQUIRED = frozenset({_ARGS_DELTA, _ARGS_DONE})
 
 _REASON = {"max_tokens": "max_output_tokens", "content_filter": "content_filter"}
 _NATIVE: dict[Any, Outcome] = {"max_output_tokens": "max_tokens", "content_filter": "content_filter"}
+
+
+_SKIM_HOLES = frozenset({("sequence_number",), ("delta",), ("obfuscation",)})
+"""What changes from one delta to the next (wire.skim): the rest of a layout is literal."""
+
+
+def _skim_info(layout: Layout) -> tuple[int, int, Any, Any, Any, list[int]]:
+    """Where a delta layout's number and text are, and its item's id and indexes (what
+    the parsed path reads with ``obj.get``; an integer or string hole where a literal is
+    expected reads as missing, so the checks send such events the full way)."""
+    seq_slot = layout.slot("sequence_number")
+    delta_slot = layout.slot("delta")
+    if seq_slot >= 0 and layout.holes[seq_slot] != "i":
+        delta_slot = -1  # a string where the number goes: not for skimming
+    if delta_slot >= 0 and layout.holes[delta_slot] != "s":
+        delta_slot = -1
+    c = layout.consts
+    others = [i for i, h in enumerate(layout.holes) if h == "s" and i != delta_slot]  # checked, not read
+    return seq_slot, delta_slot, c.get(("item_id",)), c.get(("output_index",)), c.get(("content_index",)), others
 
 
 class _Run:
@@ -958,8 +977,8 @@ class ResponsesRepairer(ApiRepairer):
             return None
         out = self._out(ev, obj, False)  # rule sequence; else its own bytes
         skim = self.skim
-        if skim is not None:
-            skim.learn(typ, ev.raw, ev.data, ev.event, obj)
+        if skim is not None and skim.tries(typ):
+            skim.learn(typ, ev.raw, ev.data, ev.event, obj, _SKIM_HOLES)
         return [out]
 
     def _takes_delta(self, typ: str, gid: Any, oi: Any, ci: Any, delta: Any) -> bool:
@@ -1013,30 +1032,25 @@ class ResponsesRepairer(ApiRepairer):
 
     def skimmed(self, s: Skimmed) -> bytes | None:
         """A skimmed text or arguments delta (:mod:`wire.skim`), through :meth:`_takes_delta`
-        and rule ``sequence`` as :meth:`_delta` takes the parsed one; None for the full path."""
+        and rule ``sequence`` as :meth:`_delta` takes the parsed one; None for the full path.
+        The item's id and indexes are the layout's (literal in it); the text and the number
+        are the holes."""
         if self._finished or self._seq_last_key is None:
             return None
         layout = s.layout
-        typ = layout.kind
-        seq_slot = layout.slot("sequence_number")
-        gid_slot = layout.slot("item_id")
-        delta_slot = layout.slot("delta")
-        if gid_slot < 0 or delta_slot < 0 or layout.holes[gid_slot] != "s" or layout.holes[delta_slot] != "s":
+        if layout.info is None:
+            layout.info = _skim_info(layout)
+        info: tuple[int, int, Any, Any, Any, list[int]] = layout.info
+        seq_slot, delta_slot, gid, oi, ci, others = info
+        if delta_slot < 0:
             return None
         try:
-            gid = s.text(gid_slot)
             delta = s.text(delta_slot)
+            for i in others:
+                s.text(i)
         except ValueError:
             return None  # not what orjson would decode: the full path says so
-        oi_slot = layout.slot("output_index")
-        oi: Any = s.number(oi_slot) if oi_slot >= 0 and layout.holes[oi_slot] == "i" else None
-        ci: Any = None
-        if typ == _TEXT_DELTA:
-            ci_slot = layout.slot("content_index")
-            ci = s.number(ci_slot) if ci_slot >= 0 and layout.holes[ci_slot] == "i" else None
-        if seq_slot >= 0 and layout.holes[seq_slot] != "i":
-            return None  # a sequence_number that is no integer: _out leaves it, so would this, but rare
-        if not self._takes_delta(typ, gid, oi, ci, delta):
+        if not self._takes_delta(layout.kind, gid, oi, ci, delta):
             return None
         self._framing = s
         if seq_slot < 0:
@@ -1044,11 +1058,12 @@ class ResponsesRepairer(ApiRepairer):
             return s.raw
         seq = s.number(seq_slot)
         new = self._renumber(seq)
+        self._firing.clear()  # what _renumber fired (sequence) is counted here, as count() would
         if new == seq:
-            self._firing.clear()
             return s.raw
-        self.count()
-        return s.render(seq_slot, new)
+        self.changed += 1
+        self.fired["sequence"] += 1
+        return s.render(seq_slot, new, delta_slot, delta)
 
     def _item_event(self, ev: Event, obj: dict[str, Any], typ: str) -> list[bytes]:
         it = self.items.lookup(obj)
@@ -1458,7 +1473,8 @@ def _repair_json(
         changed = True
         hit.add("truncation")
     if fired is not None:
-        fired.update(hit)
+        for rule in hit:
+            fired[rule] += 1
     return changed, d
 
 

@@ -37,7 +37,6 @@ requires the same bytes, notes, counts and verdicts.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import orjson
@@ -45,32 +44,31 @@ import orjson
 __all__ = ["MAX_LAYOUTS", "Layout", "Skim", "Skimmed"]
 
 MAX_LAYOUTS = 8
-"""Layouts a stream keeps (the newest first); a stream of ever-new shapes stops learning."""
+"""Layouts a stream keeps (the newest first; the oldest goes when a new one comes)."""
 
-_STR = rb'"([^"\\\x00-\x1f]*(?:\\.[^"\\\x00-\x1f]*)*)"'
-_INT = rb"(-?(?:0|[1-9][0-9]{0,17}))"
-_LITERAL_KEYS = ("type", "object")
-"""Keys whose string value is part of the layout, not a hole: what the event is."""
+_loads = orjson.loads
+_dumps = orjson.dumps
+
+_LITERAL_PATHS = (("type",), ("object",))
+"""Keys whose value is part of a layout learned without named holes: what the event is."""
 
 
 class Layout:
     """One learned event shape: the literal pieces between its holes, what each hole
-    holds (``s`` string, ``i`` integer) and where it sits (a key path), and the
-    ``kind`` the repairer filed it under."""
+    holds (``s`` string, ``i`` integer), where it sits (a key path), the values the
+    event it was learned from had everywhere else (:attr:`consts`, by path), and the
+    ``kind`` the repairer filed it under. :attr:`info` is the repairer's own, computed
+    once per layout (where its holes are)."""
 
-    __slots__ = ("kind", "pieces", "holes", "paths", "source", "first")
+    __slots__ = ("kind", "pieces", "holes", "paths", "consts", "info")
 
-    def __init__(self, kind: str, pieces: list[bytes], holes: list[str], paths: list[tuple[Any, ...]]) -> None:
+    def __init__(self, kind: str, pieces: list[bytes], holes: list[str], paths: list[tuple[Any, ...]], consts: dict[tuple[Any, ...], Any]) -> None:
         self.kind = kind
         self.pieces = pieces
         self.holes = holes
         self.paths = paths
-        self.first = 0  # the group number of the first hole, in the combined pattern
-        parts = [re.escape(pieces[0])]
-        for hole, piece in zip(holes, pieces[1:]):
-            parts.append(_STR if hole == "s" else _INT)
-            parts.append(re.escape(piece))
-        self.source = b"".join(parts)
+        self.consts = consts
+        self.info: Any = None
 
     def slot(self, *path: Any) -> int:
         """The hole at ``path`` (keys and list positions), or -1 if the layout has none."""
@@ -79,22 +77,99 @@ class Layout:
         except ValueError:
             return -1
 
+    def match(self, chunk: bytes, pos: int) -> list[int] | None:
+        """The offsets ``[start, end]`` of each hole's value if the event at ``pos`` has this
+        layout (a string's offsets exclude its quotes), else None. Integers are canonical
+        and not negative (``0``, or up to 18 digits without a leading zero); a string is
+        whatever lies between its quotes up to the next piece (an escaped quote does not
+        end it); its content is checked when it is decoded (:meth:`Skimmed.text`).
 
-def _shape(obj: Any, path: tuple[Any, ...], pieces: list[bytes], holes: list[str], paths: list[tuple[Any, ...]]) -> bool:
-    """Appends ``obj``'s compact JSON to the pieces, its strings and ints as holes; False
-    for what a layout does not hold (floats, big ints, non-string keys)."""
+        Pieces are compared as slices (``memcmp``), not with ``startswith(piece, pos)``,
+        whose argument tuple costs more than the comparison; a search runs only for a
+        string that is not the event's last hole, or when the event does not end the read."""
+        pieces = self.pieces
+        p = pieces[0]
+        i = pos + len(p)
+        if chunk[pos:i] != p:
+            return None
+        n = len(chunk)
+        spans: list[int] = []
+        holes = self.holes
+        last = len(holes) - 1
+        for k in range(last + 1):
+            piece = pieces[k + 1]
+            if holes[k] == "i":
+                j = i
+                while j < n and 48 <= chunk[j] <= 57:
+                    j += 1
+                if j == i or j - i > 18 or (chunk[i] == 48 and j - i > 1):
+                    return None
+            elif k == last:
+                # the last hole, a string: its last piece (from the closing quote on) ends
+                # the event, at the read's end or at the first blank line after it
+                j = n - len(piece)
+                if j < i or chunk[j:] != piece:
+                    e = chunk.find(b"\n\n", i)
+                    if e < 0:
+                        return None
+                    j = e + 2 - len(piece)
+                    if j < i:
+                        return None
+                else:
+                    spans.append(i)
+                    spans.append(j)
+                    return spans
+            else:
+                j = chunk.find(b'"', i)
+                while j > 0 and chunk[j - 1] == 92:  # escaped, unless the backslash is itself escaped
+                    b = j - 1
+                    while chunk[b - 1] == 92:
+                        b -= 1
+                    if (j - b) % 2 == 0:
+                        break
+                    j = chunk.find(b'"', j + 1)
+                if j < 0:
+                    return None
+            e = j + len(piece)
+            if chunk[j:e] != piece:
+                return None
+            spans.append(i)
+            spans.append(j)
+            i = e
+        return spans
+
+
+def _shape(
+    obj: Any,
+    path: tuple[Any, ...],
+    want: frozenset[tuple[Any, ...]] | None,
+    pieces: list[bytes],
+    holes: list[str],
+    paths: list[tuple[Any, ...]],
+    consts: dict[tuple[Any, ...], Any],
+) -> bool:
+    """Appends ``obj``'s compact JSON to the pieces, the values at the paths in ``want``
+    (strings and ints) as holes; False for what a layout does not hold (floats, big ints,
+    a wanted value that is no string or int)."""
     t = type(obj)
+    if path in want if want is not None else ((t is str or t is int) and path[-1:] not in _LITERAL_PATHS):
+        if t is str or (t is int and 0 <= obj < 10**18):
+            holes.append("s" if t is str else "i")
+            paths.append(path)
+            if t is str:
+                pieces[-1] += b'"'
+                pieces.append(b'"')
+            else:
+                pieces.append(b"")
+            return True
+        return False
     if t is dict:
         pieces[-1] += b"{"
         first = True
         for k, v in obj.items():
-            if type(k) is not str:
-                return False
             pieces[-1] += (b"" if first else b",") + orjson.dumps(k) + b":"
             first = False
-            if k in _LITERAL_KEYS and type(v) is str:
-                pieces[-1] += orjson.dumps(v)
-            elif not _shape(v, path + (k,), pieces, holes, paths):
+            if not _shape(v, path + (k,), want, pieces, holes, paths, consts):
                 return False
         pieces[-1] += b"}"
         return True
@@ -103,122 +178,166 @@ def _shape(obj: Any, path: tuple[Any, ...], pieces: list[bytes], holes: list[str
         for i, v in enumerate(obj):
             if i:
                 pieces[-1] += b","
-            if not _shape(v, path + (i,), pieces, holes, paths):
+            if not _shape(v, path + (i,), want, pieces, holes, paths, consts):
                 return False
         pieces[-1] += b"]"
         return True
-    if t is str or (t is int and -(10**18) < obj < 10**18):
-        holes.append("s" if t is str else "i")
-        paths.append(path)
-        pieces.append(b"")
-        return True
-    if obj is None or obj is True or obj is False:
+    if t is float:
+        return False  # orjson's float text is not always the one that came
+    try:
         pieces[-1] += orjson.dumps(obj)
-        return True
-    return False
+    except (TypeError, orjson.JSONEncodeError):
+        return False
+    if path:
+        consts[path] = obj
+    return True
 
 
 class Skimmed:
-    """A matched event: its bytes and the raw values of its holes."""
+    """A matched event: its bytes and the spans of its holes' values."""
 
-    __slots__ = ("layout", "raw", "values")
+    __slots__ = ("layout", "raw", "spans")
 
-    def __init__(self, layout: Layout, raw: bytes, values: tuple[Any, ...]) -> None:
+    def __init__(self, layout: Layout, raw: bytes, spans: list[int]) -> None:
         self.layout = layout
         self.raw = raw
-        self.values = values
+        self.spans = spans
 
     def text(self, slot: int) -> str:
-        """The string in hole ``slot``, decoded as orjson decodes it (ValueError, e.g.
-        ``UnicodeDecodeError`` or ``orjson.JSONDecodeError``, where it would fail)."""
-        raw: bytes = self.values[slot]
-        if 92 not in raw:
-            return raw.decode("utf-8")
-        value = orjson.loads(b'"' + raw + b'"')
-        if type(value) is not str:  # cannot happen for a quoted string; kept as a guard
-            raise ValueError("not a string")
+        """The string in hole ``slot``, as orjson decodes it (a ValueError, e.g.
+        ``orjson.JSONDecodeError`` or ``UnicodeDecodeError``, where the full path's parse
+        would fail). Without a backslash or a quote inside, its bytes are the UTF-8 of
+        the text: decoded directly when that gives printable text (so no control
+        character, which JSON forbids raw); anything else goes to orjson."""
+        spans = self.spans
+        start = spans[2 * slot]
+        end = spans[2 * slot + 1]
+        raw = self.raw
+        span = raw[start:end]
+        if 92 not in span and 34 not in span:
+            value = span.decode("utf-8")
+            if value.isprintable():
+                return value
+        value = _loads(raw[start - 1 : end + 1])
+        if type(value) is not str:  # e.g. '"a", "b"' cut as one string: not the layout after all
+            raise ValueError("not one string")
         return value
 
     def number(self, slot: int) -> int:
-        return int(self.values[slot])
+        """The integer in hole ``slot`` (its digits were checked by the match)."""
+        raw = self.raw
+        v = 0
+        for j in range(self.spans[2 * slot], self.spans[2 * slot + 1]):
+            v = v * 10 + raw[j] - 48
+        return v
 
-    def render(self, slot: int, value: int) -> bytes:
+    def render(self, slot: int, value: int, text: int = -1, decoded: str = "") -> bytes:
         """The event with the integer in ``slot`` replaced: ``orjson.dumps`` of the
-        changed object, in the event's framing."""
-        layout = self.layout
-        pieces = layout.pieces
-        holes = layout.holes
-        out = [pieces[0]]
-        for i, raw in enumerate(self.values):
+        changed object, in the event's framing. The other holes go as they came unless a
+        string holds a backslash (an escape orjson may write otherwise, e.g. ``\\u003c``
+        as ``<``): that one is written as orjson writes it, from ``decoded`` for hole
+        ``text`` (its value, already decoded by the caller)."""
+        raw = self.raw
+        spans = self.spans
+        holes = self.layout.holes
+        digits = str(value).encode()
+        if len(holes) == 2:  # the usual delta: a number and a text
+            other = 1 - slot
+            sstart = spans[2 * slot]
+            send = spans[2 * slot + 1]
+            ostart = spans[2 * other]
+            oend = spans[2 * other + 1]
+            if holes[other] != "s" or 92 not in raw[ostart:oend]:
+                return raw[:sstart] + digits + raw[send:]
+            canon = _dumps(decoded if other == text else self.text(other))[1:-1]
+            if slot < other:
+                return raw[:sstart] + digits + raw[send:ostart] + canon + raw[oend:]
+            return raw[:ostart] + canon + raw[oend:sstart] + digits + raw[send:]
+        out: list[bytes] = []
+        at = 0
+        for i in range(len(holes)):
+            start = spans[2 * i]
+            end = spans[2 * i + 1]
             if i == slot:
-                out.append(str(value).encode())
-            elif holes[i] == "s":
-                out.append(b'"' + (raw if 92 not in raw else orjson.dumps(self.text(i))[1:-1]) + b'"')
-            else:
-                out.append(raw)
-            out.append(pieces[i + 1])
+                out.append(raw[at:start])
+                out.append(digits)
+                at = end
+            elif holes[i] == "s" and 92 in raw[start:end]:
+                out.append(raw[at:start])
+                out.append(_dumps(decoded if i == text else self.text(i))[1:-1])
+                at = end
+        out.append(raw[at:])
         return b"".join(out)
 
 
 class Skim:
-    """The layouts a repairer learned on one stream, as one pattern."""
+    """The layouts a repairer learned on one stream (newest first)."""
 
-    __slots__ = ("layouts", "pattern", "_by_last", "_tried")
+    __slots__ = ("layouts", "pattern", "_tried")
 
     def __init__(self) -> None:
         self.layouts: list[Layout] = []
         self.pattern: Any = None
-        """The compiled alternation of the layouts (None until one is learned)."""
-        self._by_last: dict[int, Layout] = {}
+        """Truthy once a layout is learned (the driver's test whether to skim at all)."""
         self._tried: dict[str, int] = {}
 
-    def learn(self, kind: str, raw: bytes, data: bytes | None, event: str | None, obj: Any) -> None:
-        """The full path handled this event the way a skim of its layout would: learn the
-        layout (a few times per ``kind`` at most; a known one is not learned again)."""
-        tried = self._tried.get(kind, 0)
-        if tried >= 4 or len(self.layouts) >= MAX_LAYOUTS or data is None:
-            return
-        self._tried[kind] = tried + 1
+    def learn(
+        self,
+        kind: str,
+        raw: bytes,
+        data: bytes | None,
+        event: str | None,
+        obj: Any,
+        holes: frozenset[tuple[Any, ...]] | None = None,
+    ) -> Layout | None:
+        """The full path handled this event the way a skim of its layout would: learn its
+        layout, ``holes`` (key paths) being the values that change from event to event,
+        everything else literal (a new value there is another layout); without ``holes``
+        every string and integer but a ``type`` or ``object`` string is a hole. A known layout
+        is not learned again; a kind whose events keep failing to give one stops trying."""
+        if data is None:
+            return None
         if event is not None:
             head = b"event: " + event.encode() + b"\ndata: "
         else:
             head = b"data: "
         if raw != head + data + b"\n\n":  # only the one-line shape (wire.sse._whole's)
-            return
+            return None
         pieces = [head]
-        holes: list[str] = []
+        hs: list[str] = []
         paths: list[tuple[Any, ...]] = []
-        if not _shape(obj, (), pieces, holes, paths) or not holes:
-            return
+        consts: dict[tuple[Any, ...], Any] = {}
+        if not _shape(obj, (), holes, pieces, hs, paths, consts) or not hs:
+            return self._failed(kind)
         pieces[-1] += b"\n\n"
-        layout = Layout(kind, pieces, holes, paths)
-        if any(known.source == layout.source for known in self.layouts):
-            return
-        if re.fullmatch(layout.source, raw) is None:
-            return  # the bytes are not the compact form (spaces, other escapes in keys): no layout of them
+        for known in self.layouts:
+            if known.pieces == pieces and known.holes == hs:
+                return known
+        layout = Layout(kind, pieces, hs, paths, consts)
+        if layout.match(raw, 0) is None:
+            return self._failed(kind)  # not the compact form it came in (spaces, other escapes)
         self.layouts.insert(0, layout)
-        self._compile()
+        if len(self.layouts) > MAX_LAYOUTS:
+            self.layouts.pop()
+        self.pattern = True
+        return layout
 
-    def _compile(self) -> None:
-        first = 1
-        by_last: dict[int, Layout] = {}
-        for layout in self.layouts:
-            layout.first = first
-            first += len(layout.holes)
-            by_last[first - 1] = layout
-        self._by_last = by_last
-        self.pattern = re.compile(b"|".join(b"(?:" + layout.source + b")" for layout in self.layouts))
+    def _failed(self, kind: str) -> Layout | None:
+        self._tried[kind] = self._tried.get(kind, 0) + 1
+        return None
+
+    def tries(self, kind: str) -> bool:
+        """Whether learning ``kind`` is still worth a try (it failed fewer than 4 times)."""
+        return self._tried.get(kind, 0) < 4
 
     def match(self, chunk: bytes, pos: int) -> Skimmed | None:
         """The event starting at ``pos`` if it has a learned layout, else None."""
-        m = self.pattern.match(chunk, pos)
-        if m is None:
-            return None
-        layout = self._by_last[m.lastindex]
-        first = layout.first
-        end = m.end()
-        raw = chunk if pos == 0 and end == len(chunk) else chunk[pos:end]
-        values = m.groups()
-        if len(values) != len(layout.holes):
-            values = values[first - 1 : first - 1 + len(layout.holes)]
-        return Skimmed(layout, raw, values)
+        for layout in self.layouts:
+            spans = layout.match(chunk, pos)
+            if spans is not None:
+                end = spans[-1] + len(layout.pieces[-1])
+                raw = chunk if pos == 0 and end == len(chunk) else chunk[pos:end]
+                if pos:
+                    spans = [x - pos for x in spans]
+                return Skimmed(layout, raw, spans)
+        return None

@@ -9,12 +9,12 @@ out as it came, and :attr:`StreamRepair.error` says why. Nothing is lost.
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from .empty import no_events_failure
+from .fired import Fired
 from .foreign import foreign
 from .sse import Event, SseParser
 from .skim import Skim, Skimmed
@@ -97,7 +97,7 @@ class EventRepairer:
         self.notes: list[str] = []
         self.changed = 0
         """How many events were rewritten, inserted or dropped (for receipts)."""
-        self.fired: Counter[str] = Counter()
+        self.fired: Fired = Fired()
         """Which rule changed how many events, keyed by the :class:`~wire.rules.Rules`
         field name (``"status"``, ``"item_order"``, ``"truncation"``...). An event changed
         by two rules counts once for each."""
@@ -417,6 +417,34 @@ class StreamRepair:
             tail = b"".join(ev.raw for ev in self.parser.close())
         self.parser = None
         return held + b"".join(ev.raw for ev in rest) + tail
+
+
+class Reads:
+    """``flow.response.stream`` for a plain stream (no decoder, no usage reader, no kept
+    bodies): every read but the first straight into :meth:`StreamRepair.feed`, compiled
+    with it, instead of through the addon's interpreted callable. The first read and the
+    end (``b""``) go to ``owner``, the addon's callable (the first byte's time, the close,
+    the report); a failure of the repair is the owner's ``failed`` and the read goes out
+    as it came, as the owner does it."""
+
+    __slots__ = ("owner", "repair", "started")
+
+    def __init__(self, repair: StreamRepair, owner: Any) -> None:
+        self.repair = repair
+        self.owner = owner
+        self.started = False
+
+    def __call__(self, chunk: bytes) -> list[bytes]:
+        if not chunk or not self.started:
+            self.started = True
+            out: list[bytes] = self.owner(chunk)
+            return out
+        try:
+            data = self.repair.feed(chunk)
+        except Exception as e:  # never raise into mitmproxy: the read goes out as it came
+            self.owner.failed = e
+            data = chunk
+        return [data] if data else []
 
 
 def cr_cut(tail: bytes) -> bool:

@@ -1,0 +1,346 @@
+"""Skimming (wire.skim): learned layouts read events without a JSON parse, and the repair
+is the same with skimming on and off, byte for byte, with the same notes, counts, fired
+rules and verdict, in any chunking.
+
+The expected bytes of a rewritten event are built here from ``orjson.dumps`` of the
+changed object (what the full path writes), never by the skim code itself.
+"""
+
+from __future__ import annotations
+
+import random
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from streamfix import bench
+from streamfix.recordings import all_recordings
+from streamfix.wire.apis import stream_repairer
+from streamfix.wire.rules import FlowContext, Rules
+from streamfix.wire.skim import MAX_LAYOUTS, Skim
+from streamfix.wire.sse import SseParser
+from streamfix.wire.stream import StreamRepair
+from streamfix.wire.verdict import Verdict
+
+TEXT = "response.output_text.delta"
+HOLES = frozenset({("sequence_number",), ("delta",)})
+
+
+def framed(obj: dict, event: str | None = TEXT) -> bytes:
+    head = b"event: " + event.encode() + b"\n" if event is not None else b""
+    return head + b"data: " + orjson.dumps(obj) + b"\n\n"
+
+
+def delta(seq: int, text: str, item: str = "msg_1", **extra) -> dict:
+    return {
+        "type": TEXT,
+        "sequence_number": seq,
+        "item_id": item,
+        "output_index": 0,
+        "content_index": 0,
+        "delta": text,
+        "logprobs": [],
+        **extra,
+    }
+
+
+def learned(obj: dict, event: str | None = TEXT, holes=HOLES) -> Skim:
+    skim = Skim()
+    raw = framed(obj, event)
+    p = SseParser()
+    (ev,) = p.feed(raw)
+    assert skim.learn(TEXT, ev.raw, ev.data, ev.event, orjson.loads(ev.data), holes) is not None
+    return skim
+
+
+# --- layouts ----------------------------------------------------------------------------
+
+
+def test_a_layout_matches_the_next_delta_and_reads_its_values():
+    skim = learned(delta(5, " the"))
+    raw = framed(delta(6, ' a "quoted" <tag> é \\ end\n'))
+    s = skim.match(raw, 0)
+    assert s is not None and s.raw == raw
+    layout = s.layout
+    assert layout.consts[("item_id",)] == "msg_1" and layout.consts[("output_index",)] == 0
+    assert s.number(layout.slot("sequence_number")) == 6
+    assert s.text(layout.slot("delta")) == ' a "quoted" <tag> é \\ end\n'
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        '{"type":"response.output_text.delta","sequence_number":7,"item_id":"msg_1","output_index":0,'
+        '"content_index":0,"delta":"\\u003cdiv\\u003e \\/ \\"x\\" \\n é \\u00e9","logprobs":[]}',
+        '{"type":"response.output_text.delta","sequence_number":7,"item_id":"msg_1","output_index":0,'
+        '"content_index":0,"delta":"plain text","logprobs":[]}',
+        '{"type":"response.output_text.delta","sequence_number":7,"item_id":"msg_1","output_index":0,'
+        '"content_index":0,"delta":"","logprobs":[]}',
+    ],
+)
+def test_a_renumbered_event_is_what_orjson_writes_of_the_changed_object(data):
+    skim = learned(delta(5, " the"))
+    raw = b"event: " + TEXT.encode() + b"\ndata: " + data.encode() + b"\n\n"
+    s = skim.match(raw, 0)
+    assert s is not None
+    slot = s.layout.slot("sequence_number")
+    obj = orjson.loads(data)
+    obj["sequence_number"] = 123
+    want = framed(obj)
+    dslot = s.layout.slot("delta")
+    assert s.render(slot, 123) == want
+    assert s.render(slot, 123, dslot, s.text(dslot)) == want
+
+
+def test_layouts_are_per_shape_and_bounded():
+    skim = learned(delta(5, " the"))
+    # another item id: literal in the layout, so not this layout
+    assert skim.match(framed(delta(6, "x", item="msg_2")), 0) is None
+    # keys in another order, an extra key, no event line: not this layout
+    reordered = {"type": TEXT, "item_id": "msg_1", "sequence_number": 6, "output_index": 0, "content_index": 0, "delta": "x", "logprobs": []}
+    assert skim.match(framed(reordered), 0) is None
+    assert skim.match(framed(delta(6, "x", obfuscation="ab")), 0) is None
+    assert skim.match(framed(delta(6, "x"), event=None), 0) is None
+    for i in range(MAX_LAYOUTS + 3):
+        obj = delta(6, "x", item=f"msg_{i + 10}")
+        raw = framed(obj)
+        assert skim.learn(TEXT, raw, raw[len(TEXT) + 14 : -2], TEXT, obj, HOLES) is not None
+    assert len(skim.layouts) == MAX_LAYOUTS
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"type": "response.output_text.delta", "sequence_number": 5}',  # not compact
+        b'{"type":"response.output_text.delta","sequence_number":5.0,"delta":"x"}',  # a float
+    ],
+)
+def test_no_layout_of_what_is_not_compact_json(data):
+    skim = Skim()
+    raw = b"data: " + data + b"\n\n"
+    assert skim.learn(TEXT, raw, data, None, orjson.loads(data), HOLES) is None
+    assert not skim.pattern
+
+
+@pytest.mark.parametrize(
+    "seq",
+    [b"05", b"-1", b"1234567890123456789", b"", b"1e3", b"0x1"],
+)
+def test_an_integer_hole_takes_canonical_integers_only(seq):
+    skim = learned(delta(5, " the"))
+    raw = (
+        b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta","sequence_number":'
+        + seq
+        + b',"item_id":"msg_1","output_index":0,"content_index":0,"delta":"x","logprobs":[]}\n\n'
+    )
+    assert skim.match(raw, 0) is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        b"raw\x01control",
+        b"bad utf-8 \xff\xfe",
+        b"half an escape \\",
+        b"bad escape \\x41",
+        b'a","logprobs":[],"extra":"b',  # the hole would swallow a key: not one string
+        b"lone \\ud800 surrogate",
+        b"tab\there",
+        b"line\nbreak",
+    ],
+)
+def test_a_string_orjson_rejects_is_rejected(text):
+    """Whatever a string hole holds, ``text`` decodes it exactly when orjson decodes the
+    whole event, and to the same value."""
+    skim = learned(delta(5, " the"))
+    data = (
+        b'{"type":"response.output_text.delta","sequence_number":6,"item_id":"msg_1",'
+        b'"output_index":0,"content_index":0,"delta":"' + text + b'","logprobs":[]}'
+    )
+    raw = b"event: response.output_text.delta\ndata: " + data + b"\n\n"
+    s = skim.match(raw, 0)
+    try:
+        whole = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        whole = None
+    if s is None:
+        return  # no match at all: the full path takes it
+    slot = s.layout.slot("delta")
+    if whole is None or whole.get("logprobs") != [] or len(whole) != 7:
+        with pytest.raises(ValueError):
+            s.text(slot)
+    else:
+        assert s.text(slot) == whole["delta"]
+
+
+def test_an_escaped_quote_does_not_end_a_string_between_holes():
+    obj = {"type": "t.delta", "name": 'a "b"', "n": 1}
+    skim = Skim()
+    raw = framed(obj, None)
+    assert skim.learn("t", raw, raw[6:-2], None, obj, frozenset({("name",), ("n",)})) is not None
+    other = framed({"type": "t.delta", "name": 'x \\"y\\" \\\\', "n": 22}, None)
+    s = skim.match(other, 0)
+    assert s is not None
+    assert s.text(0) == 'x \\"y\\" \\\\' and s.number(1) == 22
+
+
+# --- the repair, skimming on and off ----------------------------------------------------
+
+
+def _run(api: str, request: dict, pieces: list[bytes], skim: bool, rules: Rules | None = None):
+    v = Verdict()
+    v.request(request)
+    rep = stream_repairer(api, rules or Rules(), FlowContext(model="m", started_at=1700000000, request=request), v)
+    if not skim:
+        rep.skim = None
+    s = StreamRepair(rep)
+    out = b"".join([s.feed(c) for c in pieces] + [s.close()])
+    facts = (
+        list(rep.notes),
+        rep.changed,
+        dict(rep.fired),
+        repr(getattr(rep, "decision", None)),
+        v.digest(),
+        s.events,
+        repr(s.error),
+        s.undelivered(),
+        rep.fault() if hasattr(rep, "fault") else None,
+    )
+    return out, facts, s.skimmed
+
+
+def _cuts(body: bytes, rng: random.Random) -> list[bytes]:
+    out, i = [], 0
+    while i < len(body):
+        n = rng.choice([1, 2, 3, 17, 100, 250, 4096, 16384])
+        out.append(body[i : i + n])
+        i += n
+    return out
+
+
+def _same(api: str, request: dict, pieces: list[bytes], rules: Rules | None = None) -> int:
+    a, fa, skimmed = _run(api, request, pieces, True, rules)
+    b, fb, none = _run(api, request, pieces, False, rules)
+    assert none == 0
+    assert fa == fb
+    assert a == b
+    return skimmed
+
+
+STREAMING = [r for r in all_recordings() if r.streaming]
+
+
+@pytest.mark.parametrize("rec", STREAMING, ids=[r.name for r in STREAMING])
+def test_every_recording_repairs_the_same_skimmed(rec):
+    body = rec.body
+    request = rec.request.get("body") or {}
+    p = SseParser()
+    events = [e.raw for e in p.feed(body) + p.close()]
+    rng = random.Random(rec.name)
+    for pieces in (events, [body], _cuts(body, rng), _cuts(body, rng)):
+        _same(rec.api, request, pieces)
+
+
+@pytest.mark.parametrize("name", sorted(bench.STREAMS))
+def test_the_bench_streams_repair_the_same_skimmed(name):
+    api, _, request, build = bench.STREAMS[name]
+    body = build()
+    events = bench.events_of(body)
+    skimmed = _same(api, request, events)
+    sixteen = [body[i : i + 16384] for i in range(0, len(body), 16384)]
+    skimmed16 = _same(api, request, sixteen)
+    if api == "responses":  # the deltas of open items: most events, one per read or 16 KiB reads
+        assert skimmed > len(events) * 3 // 4 and skimmed16 > len(events) * 3 // 4
+
+
+def test_rules_off_repair_the_same_skimmed():
+    api, _, request, build = bench.STREAMS["responses-claude"]
+    events = bench.events_of(build())
+    _same(api, request, events, Rules(sequence=False))
+    _same(api, request, events, Rules(replay=False, announce=False))
+
+
+# --- generated Responses streams ----------------------------------------------------------
+
+_TRICKY = st.sampled_from(
+    [
+        " the",
+        "",
+        ' "q" ',
+        "<div> & </div>",
+        "é ü 😀",
+        "\n\t",
+        "back\\slash",
+        "\u2028",
+        "\x7f",
+    ]
+)
+
+
+@st.composite
+def responses_streams(draw) -> tuple[bytes, list[int]]:
+    """A Claude-path turn (message open while a call runs; sequence numbers that repeat)
+    with deltas mangled in the ways a gateway's bytes may differ."""
+    seq_last = draw(st.booleans())  # Devin's layout puts sequence_number last
+
+    def ev(obj: dict, event: bool = True) -> bytes:
+        if seq_last and "sequence_number" in obj:
+            obj = {k: v for k, v in obj.items() if k != "sequence_number"} | {"sequence_number": obj["sequence_number"]}
+        return framed(obj, obj["type"] if event else None)
+
+    out = [
+        ev({"type": "response.created", "sequence_number": 1, "response": {"id": "r1", "object": "response", "status": "in_progress", "output": []}}),
+        ev({"type": "response.output_item.added", "sequence_number": 2, "output_index": 0, "item": {"id": "msg_1", "type": "message", "status": "in_progress", "content": [], "role": "assistant"}}),
+        ev({"type": "response.content_part.added", "sequence_number": 3, "item_id": "msg_1", "output_index": 0, "content_index": 0, "part": {"type": "output_text", "annotations": [], "text": ""}}),
+    ]
+    seq = 3
+    call_open = False
+    for _ in range(draw(st.integers(1, 30))):
+        seq += draw(st.sampled_from([1, 1, 1, 0, -1, 2]))
+        kind = draw(st.integers(0, 12))
+        text = draw(_TRICKY) if draw(st.booleans()) else draw(st.text(max_size=6))
+        if kind <= 6:
+            raw = ev(delta(seq, text))
+        elif kind == 7 and not call_open:
+            call_open = True
+            raw = ev({"type": "response.output_item.added", "sequence_number": seq, "output_index": 1, "item": {"id": "fc_1", "type": "function_call", "status": "in_progress", "call_id": "c1", "name": "f", "arguments": ""}})
+        elif kind == 8 and call_open:
+            raw = ev({"type": "response.function_call_arguments.delta", "sequence_number": seq, "item_id": "fc_1", "output_index": 1, "delta": text})
+        elif kind == 9:
+            raw = b": keep-alive\n\n"
+        elif kind == 10:  # the same delta with a byte mangled
+            raw = bytearray(ev(delta(seq, text or "x")))
+            at = draw(st.integers(0, len(raw) - 3))
+            raw[at] = draw(st.sampled_from(b' "\\\x01\xff0,{}:\n\r'))
+            raw = bytes(raw)
+        elif kind == 11:
+            raw = ev(delta(seq, text), event=False)
+        else:
+            raw = ev(delta(seq, text, content_index=draw(st.sampled_from([0, 1]))) | {"content_index": draw(st.sampled_from([0, 1]))})
+        out.append(raw)
+    if draw(st.booleans()):
+        out.append(ev({"type": "response.completed", "sequence_number": seq + 1, "response": {"id": "r1", "object": "response", "status": "completed", "output": []}}))
+        for _ in range(draw(st.integers(0, 3))):  # what a gateway sends after its terminal
+            seq += draw(st.sampled_from([1, -1]))
+            out.append(ev(delta(seq, draw(_TRICKY))))
+    body = b"".join(out)
+    cuts = draw(st.lists(st.integers(0, len(body)), max_size=12))
+    return body, sorted(set(cuts))
+
+
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None)
+@given(responses_streams(), st.booleans())
+def test_generated_responses_streams_repair_the_same_skimmed(stream, per_event):
+    body, cuts = stream
+    if per_event:
+        p = SseParser()
+        pieces = [e.raw for e in p.feed(body) + p.close()]
+    else:
+        pieces, prev = [], 0
+        for c in [*cuts, len(body)]:
+            if c > prev:
+                pieces.append(body[prev:c])
+                prev = c
+    _same("responses", {"model": "m", "stream": True}, pieces)
