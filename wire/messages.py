@@ -288,11 +288,10 @@ class MessagesRepairer(HoldingRepairer):
         if t == "text_delta":
             if isinstance(value, str):
                 self.verdict.observe_text(value)
-        elif t == "input_json_delta":
-            if isinstance(value, str) and value:
-                self.verdict.observe_args(value)
-                if block is not None:
-                    block.args.append(value)
+        elif t == "input_json_delta" and isinstance(value, str) and value:
+            self.verdict.observe_args(value)
+            if block is not None:
+                block.args.append(value)
 
     def _passes_dataless(self) -> bool:
         """An event without data (CPA's third newline, a blank line of its own; a comment)
