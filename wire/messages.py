@@ -250,9 +250,11 @@ class MessagesRepairer(HoldingRepairer):
         if not isinstance(delta, dict):
             self._index(rec, obj)
             return
-        t: Any = delta.get("type")
-        key = _VALUE.get(t) if type(t) is str else None
-        value = delta.get(key) if key is not None else None
+        t = delta.get("type")
+        if not isinstance(t, str) or t not in _VALUE:
+            self._index(rec, obj)  # a delta that is no evidence (signature_delta)
+            return
+        value = delta.get(_VALUE[t])
         if self._takes_delta(obj.get("index"), t, value):
             skim = self.skim  # handled the way a skim of its layout would be: learn it
             if skim is not None:
@@ -260,12 +262,12 @@ class MessagesRepairer(HoldingRepairer):
             return
         self._observe(self._index(rec, obj), t, value)
 
-    def _takes_delta(self, index: Any, t: Any, value: Any) -> bool:
-        """A delta of an open block that goes out as it came, at once, recorded
-        (:meth:`_observe`); False, having changed nothing, for one that must take the full
-        path. Read from the parsed event (:meth:`_block_delta`) or from a skimmed one's
-        values (:meth:`skimmed`): one test for both. ``value`` is the delta's
-        :data:`_VALUE` field.
+    def _takes_delta(self, index: Any, t: str, value: Any) -> bool:
+        """A delta (type ``t`` of :data:`_VALUE`, ``value`` its field there) of an open
+        block that goes out as it came, at once, recorded (:meth:`_observe`); False,
+        having changed nothing, for one that must take the full path. Read from the
+        parsed event (:meth:`_block_delta`) or from a skimmed one's values
+        (:meth:`skimmed`): one test for both.
 
         Each check rules out what else the full path could do with the event: a held
         stop (rule tool_header: this data event decides it) or a queued event (this one
@@ -274,7 +276,7 @@ class MessagesRepairer(HoldingRepairer):
         """
         if self._stopped is not None or self._recs or self._firing:
             return False
-        if type(index) is not int or type(value) is not str or type(t) is not str or t not in _VALUE:
+        if type(index) is not int or type(value) is not str:
             return False
         block = self._blocks.get(index)
         if block is None or block.out != index:
@@ -282,7 +284,7 @@ class MessagesRepairer(HoldingRepairer):
         self._observe(block, t, value)
         return True
 
-    def _observe(self, block: _Block | None, t: Any, value: Any) -> None:
+    def _observe(self, block: _Block | None, t: str, value: Any) -> None:
         """A delta's evidence: a text delta's text for the verdict, a tool_use block's
         argument delta for the verdict and the block's input (a thinking delta: none)."""
         if t == "text_delta":
