@@ -164,6 +164,48 @@ def test_a_skimmed_delta_is_evidence_like_a_parsed_one():
     assert on[5] != empty and on[5][1] > 1000 and on[5][3] > 1000
 
 
+@pytest.mark.parametrize("skim", [True, False], ids=["skim", "no-skim"])
+def test_a_skimmed_event_is_not_parsed(monkeypatch, skim):
+    """What skimming removes: the event's JSON parse. Every data event is parsed once
+    (``orjson.loads`` of its data) except the skimmed deltas, none of them (an escaped
+    string of one is decoded alone, by orjson: a string, not an event's object)."""
+    real = orjson.loads
+    parsed: list[bytes] = []
+
+    def counting(data):
+        if isinstance(data, bytes) and data[:1] == b"{":
+            parsed.append(data)
+        return real(data)
+
+    monkeypatch.setattr(orjson, "loads", counting)
+    pieces = writes(BENCH)
+    v = Verdict()
+    v.request(REQ)
+    rep = MessagesRepairer(Rules(), FlowContext(request=REQ), v)
+    if not skim:
+        rep.skim = None
+    s = StreamRepair(rep)
+    for c in pieces:
+        s.feed(c)
+    s.close()
+    evs = bench.events_of(BENCH)
+    data_events = sum(1 for e in evs if b"\ndata: " in e)
+    blanks = evs.count(b"\n")
+    assert s.error is None and s.events == len(evs)
+    assert parsed, "the count saw no parse: orjson.loads was not the one the repairer calls"
+    if skim:
+        # parsed: every event but the deltas, and the first delta of each of the three
+        # layouts (thinking, text, arguments), which teaches it; skimmed: the other deltas
+        # and the blank lines but the three read with message_start, the first
+        # content_block_start and the first delta (the layout is learned in that read)
+        deltas = sum(1 for e in evs if e.startswith(b"event: content_block_delta"))
+        assert deltas > 2000
+        assert len(parsed) == data_events - deltas + 3
+        assert s.skimmed == deltas - 3 + blanks - 3
+    else:
+        assert s.skimmed == 0 and len(parsed) == data_events
+
+
 # --- (b) generated streams --------------------------------------------------------------------
 _TRICKY = st.sampled_from(["<", "/", '"', "\\", "\n", "\t", "\x00", "\x1f", "\x7f", "é", "€", "😀", "\u2028", "\ufeff", " ", "a"])
 TEXT = st.text(alphabet=_TRICKY | st.characters(codec="utf-8"), max_size=12)

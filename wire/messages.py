@@ -57,8 +57,12 @@ Evidence for the verdict: ``text_delta`` -> ``observe_text``, ``input_json_delta
 ``observe_args``, each tool_use block's whole ``partial_json`` -> ``tool_args`` (block
 order) at ``message_delta``, whose ``usage.output_tokens`` -> ``usage``.
 Errors (``event: error``) pass through; held events are released first; nothing is ever
-synthesized. Cost: one orjson parse per event, each tool_use block's arguments in one
-growing buffer (:class:`~wire.stream.Streamed`), hold queue bounded by :data:`HOLD_LIMIT`.
+synthesized. Cost: one orjson parse per event, but for the common events, skimmed
+(:mod:`wire.skim`: no parse, no dict): a text, thinking or argument delta of the open block
+in a layout learned on an earlier one, through the same check as a parsed one
+(:meth:`MessagesRepairer._takes_delta`), and CPA's blank third-newline events
+(:class:`_Skim`); each tool_use block's arguments in one growing buffer
+(:class:`~wire.stream.Streamed`), hold queue bounded by :data:`HOLD_LIMIT`.
 """
 
 from __future__ import annotations
