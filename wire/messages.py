@@ -57,8 +57,12 @@ Evidence for the verdict: ``text_delta`` -> ``observe_text``, ``input_json_delta
 ``observe_args``, each tool_use block's whole ``partial_json`` -> ``tool_args`` (block
 order) at ``message_delta``, whose ``usage.output_tokens`` -> ``usage``.
 Errors (``event: error``) pass through; held events are released first; nothing is ever
-synthesized. Cost: one orjson parse per event, each tool_use block's arguments in one
-growing buffer (:class:`~wire.stream.Streamed`), hold queue bounded by :data:`HOLD_LIMIT`.
+synthesized. Cost: one orjson parse per event, but for the common events, skimmed
+(:mod:`wire.skim`: no parse, no dict): a text, thinking or argument delta of the open block
+in a layout learned on an earlier one, through the same check as a parsed one
+(:meth:`MessagesRepairer._takes_delta`), and CPA's blank third-newline events
+(:class:`_Skim`); each tool_use block's arguments in one growing buffer
+(:class:`~wire.stream.Streamed`), hold queue bounded by :data:`HOLD_LIMIT`.
 """
 
 from __future__ import annotations
@@ -71,6 +75,7 @@ import orjson
 
 from .holding import HOLD_LIMIT, HoldingRepairer, Rec
 from .rules import FlowContext, Rules
+from .skim import Layout, Skim, Skimmed
 from .sse import Event
 from .stream import Streamed
 from .toolcalls import unique_ids
@@ -83,6 +88,33 @@ _NATIVE: dict[str, Outcome] = {"max_tokens": "max_tokens", "model_context_window
            "refusal": "content_filter"}
 _STOP = {"max_tokens": "max_tokens", "content_filter": "refusal"}
 _FALLBACK_ID = re.compile(r"toolu_(interactions|\d+)")
+_VALUE = {"text_delta": "text", "input_json_delta": "partial_json", "thinking_delta": "thinking"}
+"""The deltas the common path serves (:meth:`MessagesRepairer._takes_delta`), by type: the
+key of the value each carries."""
+_NUMBERS = {str(n).encode(): n for n in range(256)}
+"""Small block indexes by their digits (a layout's integer holes are canonical decimals):
+the number :meth:`Skimmed.number` reads, without ``int`` parsing bytes per event."""
+
+
+_BLANK = Layout("blank", [b"\n"], [], [])
+"""The layout of a blank line where an event would start (:class:`_Skim`)."""
+
+
+class _Skim(Skim):
+    """A :class:`~wire.skim.Skim` that also skims blank lines: CPA's "three newlines" make
+    every event's third LF an event of its own (``b"\n"``, no fields), as many as there
+    are deltas. The driver asks for a match only between events on the parser's fast path
+    (:meth:`wire.sse.SseParser.idle`), where an LF is exactly such an event (the parser's
+    ``_fast`` makes ``Event(b"\n")`` of it, ``seam`` ends it after one byte) and leaves the
+    parser as it was; the repairer takes it skimmed as :meth:`MessagesRepairer.event`
+    takes it parsed (:meth:`MessagesRepairer._passes_dataless`)."""
+
+    __slots__ = ()
+
+    def match(self, chunk: bytes, pos: int) -> Skimmed | None:
+        if chunk[pos] == 10:
+            return Skimmed(_BLANK, b"\n", ())
+        return super().match(chunk, pos)
 
 
 def _blank(v: Any) -> bool:
@@ -119,9 +151,14 @@ class MessagesRepairer(HoldingRepairer):
         self._next_out = 0
         self._stopped: tuple[Rec, _Block] | None = None  # a held tool_use stop
         self._nameless: _Block | None = None
+        self.skim = _Skim()
+        self._plans: dict[Layout, tuple[str, int, int, tuple[int, ...]] | None] = {}
+        """What :meth:`skimmed` reads of each learned layout (:meth:`_plan`)."""
 
     # --- EventRepairer -----------------------------------------------------------
     def event(self, ev: Event) -> list[bytes]:
+        if ev.data is None and self._passes_dataless():
+            return [ev.raw]
         obj = self.parse(ev)
         rec = Rec(ev, obj)
         kind = obj.get("type") if obj is not None else None
@@ -213,21 +250,108 @@ class MessagesRepairer(HoldingRepairer):
         return True
 
     def _block_delta(self, rec: Rec, obj: dict[str, Any]) -> None:
-        block = self._index(rec, obj)
         delta = obj.get("delta")
         if not isinstance(delta, dict):
+            self._index(rec, obj)
             return
         t = delta.get("type")
+        if not isinstance(t, str) or t not in _VALUE:
+            self._index(rec, obj)  # a delta that is no evidence (signature_delta)
+            return
+        value = delta.get(_VALUE[t])
+        if self._takes_delta(obj.get("index"), t, value):
+            skim = self.skim  # handled the way a skim of its layout would be: learn it
+            if skim is not None:
+                skim.learn(t, rec.ev.raw, rec.ev.data, rec.ev.event, obj)
+            return
+        self._observe(self._index(rec, obj), t, value)
+
+    def _takes_delta(self, index: Any, t: str, value: Any) -> bool:
+        """A delta (type ``t`` of :data:`_VALUE`, ``value`` its field there) of an open
+        block that goes out as it came, at once, recorded (:meth:`_observe`); False,
+        having changed nothing, for one that must take the full path. Read from the
+        parsed event (:meth:`_block_delta`) or from a skimmed one's values
+        (:meth:`skimmed`): one test for both.
+
+        Each check rules out what else the full path could do with the event: a held
+        stop (rule tool_header: this data event decides it) or a queued event (this one
+        would wait behind it), a rule already fired, an index that is no integer (passed
+        on, unmapped) or that names no block or one whose index rule tool_header shifts.
+        """
+        if self._stopped is not None or self._recs or self._firing:
+            return False
+        if type(index) is not int or type(value) is not str:
+            return False
+        block = self._blocks.get(index)
+        if block is None or block.out != index:
+            return False
+        self._observe(block, t, value)
+        return True
+
+    def _observe(self, block: _Block | None, t: str, value: Any) -> None:
+        """A delta's evidence: a text delta's text for the verdict, a tool_use block's
+        argument delta for the verdict and the block's input (a thinking delta: none)."""
         if t == "text_delta":
-            text = delta.get("text")
-            if isinstance(text, str):
-                self.verdict.observe_text(text)
-        elif t == "input_json_delta":
-            part = delta.get("partial_json")
-            if isinstance(part, str) and part:
-                self.verdict.observe_args(part)
-                if block is not None:
-                    block.args.append(part)
+            if isinstance(value, str):
+                self.verdict.observe_text(value)
+        elif t == "input_json_delta" and isinstance(value, str) and value:
+            self.verdict.observe_args(value)
+            if block is not None:
+                block.args.append(value)
+
+    def _passes_dataless(self) -> bool:
+        """An event without data (CPA's third newline, a blank line of its own; a comment)
+        goes out as it came, at once: nothing in it to parse or decide, and nothing queued
+        to wait behind (what :meth:`_queue` does with it). For the parsed event
+        (:meth:`event`) and the skimmed blank line (:meth:`skimmed`): one test for both."""
+        return not self._recs
+
+    def skimmed(self, s: Skimmed) -> bytes | None:
+        """A skimmed event (:mod:`wire.skim`): a content_block_delta through
+        :meth:`_takes_delta`, as :meth:`_block_delta` takes the parsed one, or a blank line
+        (:class:`_Skim`) through :meth:`_passes_dataless`, as :meth:`event` takes it: its
+        bytes as they came, or None for the full path. Every string of a delta is decoded
+        first (one that orjson would not decode makes the full path pass the event with a
+        note)."""
+        layout = s.layout
+        if layout is _BLANK:
+            return s.raw if self._passes_dataless() else None
+        plans = self._plans
+        plan = plans.get(layout)
+        if plan is None:
+            if layout in plans:
+                return None
+            plan = plans[layout] = self._plan(layout)
+            if plan is None:
+                return None
+        t, islot, vslot, others = plan
+        try:
+            value = s.text(vslot)
+            for i in others:
+                s.text(i)
+        except ValueError:
+            return None
+        index = _NUMBERS.get(s.values[islot])
+        if not self._takes_delta(s.number(islot) if index is None else index, t, value):
+            return None
+        return s.raw
+
+    @staticmethod
+    def _plan(layout: Layout) -> tuple[str, int, int, tuple[int, ...]] | None:
+        """A delta layout's reading for :meth:`skimmed`: its delta type, the holes of the
+        ``index`` (an integer) and of the delta's value (a string), and its other string
+        holes (decoded too, never used); None for a layout that holds none of these."""
+        t = layout.kind
+        key = _VALUE.get(t)
+        if key is None:
+            return None
+        holes = layout.holes
+        islot = layout.slot("index")
+        vslot = layout.slot("delta", key)
+        if islot < 0 or vslot < 0 or holes[islot] != "i" or holes[vslot] != "s":
+            return None
+        others = tuple(i for i, h in enumerate(holes) if h == "s" and i != vslot)
+        return t, islot, vslot, others
 
     def _block_stop(self, rec: Rec, obj: dict[str, Any]) -> None:
         block = self._index(rec, obj)
