@@ -91,12 +91,10 @@ _FALLBACK_ID = re.compile(r"toolu_(interactions|\d+)")
 _VALUE = {"text_delta": "text", "input_json_delta": "partial_json", "thinking_delta": "thinking"}
 """The deltas the common path serves (:meth:`MessagesRepairer._takes_delta`), by type: the
 key of the value each carries."""
-_NUMBERS = {str(n).encode(): n for n in range(256)}
-"""Small block indexes by their digits (a layout's integer holes are canonical decimals):
-the number :meth:`Skimmed.number` reads, without ``int`` parsing bytes per event."""
+_SKIM_HOLES = frozenset({("index",)} | {("delta", key) for key in _VALUE.values()})
+"""What changes from one delta to the next (wire.skim): the rest of a layout is literal."""
 
-
-_BLANK = Layout("blank", [b"\n"], [], [])
+_BLANK = Layout("blank", [b"\n"], [], [], {})
 """The layout of a blank line where an event would start (:class:`_Skim`)."""
 
 
@@ -113,7 +111,7 @@ class _Skim(Skim):
 
     def match(self, chunk: bytes, pos: int) -> Skimmed | None:
         if chunk[pos] == 10:
-            return Skimmed(_BLANK, b"\n", ())
+            return Skimmed(_BLANK, b"\n", [])
         return super().match(chunk, pos)
 
 
@@ -262,7 +260,7 @@ class MessagesRepairer(HoldingRepairer):
         if self._takes_delta(obj.get("index"), t, value):
             skim = self.skim  # handled the way a skim of its layout would be: learn it
             if skim is not None:
-                skim.learn(t, rec.ev.raw, rec.ev.data, rec.ev.event, obj)
+                skim.learn(t, rec.ev.raw, rec.ev.data, rec.ev.event, obj, _SKIM_HOLES)
             return
         self._observe(self._index(rec, obj), t, value)
 
@@ -331,8 +329,7 @@ class MessagesRepairer(HoldingRepairer):
                 s.text(i)
         except ValueError:
             return None
-        index = _NUMBERS.get(s.values[islot])
-        if not self._takes_delta(s.number(islot) if index is None else index, t, value):
+        if not self._takes_delta(s.number(islot), t, value):
             return None
         return s.raw
 
