@@ -120,14 +120,19 @@ class Layout:
                     spans.append(j)
                     return spans
             else:
-                j = chunk.find(b'"', i)
-                while j > 0 and chunk[j - 1] == 92:  # escaped, unless the backslash is itself escaped
-                    b = j - 1
-                    while chunk[b - 1] == 92:
-                        b -= 1
-                    if (j - b) % 2 == 0:
-                        break
-                    j = chunk.find(b'"', j + 1)
+                # a string between holes: it ends where the next piece (its closing quote,
+                # the next key...) starts, which a string cannot hold unless that quote is
+                # escaped; then the quotes are walked one by one
+                j = chunk.find(piece, i)
+                if j > 0 and chunk[j - 1] == 92:
+                    j = chunk.find(b'"', i)
+                    while j > 0 and chunk[j - 1] == 92:  # escaped, unless the backslash is itself escaped
+                        b = j - 1
+                        while chunk[b - 1] == 92:
+                            b -= 1
+                        if (j - b) % 2 == 0:
+                            break
+                        j = chunk.find(b'"', j + 1)
                 if j < 0:
                     return None
             e = j + len(piece)
@@ -194,14 +199,18 @@ def _shape(
 
 
 class Skimmed:
-    """A matched event: its bytes and the spans of its holes' values."""
+    """A matched event: its bytes (:attr:`raw`) and where its holes' values are. The
+    offsets (:attr:`spans`) are in :attr:`src`, the read it came in, from :attr:`base`
+    on: a skimmed event of a read with many is not copied to be read, only to be sent."""
 
-    __slots__ = ("layout", "raw", "spans")
+    __slots__ = ("base", "layout", "raw", "spans", "src")
 
-    def __init__(self, layout: Layout, raw: bytes, spans: list[int]) -> None:
+    def __init__(self, layout: Layout, raw: bytes, spans: list[int], src: bytes | None = None, base: int = 0) -> None:
         self.layout = layout
         self.raw = raw
         self.spans = spans
+        self.src = raw if src is None else src
+        self.base = base
 
     def text(self, slot: int) -> str:
         """The string in hole ``slot``, as orjson decodes it (a ValueError, e.g.
@@ -212,7 +221,7 @@ class Skimmed:
         spans = self.spans
         start = spans[2 * slot]
         end = spans[2 * slot + 1]
-        raw = self.raw
+        raw = self.src
         span = raw[start:end]
         if 92 not in span and 34 not in span:
             value = span.decode("utf-8")
@@ -225,7 +234,7 @@ class Skimmed:
 
     def number(self, slot: int) -> int:
         """The integer in hole ``slot`` (its digits were checked by the match)."""
-        raw = self.raw
+        raw = self.src
         v = 0
         for j in range(self.spans[2 * slot], self.spans[2 * slot + 1]):
             v = v * 10 + raw[j] - 48
@@ -237,7 +246,9 @@ class Skimmed:
         string holds a backslash (an escape orjson may write otherwise, e.g. ``\\u003c``
         as ``<``): that one is written as orjson writes it, from ``decoded`` for hole
         ``text`` (its value, already decoded by the caller)."""
-        raw = self.raw
+        src = self.src
+        base = self.base
+        stop = base + len(self.raw)
         spans = self.spans
         holes = self.layout.holes
         digits = str(value).encode()
@@ -247,26 +258,26 @@ class Skimmed:
             send = spans[2 * slot + 1]
             ostart = spans[2 * other]
             oend = spans[2 * other + 1]
-            if holes[other] != "s" or 92 not in raw[ostart:oend]:
-                return raw[:sstart] + digits + raw[send:]
+            if holes[other] != "s" or 92 not in src[ostart:oend]:
+                return src[base:sstart] + digits + src[send:stop]
             canon = _dumps(decoded if other == text else self.text(other))[1:-1]
             if slot < other:
-                return raw[:sstart] + digits + raw[send:ostart] + canon + raw[oend:]
-            return raw[:ostart] + canon + raw[oend:sstart] + digits + raw[send:]
+                return src[base:sstart] + digits + src[send:ostart] + canon + src[oend:stop]
+            return src[base:ostart] + canon + src[oend:sstart] + digits + src[send:stop]
         out: list[bytes] = []
-        at = 0
+        at = base
         for i in range(len(holes)):
             start = spans[2 * i]
             end = spans[2 * i + 1]
             if i == slot:
-                out.append(raw[at:start])
+                out.append(src[at:start])
                 out.append(digits)
                 at = end
-            elif holes[i] == "s" and 92 in raw[start:end]:
-                out.append(raw[at:start])
+            elif holes[i] == "s" and 92 in src[start:end]:
+                out.append(src[at:start])
                 out.append(_dumps(decoded if i == text else self.text(i))[1:-1])
                 at = end
-        out.append(raw[at:])
+        out.append(src[at:stop])
         return b"".join(out)
 
 
@@ -336,8 +347,7 @@ class Skim:
             spans = layout.match(chunk, pos)
             if spans is not None:
                 end = spans[-1] + len(layout.pieces[-1])
-                raw = chunk if pos == 0 and end == len(chunk) else chunk[pos:end]
-                if pos:
-                    spans = [x - pos for x in spans]
-                return Skimmed(layout, raw, spans)
+                if pos == 0 and end == len(chunk):
+                    return Skimmed(layout, chunk, spans, chunk, 0)
+                return Skimmed(layout, chunk[pos:end], spans, chunk, pos)
         return None
