@@ -981,7 +981,7 @@ class ResponsesRepairer(ApiRepairer):
             skim.learn(typ, ev.raw, ev.data, ev.event, obj, _SKIM_HOLES)
         return [out]
 
-    def _takes_delta(self, typ: str, gid: Any, oi: Any, ci: Any, delta: Any) -> bool:
+    def _takes_delta(self, typ: str, gid: Any, oi: Any, ci: Any, delta: Any, utf8: bytes | None = None) -> bool:
         """A text or arguments delta the common path serves, recorded (the streamed text or
         arguments, the verdict's digest); False, having changed nothing, for one that must
         take the full path. Read from the parsed event (:meth:`_delta`) or from a skimmed
@@ -1018,14 +1018,18 @@ class ResponsesRepairer(ApiRepairer):
                 head.startswith(delta) if len(delta) <= len(head) else delta.startswith(head)
             ):
                 return False
-            p.chunks.append(delta)
+            if utf8 is None:
+                utf8 = delta.encode("utf-8", "surrogatepass")  # once, for the text and the digest
+            p.chunks.append(delta, utf8)
             p.size += len(delta)
             if len(head) < HEAD:
                 p.head = (head + delta)[:HEAD]
-            self.verdict.observe_text(delta)
+            self.verdict.observe_text(delta, utf8)
         elif typ == _ARGS_DELTA:
-            it.args.append(delta)
-            self.verdict.observe_args(delta)
+            if utf8 is None:
+                utf8 = delta.encode("utf-8", "surrogatepass")
+            it.args.append(delta, utf8)
+            self.verdict.observe_args(delta, utf8)
         else:
             return False
         return True
@@ -1050,7 +1054,7 @@ class ResponsesRepairer(ApiRepairer):
                 s.text(i)
         except ValueError:
             return None  # not what orjson would decode: the full path says so
-        if not self._takes_delta(layout.kind, gid, oi, ci, delta):
+        if not self._takes_delta(layout.kind, gid, oi, ci, delta, s.utf8(delta_slot)):
             return None
         self._framing = s
         if seq_slot < 0:

@@ -232,6 +232,13 @@ class Skimmed:
             raise ValueError("not one string")
         return value
 
+    def utf8(self, slot: int) -> bytes | None:
+        """The UTF-8 of the string in hole ``slot`` when its bytes are it (no escape in
+        them; call after :meth:`text` accepted it), else None."""
+        spans = self.spans
+        span = self.src[spans[2 * slot] : spans[2 * slot + 1]]
+        return None if 92 in span else span
+
     def number(self, slot: int) -> int:
         """The integer in hole ``slot`` (its digits were checked by the match)."""
         raw = self.src

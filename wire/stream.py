@@ -49,12 +49,14 @@ class Streamed:
         self._str = text
         self.pieces = 1 if text else 0
 
-    def append(self, delta: str) -> None:
+    def append(self, delta: str, utf8: bytes | None = None) -> None:
+        """One more delta; ``utf8``, if given, is its UTF-8 (the caller encoded it once
+        for all its uses, or a skimmed event's bytes are it)."""
         buf = self._buf
         if buf is None:
             buf = self._buf = bytearray(self._str.encode("utf-8", "surrogatepass"))
             self._str = ""
-        buf += delta.encode("utf-8", "surrogatepass")
+        buf += delta.encode("utf-8", "surrogatepass") if utf8 is None else utf8
         self.pieces += 1
 
     def set(self, text: str) -> None:

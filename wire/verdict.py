@@ -302,18 +302,20 @@ class Verdict:
         if isinstance(arguments, str):
             self.last_tool_args = arguments
 
-    def observe_text(self, delta: str) -> None:
-        """Generated text as the client sees it (message text, not reasoning), in order."""
+    def observe_text(self, delta: str, utf8: bytes | None = None) -> None:
+        """Generated text as the client sees it (message text, not reasoning), in order
+        (``utf8``: its UTF-8, when the caller has it)."""
         if delta:
-            b = delta.encode("utf-8", "surrogatepass")
+            b = delta.encode("utf-8", "surrogatepass") if utf8 is None else utf8
             self._text.update(b)
             self.text_len += len(b)
             self.last_output = "text"
 
-    def observe_args(self, delta: str) -> None:
-        """Tool-call argument text as the client sees it, all calls, in order."""
+    def observe_args(self, delta: str, utf8: bytes | None = None) -> None:
+        """Tool-call argument text as the client sees it, all calls, in order (``utf8``:
+        its UTF-8, when the caller has it)."""
         if delta:
-            b = delta.encode("utf-8", "surrogatepass")
+            b = delta.encode("utf-8", "surrogatepass") if utf8 is None else utf8
             self._args.update(b)
             self.args_len += len(b)
             self.last_output = "args"
