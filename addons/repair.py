@@ -184,6 +184,8 @@ class Repair:
             # alive (without it mitmproxy ends the body by closing the connection)
             resp.headers["transfer-encoding"] = "chunked"
         repairer = stream_repairer(st.api, self.rules, st.ctx, st.verdict)
+        if not ctx.options.streamfix_skim:
+            repairer.skim = None  # every event through the full parse (wire/skim.py)
         st.stream = FlowStream(
             StreamRepair(repairer),
             decoder,

@@ -303,3 +303,32 @@ class TestReceipts:
         assert b'"finish_reason":"tool_calls"' in out and b'"finish_reason":"length"' not in out
         assert "verdict max_tokens" not in caplog.text
         assert f.comment == "fixed tool_index 3 (3 events, chat)"  # the index repair still happened
+
+
+def test_streamfix_skim_switches_skimming_and_the_bytes_stay_the_same():
+    """``--set streamfix_skim=false``: every event is parsed (nothing skimmed); on (the
+    default) most deltas of the Claude-path stream are skimmed; the client's bytes are the
+    same either way, and a plain stream's reads after the first skip the addon's callable."""
+    from streamfix import bench
+    from streamfix.wire.stream import Reads
+
+    _, path, request, build = bench.STREAMS["responses-claude"]
+    events = bench.events_of(build())
+    addon = mod.Repair()
+    outs = {}
+    for on in (True, False):
+        with taddons.context(addon) as tctx:
+            tctx.configure(addon, streamfix_skim=on)
+            f = make_flow(body=request)
+            hooks(addon, f)
+            assert isinstance(f.response.stream, Reads)
+            repair = addon.flows[f.id].stream.repair
+            outs[on] = drive(f.response.stream, events)
+            addon.response(f)
+            if on:
+                assert repair.skimmed > len(events) * 3 // 4
+            else:
+                assert repair.skimmed == 0
+            assert repair.events == len(events)
+    assert outs[True] == outs[False]
+    assert outs[True] != b"".join(events)  # and it was repaired (sequence numbers, items)
