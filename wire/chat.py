@@ -227,7 +227,7 @@ class _Holes:
     """Where a learned chunk layout (:mod:`wire.skim`) holds what :meth:`ChatRepairer._takes`
     reads (-1: not in the layout, so absent or null), and the layout's other holes."""
 
-    __slots__ = ("ok", "call", "ci", "content", "index", "id", "name", "args", "strs", "ints")
+    __slots__ = ("ok", "call", "ci", "content", "index", "id", "name", "args", "strs")
 
     def __init__(self, layout: Layout) -> None:
         kind = layout.kind
@@ -243,7 +243,6 @@ class _Holes:
         self.strs = tuple(i for i, t in enumerate(holes) if t == "s" and i not in read)
         """String holes the chunk's rules do not read: decoded only as a check (the full
         path's ``loads`` fails on what ``Skimmed.text`` fails on)."""
-        self.ints = tuple(i for i, t in enumerate(holes) if t == "i")
 
         # what _common found when it learned the layout (a guard: it learns only those)
         self.ok = (
@@ -265,6 +264,49 @@ class _Holes:
 
 def _typed(holes: list[str], slot: int, t: str) -> bool:
     return slot < 0 or holes[slot] == t
+
+
+_SMALL = {str(i).encode(): i for i in range(100)}
+
+
+def _number(raw: bytes) -> int:
+    """An integer hole's value (``Skimmed.number``), the small ones without a parse."""
+    n = _SMALL.get(raw)
+    return n if n is not None else int(raw)
+
+
+def _render(s: Skimmed, slot: int, value: int) -> bytes:
+    """What ``orjson.dumps`` writes of the skimmed chunk with the integer in hole ``slot``
+    set to ``value``, in its framing (``Skimmed.render``'s result, spliced): its bytes as
+    they came, but that integer, each string holding a backslash in orjson's escaping
+    (``\\u003c`` is written ``<``, ``\\/`` ``/``) and ``-0`` as ``0`` (orjson reads it as 0).
+    Every string was decoded (checked) before: ``Skimmed.text`` does not fail here."""
+    layout = s.layout
+    pieces = layout.pieces
+    holes = layout.holes
+    values = s.values
+    raw = s.raw
+    out: list[bytes] = []
+    done = 0  # raw[:done] is in out
+    at = len(pieces[0])  # where hole i starts in raw
+    for i in range(len(values)):
+        v: bytes = values[i]
+        if holes[i] == "s":
+            if 92 in v:
+                new = orjson.dumps(s.text(i))
+                out.append(raw[done:at])
+                out.append(new)
+                done = at + len(v) + 2
+            at += len(v) + 2
+        else:
+            if i == slot or v == b"-0":
+                out.append(raw[done:at])
+                out.append(str(value).encode() if i == slot else b"0")
+                done = at + len(v)
+            at += len(v)
+        at += len(pieces[i + 1])
+    out.append(raw[done:])
+    return b"".join(out)
 
 
 class ChatRepairer(HoldingRepairer):
@@ -445,23 +487,20 @@ class ChatRepairer(HoldingRepairer):
             name: str | None = None
             args: str | None = None
             if h.call:
-                for i in h.ints:
-                    if values[i] == b"-0":
-                        return None  # orjson reads 0 and writes it so: a rewrite would differ
-                raw = s.number(h.index)
+                raw = _number(values[h.index])
                 id_ = s.text(h.id) if h.id >= 0 else None
                 name = s.text(h.name) if h.name >= 0 else None
                 args = s.text(h.args) if h.args >= 0 else None
         except ValueError:
             return None  # not what orjson would decode: the full path says so
-        ci = s.number(h.ci) if h.ci >= 0 else 0
+        ci = _number(values[h.ci]) if h.ci >= 0 else 0
         index = self._takes(ci, content, h.call, raw, id_, name, args)
         if index == _NOT:
             return None
         if index == _SAME:
             return s.raw
         self.count("tool_index")
-        return s.render(h.index, index)
+        return _render(s, h.index, index)
 
     def end(self) -> list[bytes]:
         if not self._finished and not self._errored:
