@@ -275,12 +275,13 @@ def _number(raw: bytes) -> int:
     return n if n is not None else int(raw)
 
 
-def _render(s: Skimmed, slot: int, value: int) -> bytes:
+def _render(s: Skimmed, slot: int, value: int, known: int, text: str | None) -> bytes:
     """What ``orjson.dumps`` writes of the skimmed chunk with the integer in hole ``slot``
     set to ``value``, in its framing (``Skimmed.render``'s result, spliced): its bytes as
     they came, but that integer, each string holding a backslash in orjson's escaping
     (``\\u003c`` is written ``<``, ``\\/`` ``/``) and ``-0`` as ``0`` (orjson reads it as 0).
-    Every string was decoded (checked) before: ``Skimmed.text`` does not fail here."""
+    Every string was decoded (checked) before: ``Skimmed.text`` does not fail here; the
+    one in hole ``known`` is ``text``, not decoded again."""
     layout = s.layout
     pieces = layout.pieces
     holes = layout.holes
@@ -293,7 +294,7 @@ def _render(s: Skimmed, slot: int, value: int) -> bytes:
         v: bytes = values[i]
         if holes[i] == "s":
             if 92 in v:
-                new = orjson.dumps(s.text(i))
+                new = orjson.dumps(text if i == known and text is not None else s.text(i))
                 out.append(raw[done:at])
                 out.append(new)
                 done = at + len(v) + 2
@@ -500,7 +501,7 @@ class ChatRepairer(HoldingRepairer):
         if index == _SAME:
             return s.raw
         self.count("tool_index")
-        return _render(s, h.index, index)
+        return _render(s, h.index, index, h.args, args)
 
     def end(self) -> list[bytes]:
         if not self._finished and not self._errored:
