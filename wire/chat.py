@@ -419,14 +419,23 @@ class ChatRepairer(HoldingRepairer):
         return self.dump(ev, obj, ("tool_index",))
 
     def _takes(
-        self, ci: int, content: str | None, call: bool, raw: int, id_: str | None, name: str | None, args: str | None
+        self,
+        ci: int,
+        content: str | None,
+        call: bool,
+        raw: int,
+        id_: str | None,
+        name: str | None,
+        args: str | None,
+        enc: bytes | None = None,
     ) -> int:
         """A common chunk (:meth:`_common`), from the parsed chunk or a skimmed one's values
         (:meth:`skimmed`): one test for both. :data:`_NOT`, having changed nothing, when
         it must take the full path; else recorded (what :meth:`_chunk`, :meth:`_replay`
         and :meth:`_tool_entry` record of it: the choice, the streamed text and arguments,
         the verdict's evidence) and :data:`_SAME` (its bytes as they came) or the index
-        its call entry goes out with (rule tool_index).
+        its call entry goes out with (rule tool_index). ``enc``: the content's UTF-8, if
+        the caller has it.
 
         Under these checks the full path does exactly this: each rules out what could
         do more (said beside it)."""
@@ -435,10 +444,10 @@ class ChatRepairer(HoldingRepairer):
         if self._finish is not None and not self._settled:
             return _NOT  # a held finish: this chunk settles it
         said: _Said | None = None
-        enc = b""
         if content and self.rules.replay:
             said = self._said.get(ci)
-            enc = content.encode("utf-8", "surrogatepass")
+            if enc is None:
+                enc = content.encode("utf-8", "surrogatepass")
             if said is not None and said.may_repeat(enc):
                 return _NOT  # rule replay compares it with the text so far
         found: _Call | None = None
@@ -454,7 +463,7 @@ class ChatRepairer(HoldingRepairer):
             if self.rules.replay:
                 if said is None:
                     said = self._said[ci] = _Said()
-                said.add(content, enc)
+                said.add(content, enc if enc is not None else content.encode("utf-8", "surrogatepass"))
             self.verdict.observe_text(content)
         if found is None:
             return _SAME
@@ -482,7 +491,13 @@ class ChatRepairer(HoldingRepairer):
                     s.text(i)
                 elif not v.isascii():
                     v.decode("utf-8")
-            content = s.text(h.content) if h.content >= 0 else None
+            content: str | None = None
+            enc: bytes | None = None
+            if h.content >= 0:
+                content = s.text(h.content)
+                craw: bytes = values[h.content]
+                if 92 not in craw:
+                    enc = craw  # its UTF-8 as it came (decoded strictly above)
             raw = 0
             id_: str | None = None
             name: str | None = None
@@ -495,7 +510,7 @@ class ChatRepairer(HoldingRepairer):
         except ValueError:
             return None  # not what orjson would decode: the full path says so
         ci = _number(values[h.ci]) if h.ci >= 0 else 0
-        index = self._takes(ci, content, h.call, raw, id_, name, args)
+        index = self._takes(ci, content, h.call, raw, id_, name, args, enc)
         if index == _NOT:
             return None
         if index == _SAME:
