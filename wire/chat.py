@@ -80,9 +80,13 @@ is released first, and no finish chunk is ever synthesized. A stream that ends w
 ``finish_reason`` passes as it ended (noted). ``[DONE]``, comments and data that is not a
 JSON object pass through raw; events needing no repair go out as their original bytes.
 
-Cost: one orjson parse per event; per call its arguments in one growing buffer
+Cost: at most one orjson parse per event; per call its arguments in one growing buffer
 (:class:`~wire.stream.Streamed`, decoded once, at the finish); the hold queue is bounded by
-:data:`HOLD_LIMIT`.
+:data:`HOLD_LIMIT`. The common chunks (a text, reasoning or role delta of one choice; an
+arguments delta of a known call, its index renumbered by rule tool_index) take one short
+path, :meth:`ChatRepairer._takes`, whether parsed (``_common``) or skimmed (:mod:`wire.skim`:
+read from a layout learned on an earlier chunk, without a parse, re-serialized only in
+the renumbered index, ``ChatRepairer.skimmed``); any doubt sends a chunk the full way.
 """
 
 from __future__ import annotations
@@ -96,6 +100,7 @@ from .contract import MIN_REPEAT, power, pure_content
 from .foreign import commented, foreign
 from .holding import HOLD_LIMIT, REPLAY_HOLD_LIMIT, HoldingRepairer, Rec
 from .rules import FlowContext, Rules
+from .skim import Layout, Skim, Skimmed
 from .sse import Event, format_event
 from .stream import Streamed
 from .toolcalls import unique_ids
@@ -170,6 +175,11 @@ class _Said:
         self.chars += len(content)
         self.deltas += 1
 
+    def may_repeat(self, enc: bytes) -> bool:
+        """A delta (``enc``, its UTF-8) that rule replay must compare with the content so
+        far: two deltas came, and it is the content's beginning."""
+        return self.deltas >= 2 and len(enc) <= len(self.buf) and self.buf.startswith(enc)
+
 
 class _Run:
     """Rule replay: a second run of deltas that may be repeating a choice's content: its
@@ -199,6 +209,107 @@ def _placeholders(obj: dict[str, Any]) -> bool:
     return True
 
 
+_NOT = -2
+""":meth:`ChatRepairer._takes`: not the common case (nothing changed; the full path)."""
+_SAME = -1
+""":meth:`ChatRepairer._takes`: taken, the chunk goes out as it came."""
+_TEXT_KIND = "chat.text:"
+"""Skim layout kinds (:mod:`wire.skim`): a chunk without tool calls, and one tool call's
+argument delta, each followed by the keys of its delta (its call entry), so that each
+shape of a stream (role, reasoning, content...) has its own few tries at learning."""
+_CALL_KIND = "chat.call:"
+_CHOICE = ("choices", 0)
+_DELTA = ("choices", 0, "delta")
+_ENTRY = ("choices", 0, "delta", "tool_calls", 0)
+
+
+class _Holes:
+    """Where a learned chunk layout (:mod:`wire.skim`) holds what :meth:`ChatRepairer._takes`
+    reads (-1: not in the layout, so absent or null), and the layout's other holes."""
+
+    __slots__ = ("ok", "call", "ci", "content", "index", "id", "name", "args", "strs")
+
+    def __init__(self, layout: Layout) -> None:
+        kind = layout.kind
+        holes = layout.holes
+        self.call = kind.startswith(_CALL_KIND)
+        self.ci = layout.slot(*_CHOICE, "index")
+        self.content = layout.slot(*_DELTA, "content")
+        self.index = layout.slot(*_ENTRY, "index")
+        self.id = layout.slot(*_ENTRY, "id")
+        self.name = layout.slot(*_ENTRY, "function", "name")
+        self.args = layout.slot(*_ENTRY, "function", "arguments")
+        read = (self.content, self.id, self.name, self.args)
+        self.strs = tuple(i for i, t in enumerate(holes) if t == "s" and i not in read)
+        """String holes the chunk's rules do not read: decoded only as a check (the full
+        path's ``loads`` fails on what ``Skimmed.text`` fails on)."""
+
+        # what _common found when it learned the layout (a guard: it learns only those)
+        self.ok = (
+            (self.call or kind.startswith(_TEXT_KIND))
+            and _typed(holes, self.ci, "i")
+            and _typed(holes, self.content, "s")
+            and (
+                not self.call
+                or (
+                    self.index >= 0
+                    and _typed(holes, self.index, "i")
+                    and _typed(holes, self.id, "s")
+                    and _typed(holes, self.name, "s")
+                    and _typed(holes, self.args, "s")
+                )
+            )
+        )
+
+
+def _typed(holes: list[str], slot: int, t: str) -> bool:
+    return slot < 0 or holes[slot] == t
+
+
+_SMALL = {str(i).encode(): i for i in range(100)}
+
+
+def _number(raw: bytes) -> int:
+    """An integer hole's value (``Skimmed.number``), the small ones without a parse."""
+    n = _SMALL.get(raw)
+    return n if n is not None else int(raw)
+
+
+def _render(s: Skimmed, slot: int, value: int, known: int, text: str | None) -> bytes:
+    """What ``orjson.dumps`` writes of the skimmed chunk with the integer in hole ``slot``
+    set to ``value``, in its framing (``Skimmed.render``'s result, spliced): its bytes as
+    they came, but that integer, each string holding a backslash in orjson's escaping
+    (``\\u003c`` is written ``<``, ``\\/`` ``/``) and ``-0`` as ``0`` (orjson reads it as 0).
+    Every string was decoded (checked) before: ``Skimmed.text`` does not fail here; the
+    one in hole ``known`` is ``text``, not decoded again."""
+    layout = s.layout
+    pieces = layout.pieces
+    holes = layout.holes
+    values = s.values
+    raw = s.raw
+    out: list[bytes] = []
+    done = 0  # raw[:done] is in out
+    at = len(pieces[0])  # where hole i starts in raw
+    for i in range(len(values)):
+        v: bytes = values[i]
+        if holes[i] == "s":
+            if 92 in v:
+                new = orjson.dumps(text if i == known and text is not None else s.text(i))
+                out.append(raw[done:at])
+                out.append(new)
+                done = at + len(v) + 2
+            at += len(v) + 2
+        else:
+            if i == slot or v == b"-0":
+                out.append(raw[done:at])
+                out.append(str(value).encode() if i == slot else b"0")
+                done = at + len(v)
+            at += len(v)
+        at += len(pieces[i + 1])
+    out.append(raw[done:])
+    return b"".join(out)
+
+
 class ChatRepairer(HoldingRepairer):
     api = "chat"
 
@@ -217,6 +328,8 @@ class ChatRepairer(HoldingRepairer):
         self._said: dict[int, _Said] = {}  # rule replay: choice -> what it streamed
         self._run: _Run | None = None  # rule replay: a run of deltas that may repeat the content
         self._noted_foreign = False
+        self.skim = Skim()
+        self._holes: dict[Layout, _Holes] = {}  # skimming: where each learned layout holds what _takes reads
 
     # --- EventRepairer -----------------------------------------------------------
     def event(self, ev: Event) -> list[bytes]:
@@ -225,16 +338,20 @@ class ChatRepairer(HoldingRepairer):
             # the substring test first: no copy of every chunk's data by strip()
             self._done = self._done or (b"[DONE]" in ev.data and ev.data.strip() == b"[DONE]")
         obj = self.parse(ev)
+        if obj is not None:
+            if self._eol is None and isinstance(obj.get("choices"), list):
+                # a chat stream (rule eof_terminal ends only those: a body that never was
+                # one, e.g. garbage or another API's events, passes as it came)
+                self._eol = ev.eol
+            out = self._common(ev, obj)
+            if out is not None:
+                return [out]
         rec = Rec(ev, obj)
         if self._run is not None and ev.data is not None:
             pure = pure_content(obj) if obj is not None else None
             if pure is None or pure[0] != self._run.ci:
                 self._end_run()  # any other chunk: no repeat (chat.py docstring, replay)
         if obj is not None:
-            if self._eol is None and isinstance(obj.get("choices"), list):
-                # a chat stream (rule eof_terminal ends only those: a body that never was
-                # one, e.g. garbage or another API's events, passes as it came)
-                self._eol = ev.eol
             if "error" in obj and "choices" not in obj:
                 self._errored = True
                 self._release("an error event")
@@ -243,6 +360,163 @@ class ChatRepairer(HoldingRepairer):
         elif ev.data is not None and self._finish is not None and not self._settled:
             self._settle()  # [DONE] (or any other data) after the finish: no usage is coming
         return self._queue(rec)
+
+    # --- the common chunks: content deltas, argument deltas (parsed or skimmed) ----
+    def _common(self, ev: Event, obj: dict[str, Any]) -> bytes | None:
+        """The common path of :meth:`event`: a chunk of one choice, no finish, no usage,
+        whose delta has text (or nothing :meth:`_chunk` reads: a role, reasoning) and at
+        most one tool call entry without a header (an arguments delta of a known call);
+        its bytes if :meth:`_takes` takes it, else None and the full path. A taken
+        chunk's layout is learned for skimming (:mod:`wire.skim`).
+
+        The checks here are on the chunk's shape only (keys, types, nulls): what a
+        layout learned of it fixes for every chunk it matches (:meth:`skimmed`); every
+        check on a value is in :meth:`_takes`, which both paths call."""
+        if "error" in obj or obj.get("usage") is not None:
+            return None  # an error event; usage (the verdict counts it, rule usage fills it)
+        choices = obj.get("choices")
+        if type(choices) is not list or len(choices) != 1:
+            return None
+        ch = choices[0]
+        if type(ch) is not dict or ch.get("finish_reason") is not None:
+            return None  # a finish: rules truncation, finish_reason, the verdict
+        ci = ch.get("index", 0)
+        delta = ch.get("delta")
+        if type(ci) is not int or type(delta) is not dict:
+            return None
+        content = delta.get("content")
+        if content is not None and type(content) is not str:
+            return None
+        tcs = delta.get("tool_calls")
+        entry: dict[str, Any] | None = None
+        raw: Any = 0
+        id_: Any = None
+        name: Any = None
+        args: Any = None
+        if tcs is not None:
+            if type(tcs) is not list or len(tcs) != 1 or type(tcs[0]) is not dict:
+                return None
+            entry = tcs[0]
+            raw = entry.get("index")
+            fn = entry.get("function")
+            id_ = entry.get("id")
+            if type(raw) is not int or type(fn) is not dict or not (id_ is None or type(id_) is str):
+                return None
+            name = fn.get("name")
+            args = fn.get("arguments")
+            if not (name is None or type(name) is str) or not (args is None or type(args) is str):
+                return None
+        index = self._takes(ci, content, entry is not None, raw, id_, name, args)
+        if index == _NOT:
+            return None
+        skim = self.skim
+        if skim is not None:
+            kind = _CALL_KIND + ",".join(entry) if entry is not None else _TEXT_KIND + ",".join(delta)
+            skim.learn(kind, ev.raw, ev.data, ev.event, obj)
+        if index == _SAME or entry is None:
+            return ev.raw
+        entry["index"] = index
+        return self.dump(ev, obj, ("tool_index",))
+
+    def _takes(
+        self,
+        ci: int,
+        content: str | None,
+        call: bool,
+        raw: int,
+        id_: str | None,
+        name: str | None,
+        args: str | None,
+        enc: bytes | None = None,
+    ) -> int:
+        """A common chunk (:meth:`_common`), from the parsed chunk or a skimmed one's values
+        (:meth:`skimmed`): one test for both. :data:`_NOT`, having changed nothing, when
+        it must take the full path; else recorded (what :meth:`_chunk`, :meth:`_replay`
+        and :meth:`_tool_entry` record of it: the choice, the streamed text and arguments,
+        the verdict's evidence) and :data:`_SAME` (its bytes as they came) or the index
+        its call entry goes out with (rule tool_index). ``enc``: the content's UTF-8, if
+        the caller has it.
+
+        Under these checks the full path does exactly this: each rules out what could
+        do more (said beside it)."""
+        if self._recs or self._run is not None or self._eol is None:
+            return _NOT  # events held (a name, a possible repeat): it queues behind them
+        if self._finish is not None and not self._settled:
+            return _NOT  # a held finish: this chunk settles it
+        said: _Said | None = None
+        if content and self.rules.replay:
+            said = self._said.get(ci)
+            if enc is None:
+                enc = content.encode("utf-8", "surrogatepass")
+            if said is not None and said.may_repeat(enc):
+                return _NOT  # rule replay compares it with the text so far
+        found: _Call | None = None
+        if call:
+            if not _blank(id_) or not _blank(name):
+                return _NOT  # a header: rule tool_header, index reuse
+            calls = self._calls.get(ci)
+            found = calls.get(raw) if calls is not None else None
+            if found is None:
+                return _NOT  # a new call: rule tool_index numbers it
+        self._choices.add(ci)
+        if content:
+            if self.rules.replay:
+                if said is None:
+                    said = self._said[ci] = _Said()
+                said.add(content, enc if enc is not None else content.encode("utf-8", "surrogatepass"))
+            self.verdict.observe_text(content)
+        if found is None:
+            return _SAME
+        if args:
+            found.args.append(args)
+            self.verdict.observe_args(args)
+        if self.rules.tool_index and raw != found.ordinal:
+            return found.ordinal
+        return _SAME
+
+    def skimmed(self, s: Skimmed) -> bytes | None:
+        """A skimmed common chunk (:mod:`wire.skim`), through :meth:`_takes` as
+        :meth:`_common` takes the parsed one; None for the full path."""
+        layout = s.layout
+        h = self._holes.get(layout)
+        if h is None:
+            h = self._holes[layout] = _Holes(layout)
+        if not h.ok:
+            return None
+        values = s.values
+        try:
+            for i in h.strs:  # the strings nothing reads: valid, as the full path's loads needs
+                v: bytes = values[i]
+                if 92 in v:
+                    s.text(i)
+                elif not v.isascii():
+                    v.decode("utf-8")
+            content: str | None = None
+            enc: bytes | None = None
+            if h.content >= 0:
+                content = s.text(h.content)
+                craw: bytes = values[h.content]
+                if 92 not in craw:
+                    enc = craw  # its UTF-8 as it came (decoded strictly above)
+            raw = 0
+            id_: str | None = None
+            name: str | None = None
+            args: str | None = None
+            if h.call:
+                raw = _number(values[h.index])
+                id_ = s.text(h.id) if h.id >= 0 else None
+                name = s.text(h.name) if h.name >= 0 else None
+                args = s.text(h.args) if h.args >= 0 else None
+        except ValueError:
+            return None  # not what orjson would decode: the full path says so
+        ci = _number(values[h.ci]) if h.ci >= 0 else 0
+        index = self._takes(ci, content, h.call, raw, id_, name, args, enc)
+        if index == _NOT:
+            return None
+        if index == _SAME:
+            return s.raw
+        self.count("tool_index")
+        return _render(s, h.index, index, h.args, args)
 
     def end(self) -> list[bytes]:
         if not self._finished and not self._errored:
@@ -320,7 +594,7 @@ class ChatRepairer(HoldingRepairer):
                     rec.wait = "replay"
                 return True
             self._end_run()  # diverged: its text is the client's; this delta may start another
-        if said.deltas >= 2 and len(enc) <= len(buf) and buf.startswith(enc):
+        if said.may_repeat(enc):
             if len(enc) == len(buf):
                 delta["content"] = ""
                 rec.mark("replay")
