@@ -284,7 +284,7 @@ def test_generated_streams_skim_on_equals_off():
     prop()
     assert seen["examples"] >= 100
     # the generated streams exercise the skimmed path
-    assert seen["skimmed"] > 300 and seen["skimmed_streams"] > 40, seen
+    assert seen["skimmed"] > 150 and seen["skimmed_streams"] > 20, seen
 
 
 def test_skimmed_tricky_chunks_by_hand():
@@ -313,7 +313,7 @@ def test_skimmed_tricky_chunks_by_hand():
     assert outs[3] == evs[3] and outs[4] == evs[4]  # not JSON: passed as they came (full path, noted)
     assert outs[5] == args(b"c", created=b"0").replace(b'"index":2', b'"index":0')  # orjson writes -0 as 0, so does this
     assert outs[6] == args("é".encode()).replace(b'"index":2', b'"index":0')
-    assert s.skimmed == 4  # outs[2], outs[5], outs[6], outs[7]; not the invalid ones
+    assert s.skimmed == 3  # outs[2], outs[6], outs[7]; not the invalid ones, nor outs[5] (created is literal)
     assert sum("not JSON" in n for n in rep.notes) == 2  # a note for each
     assert v.digest() == repair([*evs], {}, False)[0][5]
 
@@ -345,9 +345,10 @@ def test_common_path_equals_the_full_path(monkeypatch):
 
 
 def test_skimmed_values_the_rules_read():
-    """A skimmed chunk's choice index, and a call entry's id, are read from its holes: a
-    chunk of another choice is recorded for that choice; an entry of the learned layout
-    whose id is no longer blank is a header (rule tool_header), not skimmed."""
+    """A chunk's choice index and a call entry's id are literal in a layout (wire.chat's
+    _SKIM_HOLES): a chunk of another choice, or an entry whose id is no longer the learned
+    blank one, is another layout, parsed: recorded for that choice, or a header (rule
+    tool_header)."""
     def text(ci: int, t: str) -> bytes:
         return b'data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":%d,"delta":{"content":"%s"}}]}\n\n' % (
             ci, t.encode())
@@ -365,8 +366,8 @@ def test_skimmed_values_the_rules_read():
     s.close()
     assert s.error is None
     assert rep._choices == {0, 1}
-    # skimmed: text b, text c (choice 1), args y, args " " (blank id); parsed: the rest
-    assert s.skimmed == 4
+    # skimmed: text b, args y (the learned layouts); parsed: the rest
+    assert s.skimmed == 2
     assert outs[:3] == evs[:3]
     assert outs[5] == args("", "y").replace(b'"index":4', b'"index":0')
     assert outs[6] == args("call_a", "z").replace(b'"index":4', b'"index":0').replace(b'"id":"call_a",', b"")  # re-sent id dropped

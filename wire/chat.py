@@ -227,7 +227,7 @@ class _Holes:
     """Where a learned chunk layout (:mod:`wire.skim`) holds what :meth:`ChatRepairer._takes`
     reads (-1: not in the layout, so absent or null), and the layout's other holes."""
 
-    __slots__ = ("ok", "call", "ci", "content", "index", "id", "name", "args", "strs")
+    __slots__ = ("ok", "call", "ci", "content", "index", "id", "name", "args", "strs", "consts")
 
     def __init__(self, layout: Layout) -> None:
         kind = layout.kind
@@ -239,6 +239,9 @@ class _Holes:
         self.id = layout.slot(*_ENTRY, "id")
         self.name = layout.slot(*_ENTRY, "function", "name")
         self.args = layout.slot(*_ENTRY, "function", "arguments")
+        self.consts = layout.consts
+        """The values the layout holds literally (the choice's index, a call entry's id
+        and name, which are the learned chunk's: _common accepted them there)."""
         read = (self.content, self.id, self.name, self.args)
         self.strs = tuple(i for i, t in enumerate(holes) if t == "s" and i not in read)
         """String holes the chunk's rules do not read: decoded only as a check (the full
@@ -266,48 +269,18 @@ def _typed(holes: list[str], slot: int, t: str) -> bool:
     return slot < 0 or holes[slot] == t
 
 
-_SMALL = {str(i).encode(): i for i in range(100)}
-
-
-def _number(raw: bytes) -> int:
-    """An integer hole's value (``Skimmed.number``), the small ones without a parse."""
-    n = _SMALL.get(raw)
-    return n if n is not None else int(raw)
-
-
-def _render(s: Skimmed, slot: int, value: int, known: int, text: str | None) -> bytes:
-    """What ``orjson.dumps`` writes of the skimmed chunk with the integer in hole ``slot``
-    set to ``value``, in its framing (``Skimmed.render``'s result, spliced): its bytes as
-    they came, but that integer, each string holding a backslash in orjson's escaping
-    (``\\u003c`` is written ``<``, ``\\/`` ``/``) and ``-0`` as ``0`` (orjson reads it as 0).
-    Every string was decoded (checked) before: ``Skimmed.text`` does not fail here; the
-    one in hole ``known`` is ``text``, not decoded again."""
-    layout = s.layout
-    pieces = layout.pieces
-    holes = layout.holes
-    values = s.values
-    raw = s.raw
-    out: list[bytes] = []
-    done = 0  # raw[:done] is in out
-    at = len(pieces[0])  # where hole i starts in raw
-    for i in range(len(values)):
-        v: bytes = values[i]
-        if holes[i] == "s":
-            if 92 in v:
-                new = orjson.dumps(text if i == known and text is not None else s.text(i))
-                out.append(raw[done:at])
-                out.append(new)
-                done = at + len(v) + 2
-            at += len(v) + 2
-        else:
-            if i == slot or v == b"-0":
-                out.append(raw[done:at])
-                out.append(str(value).encode() if i == slot else b"0")
-                done = at + len(v)
-            at += len(v)
-        at += len(pieces[i + 1])
-    out.append(raw[done:])
-    return b"".join(out)
+_SKIM_HOLES = frozenset(
+    {
+        (*_DELTA, "content"),
+        (*_DELTA, "reasoning_content"),
+        (*_DELTA, "reasoning"),
+        (*_ENTRY, "index"),
+        (*_ENTRY, "function", "arguments"),
+    }
+)
+"""What changes from one chunk to the next (wire.skim): the text, a call's index and its
+arguments. The rest of a layout is literal: the id, model and created of the stream, the
+choice's index, a call entry's id and name."""
 
 
 class ChatRepairer(HoldingRepairer):
@@ -412,7 +385,7 @@ class ChatRepairer(HoldingRepairer):
         skim = self.skim
         if skim is not None:
             kind = _CALL_KIND + ",".join(entry) if entry is not None else _TEXT_KIND + ",".join(delta)
-            skim.learn(kind, ev.raw, ev.data, ev.event, obj)
+            skim.learn(kind, ev.raw, ev.data, ev.event, obj, _SKIM_HOLES)
         if index == _SAME or entry is None:
             return ev.raw
         entry["index"] = index
@@ -483,40 +456,34 @@ class ChatRepairer(HoldingRepairer):
             h = self._holes[layout] = _Holes(layout)
         if not h.ok:
             return None
-        values = s.values
+        consts = h.consts
         try:
             for i in h.strs:  # the strings nothing reads: valid, as the full path's loads needs
-                v: bytes = values[i]
-                if 92 in v:
-                    s.text(i)
-                elif not v.isascii():
-                    v.decode("utf-8")
-            content: str | None = None
+                s.text(i)
+            content: str | None = consts.get((*_DELTA, "content"))
             enc: bytes | None = None
             if h.content >= 0:
                 content = s.text(h.content)
-                craw: bytes = values[h.content]
-                if 92 not in craw:
-                    enc = craw  # its UTF-8 as it came (decoded strictly above)
+                enc = s.utf8(h.content)  # its UTF-8 as it came (decoded strictly above), if no escape
             raw = 0
             id_: str | None = None
             name: str | None = None
             args: str | None = None
             if h.call:
-                raw = _number(values[h.index])
-                id_ = s.text(h.id) if h.id >= 0 else None
-                name = s.text(h.name) if h.name >= 0 else None
-                args = s.text(h.args) if h.args >= 0 else None
+                raw = s.number(h.index)
+                id_ = s.text(h.id) if h.id >= 0 else consts.get((*_ENTRY, "id"))
+                name = s.text(h.name) if h.name >= 0 else consts.get((*_ENTRY, "function", "name"))
+                args = s.text(h.args) if h.args >= 0 else consts.get((*_ENTRY, "function", "arguments"))
         except ValueError:
             return None  # not what orjson would decode: the full path says so
-        ci = _number(values[h.ci]) if h.ci >= 0 else 0
+        ci = s.number(h.ci) if h.ci >= 0 else consts.get((*_CHOICE, "index"), 0)
         index = self._takes(ci, content, h.call, raw, id_, name, args, enc)
         if index == _NOT:
             return None
         if index == _SAME:
             return s.raw
         self.count("tool_index")
-        return _render(s, h.index, index, h.args, args)
+        return s.render(h.index, index, h.args, args if args is not None else "")
 
     def end(self) -> list[bytes]:
         if not self._finished and not self._errored:

@@ -108,7 +108,7 @@ class Layout:
                 # the last hole, a string: its last piece (from the closing quote on) ends
                 # the event, at the read's end or at the first blank line after it
                 j = n - len(piece)
-                if j < i or chunk[j:] != piece:
+                if j < i or chunk[j:] != piece or 10 in chunk[i:j]:  # (no string holds an LF: more events)
                     e = chunk.find(b"\n\n", i)
                     if e < 0:
                         return None
