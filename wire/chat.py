@@ -227,7 +227,7 @@ class _Holes:
     """Where a learned chunk layout (:mod:`wire.skim`) holds what :meth:`ChatRepairer._takes`
     reads (-1: not in the layout, so absent or null), and the layout's other holes."""
 
-    __slots__ = ("ok", "call", "ci", "content", "index", "id", "name", "args", "strs", "consts")
+    __slots__ = ("ok", "call", "ci", "content", "index", "id", "name", "args", "strs", "c_ci", "c_content", "c_id", "c_name", "c_args")
 
     def __init__(self, layout: Layout) -> None:
         kind = layout.kind
@@ -239,9 +239,12 @@ class _Holes:
         self.id = layout.slot(*_ENTRY, "id")
         self.name = layout.slot(*_ENTRY, "function", "name")
         self.args = layout.slot(*_ENTRY, "function", "arguments")
-        self.consts = layout.consts
-        """The values the layout holds literally (the choice's index, a call entry's id
-        and name, which are the learned chunk's: _common accepted them there)."""
+        c = layout.consts  # the values the layout holds literally (the learned chunk's: _common accepted them)
+        self.c_ci: Any = c.get((*_CHOICE, "index"), 0)
+        self.c_content: Any = c.get((*_DELTA, "content"))
+        self.c_id: Any = c.get((*_ENTRY, "id"))
+        self.c_name: Any = c.get((*_ENTRY, "function", "name"))
+        self.c_args: Any = c.get((*_ENTRY, "function", "arguments"))
         read = (self.content, self.id, self.name, self.args)
         self.strs = tuple(i for i, t in enumerate(holes) if t == "s" and i not in read)
         """String holes the chunk's rules do not read: decoded only as a check (the full
@@ -456,11 +459,10 @@ class ChatRepairer(HoldingRepairer):
             h = self._holes[layout] = _Holes(layout)
         if not h.ok:
             return None
-        consts = h.consts
         try:
             for i in h.strs:  # the strings nothing reads: valid, as the full path's loads needs
                 s.text(i)
-            content: str | None = consts.get((*_DELTA, "content"))
+            content: str | None = h.c_content
             enc: bytes | None = None
             if h.content >= 0:
                 content = s.text(h.content)
@@ -471,18 +473,22 @@ class ChatRepairer(HoldingRepairer):
             args: str | None = None
             if h.call:
                 raw = s.number(h.index)
-                id_ = s.text(h.id) if h.id >= 0 else consts.get((*_ENTRY, "id"))
-                name = s.text(h.name) if h.name >= 0 else consts.get((*_ENTRY, "function", "name"))
-                args = s.text(h.args) if h.args >= 0 else consts.get((*_ENTRY, "function", "arguments"))
+                id_ = s.text(h.id) if h.id >= 0 else h.c_id
+                name = s.text(h.name) if h.name >= 0 else h.c_name
+                args = s.text(h.args) if h.args >= 0 else h.c_args
         except ValueError:
             return None  # not what orjson would decode: the full path says so
-        ci = s.number(h.ci) if h.ci >= 0 else consts.get((*_CHOICE, "index"), 0)
+        ci = s.number(h.ci) if h.ci >= 0 else h.c_ci
         index = self._takes(ci, content, h.call, raw, id_, name, args, enc)
         if index == _NOT:
             return None
         if index == _SAME:
             return s.raw
-        self.count("tool_index")
+        if self._firing:
+            self.count("tool_index")
+        else:  # count("tool_index") without its varargs and set (the only rule here)
+            self.changed += 1
+            self.fired["tool_index"] += 1
         return s.render(h.index, index, h.args, args if args is not None else "")
 
     def end(self) -> list[bytes]:

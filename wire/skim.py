@@ -3,36 +3,44 @@
 Most events of a turn are deltas of one open item, each in the layout the gateway used
 for the previous one: ``{"type":"response.output_text.delta","sequence_number":7,
 "item_id":"msg_1","output_index":0,"content_index":0,"delta":" the","logprobs":[]}``, the
-same keys in the same order, only values changing. When the full path (``orjson.loads``,
-the repairer's rules) has handled such an event, the repairer :meth:`Skim.learn` s its
-*layout*: the event's framing and the JSON object's shape, with every string and integer
-a hole (the ``type`` and ``object`` strings stay literal: they say what the event is).
-The layout becomes one regular expression, and the next event that matches it byte for
-byte is handed to the repairer as the values in its holes (:class:`Skimmed`), without an
-:class:`~wire.sse.Event` or a dict: the repairer runs the *same* rule code on them
-(its checks first; any doubt returns None and the event takes the full path), so no rule
-has a second implementation. This module only decodes.
+same keys in the same order, only a few values changing. When the full path
+(``orjson.loads``, the repairer's rules) has handled such an event, the repairer
+:meth:`Skim.learn` s its *layout*: the event's framing and the JSON object's compact
+bytes, with a *hole* at each value the repairer names as changing from event to event
+(for Responses the ``sequence_number`` and the ``delta``; for chat the text, a call's
+index and arguments; for messages the block index and the delta's value), every other
+value literal (the item's id, the indexes: :attr:`Layout.consts` keeps them decoded). The
+next event whose bytes are the layout's literal pieces with canonical values in the holes
+(compared as slices, :meth:`Layout.match`) is handed to the repairer as the values in its
+holes (:class:`Skimmed`), without an :class:`~wire.sse.Event` or a dict. The repairer
+runs the *same* rule code on them as on the parsed event (its checks first; any doubt
+returns None and the event takes the full path), so no rule has a second
+implementation. This module only decodes and splices.
 
 Why the result is the full path's, byte for byte:
 
 - A layout matches a strict subset of JSON: compact (no whitespace), keys in the learned
-  order, integers in canonical form (``0`` or no leading zero, at most 18 digits, so
-  within int64), strings without raw control characters. orjson would parse such bytes
-  to exactly the object the holes describe, and the SSE parser would make them exactly
-  the event (``event: NAME`` + ``data: JSON`` or ``data: JSON`` alone, LF line ends:
-  :func:`wire.sse._whole`'s shape).
-- A string is decoded by :meth:`Skimmed.text`: without a backslash its bytes are UTF-8
-  (``decode`` raises on anything else, and the repairer declines), with one by orjson
-  itself (the same decoder as the full path's ``loads``).
-- A rewritten event (:meth:`Skimmed.render`) is what ``orjson.dumps`` of the changed
-  object writes: the literal parts as they came (orjson writes compact JSON in the
-  object's order, which is the order they came in), each string in orjson's escaping
-  (as it came when it holds no backslash: orjson escapes only ``"``, ``\\`` and control
-  characters), integers in decimal.
+  order, literal values as they came in the learned event, integer holes in canonical
+  form (``0`` or digits without a leading zero, at most 18, never negative), strings
+  that orjson decodes. orjson would parse such bytes to exactly the object the holes and
+  literals describe, and the SSE parser would make them exactly the event (``event:
+  NAME`` + ``data: JSON`` or ``data: JSON`` alone, LF line ends: :func:`wire.sse._whole`'s
+  shape); the driver asks only while the parser is idle on its fast path
+  (:meth:`wire.stream.StreamRepair._skim`).
+- A string is decoded by :meth:`Skimmed.text`: printable text without a backslash or a
+  quote is its bytes as UTF-8 (strict ``decode``); anything else by orjson itself (the
+  same decoder as the full path's ``loads``), which fails where the full path fails.
+- A rewritten event (:meth:`Skimmed.render`, one integer changed) is what
+  ``orjson.dumps`` of the changed object writes: its bytes as they came, the new number,
+  and each string holding a backslash in orjson's escaping (orjson escapes only ``"``,
+  ``\\`` and control characters, so a string without a backslash is already written as
+  orjson writes it).
 
-The equivalence is tested, not argued only: ``tests/test_skim.py`` repairs every
-recording and generated streams with skimming on and off, in every chunking, and
-requires the same bytes, notes, counts and verdicts.
+The equivalence is tested, not argued only: ``tests/test_skim.py``,
+``test_skim_chat.py`` and ``test_skim_messages.py`` repair every recording, the bench
+streams and generated streams with skimming on and off, in many chunkings, and require
+the same bytes, notes, counts, fired rules and verdicts. ``--set streamfix_skim=false``
+switches it off.
 """
 
 from __future__ import annotations

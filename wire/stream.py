@@ -123,9 +123,18 @@ class EventRepairer:
         # each distinct rule once, as Counter.update(set) would count it, without the
         # union's new set and Counter.update's Mapping check (called per changed event)
         firing = self._firing
+        fired = self.fired
+        if not firing:  # the usual cases: one rule named, or one fired
+            if len(rules) == 1:
+                fired[rules[0]] += 1
+                return
+            if not rules:
+                return
+        elif not rules and len(firing) == 1:
+            fired[firing.pop()] += 1
+            return
         if rules:
             firing.update(rules)
-        fired = self.fired
         for rule in firing:
             fired[rule] += 1
         firing.clear()
