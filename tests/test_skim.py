@@ -14,15 +14,15 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from streamfix import bench
-from streamfix.recordings import all_recordings
 from streamfix.wire.apis import stream_repairer
 from streamfix.wire.rules import FlowContext, Rules
 from streamfix.wire.skim import MAX_LAYOUTS, Skim
 from streamfix.wire.sse import SseParser
 from streamfix.wire.stream import StreamRepair
 from streamfix.wire.verdict import Verdict
+
+from streamfix import bench
+from streamfix.recordings import all_recordings
 
 TEXT = "response.output_text.delta"
 HOLES = frozenset({("sequence_number",), ("delta",)})
@@ -121,7 +121,7 @@ def test_no_layout_of_what_is_not_compact_json(data):
     skim = Skim()
     raw = b"data: " + data + b"\n\n"
     assert skim.learn(TEXT, raw, data, None, orjson.loads(data), HOLES) is None
-    assert not skim.pattern
+    assert not skim.active
 
 
 @pytest.mark.parametrize(

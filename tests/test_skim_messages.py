@@ -21,13 +21,13 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from repairkit import recordings
-from streamfix import bench
 from streamfix.wire.messages import MessagesRepairer
 from streamfix.wire.rules import FlowContext, Rules
 from streamfix.wire.stream import StreamRepair
 from streamfix.wire.verdict import Verdict
+
+from streamfix import bench
 
 REQ = {"model": "devin/swe-2", "max_tokens": 400, "stream": True, "messages": []}
 

@@ -68,7 +68,7 @@ class Layout:
     ``kind`` the repairer filed it under. :attr:`info` is the repairer's own, computed
     once per layout (where its holes are)."""
 
-    __slots__ = ("kind", "pieces", "holes", "paths", "consts", "info")
+    __slots__ = ("consts", "holes", "info", "kind", "paths", "pieces")
 
     def __init__(self, kind: str, pieces: list[bytes], holes: list[str], paths: list[tuple[Any, ...]], consts: dict[tuple[Any, ...], Any]) -> None:
         self.kind = kind
@@ -299,12 +299,12 @@ class Skimmed:
 class Skim:
     """The layouts a repairer learned on one stream (newest first)."""
 
-    __slots__ = ("layouts", "pattern", "_tried")
+    __slots__ = ("_tried", "active", "layouts")
 
     def __init__(self) -> None:
         self.layouts: list[Layout] = []
-        self.pattern: Any = None
-        """Truthy once a layout is learned (the driver's test whether to skim at all)."""
+        self.active = False
+        """True once a layout is learned (the driver skims only then)."""
         self._tried: dict[str, int] = {}
 
     def learn(
@@ -345,7 +345,7 @@ class Skim:
         self.layouts.insert(0, layout)
         if len(self.layouts) > MAX_LAYOUTS:
             self.layouts.pop()
-        self.pattern = True
+        self.active = True
         return layout
 
     def _failed(self, kind: str) -> Layout | None:

@@ -16,8 +16,8 @@ import orjson
 from .empty import no_events_failure
 from .fired import Fired
 from .foreign import foreign
-from .sse import Event, SseParser
 from .skim import Skim, Skimmed
+from .sse import Event, SseParser
 
 try:
     from mypy_extensions import mypyc_attr
@@ -262,7 +262,7 @@ class StreamRepair:
             out = chunk
         else:
             skim = self.repairer.skim
-            if skim is not None and skim.pattern is not None and not self.quiet and parser.fast():
+            if skim is not None and skim.active and not self.quiet and parser.fast():
                 out = self._skim(chunk, skim, parser)
             else:
                 out = self._run(parser.feed(chunk), eof=False)
