@@ -328,8 +328,10 @@ def _let_go(flow: http.HTTPFlow, st: FlowState) -> None:
     not with it. mitmproxy reads ``response.stream`` no more after these hooks; ``True``
     still says the response was streamed."""
     resp = flow.response
-    if resp is not None and st.stream is not None and resp.stream is st.stream:
-        resp.stream = True
+    if resp is not None and st.stream is not None:
+        on = resp.stream
+        if on is st.stream or (isinstance(on, Reads) and on.owner is st.stream):
+            resp.stream = True
     st.stream = None
 
 
