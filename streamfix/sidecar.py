@@ -248,6 +248,22 @@ def main(argv: list[str] | None = None, prog: str = "scripts/sidecar") -> int:
               "is http://USER:PASS@HOST:PORT) or bind it to 127.0.0.1 (docs/operations.md)", file=sys.stderr)
         return 2
 
+    # SIGTERM (systemd, docker stop) is handled from here on: one that comes before
+    # mitmdump runs is passed on as soon as it does, so it can never leave mitmdump
+    # running without us (its own process group, below, would not get the signal)
+    children: list[subprocess.Popen] = []
+    pending: list[int] = []
+
+    def on_term(signum, frame):
+        # passed on; mitmdump drains (addons/drain.py: no new connections, the streams in
+        # flight finish, at most streamfix_drain_timeout), then exits, and so do we; a
+        # second SIGTERM makes it exit at once
+        if children:
+            children[0].send_signal(signal.SIGTERM)
+        else:
+            pending.append(signum)
+
+    signal.signal(signal.SIGTERM, on_term)
     replay = None
     upstream = a.upstream
     if upstream:
@@ -267,14 +283,9 @@ def main(argv: list[str] | None = None, prog: str = "scripts/sidecar") -> int:
     # its own process group: a terminal's Ctrl-C reaches only us, and mitmdump gets exactly
     # one SIGINT (ours); a second one during its shutdown kills it (exit -2, no done hooks)
     mitm = subprocess.Popen(cmd, cwd=ROOT if CHECKOUT else None, env=child_env(), process_group=0)
-
-    def on_term(signum, frame):
-        # SIGTERM (systemd, docker stop): passed on; mitmdump drains (addons/drain.py: no new
-        # connections, the streams in flight finish, at most streamfix_drain_timeout), then
-        # exits, and so do we; a second SIGTERM makes it exit at once
+    children.append(mitm)
+    if pending:  # a SIGTERM before mitmdump ran (the handler runs between our statements)
         mitm.send_signal(signal.SIGTERM)
-
-    signal.signal(signal.SIGTERM, on_term)
     try:
         return mitm.wait()  # a signal handler runs in between; the wait goes on (PEP 475)
     except KeyboardInterrupt:  # Ctrl-C: stop now

@@ -322,13 +322,19 @@ class ChunkedUpstream:
         with conn:
             data = b""
             while b"\r\n\r\n" not in data:
-                data += conn.recv(65536)
+                got = conn.recv(65536)
+                if not got:  # the client went away before its request was whole
+                    return
+                data += got
             head, _, body = data.partition(b"\r\n\r\n")
             length = next(
                 (int(ln.split(b":")[1]) for ln in head.split(b"\r\n") if ln.lower().startswith(b"content-length")), 0
             )
             while len(body) < length:
-                body += conn.recv(65536)
+                got = conn.recv(65536)
+                if not got:
+                    return
+                body += got
             self.respond(conn, head.split(b" ")[1].decode(), body)
 
     def respond(self, conn: socket.socket, path: str, body: bytes) -> None:

@@ -8,6 +8,7 @@ request; the launcher warned at startup. Real clients: openai-python, the AI SDK
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -126,3 +127,55 @@ def test_launcher_warns_of_https_to_a_plain_http_gateway(tmp_path: Path) -> None
     finally:
         proc.stop()
         replay.stop()
+
+
+def _mitmdumps_on(port: int) -> list[int]:
+    """Pids of processes whose command line names ``port`` (a sidecar's mitmdump)."""
+    pids = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                cmd = (d / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"mitmdump" in cmd and f"127.0.0.1:{port}".encode() in cmd:
+                pids.append(int(d.name))
+    return pids
+
+
+def test_a_sigterm_at_startup_leaves_no_mitmdump_behind(tmp_path: Path) -> None:
+    """systemd (or a test) may stop the launcher while it starts: a SIGTERM that comes
+    before mitmdump runs is passed on once it does, so the launcher's exit never leaves a
+    mitmdump (its own process group) running without it. (The launcher used to install
+    its handler after starting mitmdump: a SIGTERM in between killed it and orphaned
+    mitmdump, which hung a CI run; that window is too short to hit on purpose, so this
+    sends the signal as close to it as the output allows.)"""
+    import signal
+    import subprocess
+    import time
+
+    listen = free_port()
+    p = subprocess.Popen(
+        [sys.executable, "-m", "streamfix.sidecar", "--upstream", f"http://127.0.0.1:{free_port()}",
+         "--listen", f"127.0.0.1:{listen}", "--", "--set", f"confdir={tmp_path}"],
+        env=child_env(HOME=str(tmp_path)), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )
+    try:
+        seen = b""
+        while b"Point a client" not in seen:  # the banner: printed right before mitmdump starts
+            line = p.stdout.readline()
+            assert line, seen
+            seen += line
+        assert b"nothing answers" in seen, seen
+        p.send_signal(signal.SIGTERM)  # while mitmdump starts (or just before)
+        p.wait(60)
+        deadline = time.monotonic() + 20
+        while _mitmdumps_on(listen) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _mitmdumps_on(listen) == [], "a mitmdump outlived its launcher"
+    finally:
+        for pid in _mitmdumps_on(listen):
+            os.kill(pid, signal.SIGKILL)
+        if p.poll() is None:
+            p.kill()
+        p.stdout.close()
