@@ -12,7 +12,7 @@ of an unfinished event would be lost, where a plain mitmdump delivers every byte
 This addon wraps ``HttpStream.handle_protocol_error`` once per process: for a
 ``ResponseProtocolError`` while the response is streamed to a client that can still be
 written to, it first asks the stream callable for what it still holds (its ``salvage()``
-method, which only :class:`addons.flowstream.FlowStream` has) and sends that to the client as
+method: :class:`addons.flowstream.FlowStream`, or the plain stream's :class:`wire.stream.Reads`, which asks its FlowStream) and sends that to the client as
 response data, then lets mitmproxy go on as before (``error`` hook, connection closed).
 The held events go out through every rule a cut stream can still satisfy (a renumbered
 tool-call index, not the gateway's step index; :meth:`wire.stream.StreamRepair.salvage`),

@@ -457,6 +457,12 @@ class Reads:
             data = chunk
         return [data] if data else []
 
+    def salvage(self) -> list[bytes]:
+        """The upstream failed mid-body (``addons/salvage.py`` asks the stream callable):
+        the owner's salvage, what the repair still holds."""
+        out: list[bytes] = self.owner.salvage()
+        return out
+
 
 def cr_cut(tail: bytes) -> bool:
     """A stream's last 3 bytes say it ends with an event's CR and the CR of its blank line,
