@@ -305,7 +305,6 @@ class ChatRepairer(HoldingRepairer):
         self._run: _Run | None = None  # rule replay: a run of deltas that may repeat the content
         self._noted_foreign = False
         self.skim = Skim()
-        self._holes: dict[Layout, _Holes] = {}  # skimming: where each learned layout holds what _takes reads
 
     # --- EventRepairer -----------------------------------------------------------
     def event(self, ev: Event) -> list[bytes]:
@@ -454,9 +453,9 @@ class ChatRepairer(HoldingRepairer):
         """A skimmed common chunk (:mod:`wire.skim`), through :meth:`_takes` as
         :meth:`_common` takes the parsed one; None for the full path."""
         layout = s.layout
-        h = self._holes.get(layout)
-        if h is None:
-            h = self._holes[layout] = _Holes(layout)
+        if layout.info is None:  # where the layout holds what _takes reads: once per layout
+            layout.info = _Holes(layout)
+        h: _Holes = layout.info
         if not h.ok:
             return None
         try:
@@ -466,7 +465,7 @@ class ChatRepairer(HoldingRepairer):
             enc: bytes | None = None
             if h.content >= 0:
                 content = s.text(h.content)
-                enc = s.utf8(h.content)  # its UTF-8 as it came (decoded strictly above), if no escape
+                enc = s.plain  # its UTF-8 as it came (decoded strictly above), if no escape
             raw = 0
             id_: str | None = None
             name: str | None = None

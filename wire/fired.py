@@ -9,8 +9,6 @@ and keeps the dict's own slots. Not compiled (mypyc does not subclass dict nativ
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 
 class Fired(dict[str, int]):
     """Rule name -> events it changed; a missing rule reads 0."""
@@ -22,8 +20,3 @@ class Fired(dict[str, int]):
         """As ``Counter.most_common``: by count, highest first, ties in insertion order."""
         ranked = sorted(self.items(), key=lambda kv: -kv[1])
         return ranked if n is None else ranked[:n]
-
-    def add(self, rules: Iterable[str]) -> None:
-        """One more for each of ``rules``."""
-        for rule in rules:
-            self[rule] += 1

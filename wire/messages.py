@@ -150,8 +150,6 @@ class MessagesRepairer(HoldingRepairer):
         self._stopped: tuple[Rec, _Block] | None = None  # a held tool_use stop
         self._nameless: _Block | None = None
         self.skim = _Skim()
-        self._plans: dict[Layout, tuple[str, int, int, tuple[int, ...]] | None] = {}
-        """What :meth:`skimmed` reads of each learned layout (:meth:`_plan`)."""
 
     # --- EventRepairer -----------------------------------------------------------
     def event(self, ev: Event) -> list[bytes]:
@@ -314,14 +312,11 @@ class MessagesRepairer(HoldingRepairer):
         layout = s.layout
         if layout is _BLANK:
             return s.raw if self._passes_dataless() else None
-        plans = self._plans
-        plan = plans.get(layout)
-        if plan is None:
-            if layout in plans:
-                return None
-            plan = plans[layout] = self._plan(layout)
-            if plan is None:
-                return None
+        if layout.info is None:  # its reading, once per layout (False: none)
+            layout.info = self._plan(layout) or False
+        if layout.info is False:
+            return None
+        plan: tuple[str, int, int, tuple[int, ...]] = layout.info
         t, islot, vslot, others = plan
         try:
             value = s.text(vslot)

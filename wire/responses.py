@@ -1049,12 +1049,12 @@ class ResponsesRepairer(ApiRepairer):
         if delta_slot < 0:
             return None
         try:
-            delta = s.text(delta_slot)
-            for i in others:
+            for i in others:  # checked only (the full path's loads would fail on them)
                 s.text(i)
+            delta = s.text(delta_slot)  # last: s.plain is its bytes
         except ValueError:
             return None  # not what orjson would decode: the full path says so
-        if not self._takes_delta(layout.kind, gid, oi, ci, delta, s.utf8(delta_slot)):
+        if not self._takes_delta(layout.kind, gid, oi, ci, delta, s.plain):
             return None
         self._framing = s
         if seq_slot < 0:

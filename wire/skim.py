@@ -57,9 +57,6 @@ MAX_LAYOUTS = 8
 _loads = orjson.loads
 _dumps = orjson.dumps
 
-_LITERAL_PATHS = (("type",), ("object",))
-"""Keys whose value is part of a layout learned without named holes: what the event is."""
-
 
 class Layout:
     """One learned event shape: the literal pieces between its holes, what each hole
@@ -155,7 +152,7 @@ class Layout:
 def _shape(
     obj: Any,
     path: tuple[Any, ...],
-    want: frozenset[tuple[Any, ...]] | None,
+    want: frozenset[tuple[Any, ...]],
     pieces: list[bytes],
     holes: list[str],
     paths: list[tuple[Any, ...]],
@@ -165,7 +162,7 @@ def _shape(
     (strings and ints) as holes; False for what a layout does not hold (floats, big ints,
     a wanted value that is no string or int)."""
     t = type(obj)
-    if path in want if want is not None else ((t is str or t is int) and path[-1:] not in _LITERAL_PATHS):
+    if path in want:
         if t is str or (t is int and 0 <= obj < 10**18):
             holes.append("s" if t is str else "i")
             paths.append(path)
@@ -211,7 +208,7 @@ class Skimmed:
     offsets (:attr:`spans`) are in :attr:`src`, the read it came in, from :attr:`base`
     on: a skimmed event of a read with many is not copied to be read, only to be sent."""
 
-    __slots__ = ("base", "layout", "raw", "spans", "src")
+    __slots__ = ("base", "layout", "plain", "raw", "spans", "src")
 
     def __init__(self, layout: Layout, raw: bytes, spans: list[int], src: bytes | None = None, base: int = 0) -> None:
         self.layout = layout
@@ -219,6 +216,9 @@ class Skimmed:
         self.spans = spans
         self.src = raw if src is None else src
         self.base = base
+        self.plain: bytes | None = None
+        """After :meth:`text`: the string's bytes when they are its UTF-8 (no escape in
+        them), else None; its callers hand them on instead of encoding the text again."""
 
     def text(self, slot: int) -> str:
         """The string in hole ``slot``, as orjson decodes it (a ValueError, e.g.
@@ -234,18 +234,13 @@ class Skimmed:
         if 92 not in span and 34 not in span:
             value = span.decode("utf-8")
             if value.isprintable():
+                self.plain = span
                 return value
+        self.plain = None if 92 in span else span
         value = _loads(raw[start - 1 : end + 1])
         if type(value) is not str:  # e.g. '"a", "b"' cut as one string: not the layout after all
             raise ValueError("not one string")
         return value
-
-    def utf8(self, slot: int) -> bytes | None:
-        """The UTF-8 of the string in hole ``slot`` when its bytes are it (no escape in
-        them; call after :meth:`text` accepted it), else None."""
-        spans = self.spans
-        span = self.src[spans[2 * slot] : spans[2 * slot + 1]]
-        return None if 92 in span else span
 
     def number(self, slot: int) -> int:
         """The integer in hole ``slot`` (its digits were checked by the match)."""
@@ -314,12 +309,11 @@ class Skim:
         data: bytes | None,
         event: str | None,
         obj: Any,
-        holes: frozenset[tuple[Any, ...]] | None = None,
+        holes: frozenset[tuple[Any, ...]],
     ) -> Layout | None:
         """The full path handled this event the way a skim of its layout would: learn its
         layout, ``holes`` (key paths) being the values that change from event to event,
-        everything else literal (a new value there is another layout); without ``holes``
-        every string and integer but a ``type`` or ``object`` string is a hole. A known layout
+        everything else literal (a new value there is another layout). A known layout
         is not learned again; a kind whose events keep failing to give one stops trying."""
         if data is None:
             return None
