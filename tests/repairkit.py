@@ -8,11 +8,11 @@ from typing import Any
 import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from streamfix.recordings import Recording, all_recordings
 from streamfix.wire.rules import FlowContext, Rules
 from streamfix.wire.stream import EventRepairer, StreamRepair
 from streamfix.wire.verdict import Verdict
+
+from streamfix.recordings import Recording, all_recordings
 
 
 def make(cls: type, request: dict | None = None, rules: Rules | None = None,
@@ -105,3 +105,32 @@ def error_cuts(rec: Recording, cls: type, error: bytes, terminals: Callable[[byt
         assert out.endswith(error), (rec.name, k)
         assert terminals(out) == terminals(body), (rec.name, k)
         assert len(out) >= len(error)
+
+
+def skim_facts(api: str, pieces: list[bytes], request: Any, skim: bool,
+               rules: Rules | None = None) -> tuple[tuple[Any, ...], int]:
+    """Everything a repair of ``pieces`` shows that skimming (wire.skim) could change:
+    bytes, notes, counts, fired rules, decision, the verdict's digest, events, error,
+    what is undelivered, the fault; and how many events were skimmed."""
+    from streamfix.wire.apis import stream_repairer
+
+    v = Verdict()
+    v.request(request)
+    rep = stream_repairer(api, rules or Rules(), FlowContext(model="m", started_at=1700000000, request=request), v)
+    if not skim:
+        rep.skim = None
+    s = StreamRepair(rep)
+    out = b"".join([s.feed(c) for c in pieces] + [s.close()])
+    facts = (out, list(rep.notes), rep.changed, dict(rep.fired), repr(getattr(rep, "decision", None)), v.digest(),
+             s.events, repr(s.error), s.undelivered(), rep.fault() if hasattr(rep, "fault") else None)
+    return facts, s.skimmed
+
+
+def skim_same(api: str, pieces: list[bytes], request: Any, rules: Rules | None = None) -> int:
+    """Skimming on and off give the same repair of ``pieces``; how many events were skimmed."""
+    on, skimmed = skim_facts(api, pieces, request, True, rules)
+    off, none = skim_facts(api, pieces, request, False, rules)
+    assert none == 0
+    assert on[0] == off[0], "skimmed bytes differ"
+    assert on[1:] == off[1:]
+    return skimmed

@@ -21,7 +21,7 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from repairkit import recordings
+from repairkit import recordings, skim_facts, skim_same
 from streamfix.wire.chat import ChatRepairer
 from streamfix.wire.rules import FlowContext, Rules
 from streamfix.wire.stream import StreamRepair
@@ -34,17 +34,7 @@ REQ = {"model": "devin/swe-2", "stream": True, "max_tokens": 400, "messages": []
 
 
 def repair(body_pieces: list[bytes], request: Any, skim: bool, rules: Rules | None = None) -> tuple[Any, ...]:
-    """Everything a skim could change: bytes, notes, counts, fired rules, decision, the
-    verdict's digest, events, error; and how many events were skimmed."""
-    v = Verdict()
-    v.request(request)
-    rep = ChatRepairer(rules or Rules(), FlowContext(model="m", started_at=1700000000, request=request), v)
-    if not skim:
-        rep.skim = None
-    s = StreamRepair(rep)
-    out = b"".join([s.feed(c) for c in body_pieces] + [s.close()])
-    facts = (out, list(rep.notes), rep.changed, dict(rep.fired), repr(rep.decision), v.digest(), s.events, repr(s.error))
-    return facts, s.skimmed
+    return skim_facts("chat", body_pieces, request, skim, rules)
 
 
 def chunkings(body: bytes, seed: int) -> dict[str, list[bytes]]:
@@ -61,12 +51,7 @@ def chunkings(body: bytes, seed: int) -> dict[str, list[bytes]]:
 
 
 def same(pieces: list[bytes], request: Any, rules: Rules | None = None) -> int:
-    on, skimmed = repair(pieces, request, True, rules)
-    off, none = repair(pieces, request, False, rules)
-    assert none == 0
-    assert on[0] == off[0], "skimmed bytes differ"
-    assert on[1:] == off[1:]
-    return skimmed
+    return skim_same("chat", pieces, request, rules)
 
 
 # --- (a) recordings and the bench stream ------------------------------------------

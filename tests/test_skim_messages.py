@@ -21,7 +21,7 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from repairkit import recordings
+from repairkit import recordings, skim_facts, skim_same
 from streamfix.wire.messages import MessagesRepairer
 from streamfix.wire.rules import FlowContext, Rules
 from streamfix.wire.stream import StreamRepair
@@ -33,27 +33,12 @@ REQ = {"model": "devin/swe-2", "max_tokens": 400, "stream": True, "messages": []
 
 
 def repair(pieces: list[bytes], skim: bool, rules: Rules | None = None, request: dict | None = REQ) -> tuple[tuple[Any, ...], int]:
-    """Everything the repair of ``pieces`` shows (bytes, notes, counts, fired rules, the
-    decision, the verdict's digest, events, error), and how many events were skimmed."""
-    v = Verdict()
-    v.request(request)
-    rep = MessagesRepairer(rules or Rules(), FlowContext(model="m", started_at=1700000000, request=request), v)
-    if not skim:
-        rep.skim = None
-    s = StreamRepair(rep)
-    out = b"".join([s.feed(c) for c in pieces] + [s.close()])
-    seen = (out, list(rep.notes), rep.changed, dict(rep.fired), repr(rep.decision), v.digest(), s.events, repr(s.error))
-    return seen, s.skimmed
+    return skim_facts("messages", pieces, request, skim, rules)
 
 
 def same(pieces: list[bytes], rules: Rules | None = None, request: dict | None = REQ) -> int:
     """Skimming on and off agree on ``pieces``; the number of events skimmed."""
-    on, skimmed = repair(pieces, True, rules, request)
-    off, none = repair(pieces, False, rules, request)
-    assert none == 0
-    assert on[0] == off[0], "bytes differ"
-    assert on[1:] == off[1:]
-    return skimmed
+    return skim_same("messages", pieces, request, rules)
 
 
 def writes(body: bytes) -> list[bytes]:
