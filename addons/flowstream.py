@@ -55,7 +55,7 @@ class FlowStream:
 
     __slots__ = (
         "repair", "decoder", "keep", "original", "repaired", "failed", "on_eof", "on_progress", "shown", "first_at",
-        "told", "salvaged", "plain",
+        "told", "salvaged",
     )  # fmt: skip
 
     def __init__(self, repair: StreamRepair, decoder: Decoder | None, keep: bool, on_eof, on_progress=None):
@@ -76,22 +76,12 @@ class FlowStream:
         """With a turn log: the usage the client is told (wire/told.py)."""
         self.salvaged = 0
         """Bytes sent by :meth:`salvage` after the upstream failed."""
-        self.plain = False
-        """Set at the first read: no decoder, no turn-log reader, no kept bodies, so a read
-        needs only the repair (the per-read fast path of :meth:`__call__`)."""
 
     def __call__(self, chunk: bytes) -> list[bytes]:
-        if self.plain and chunk:  # the usual read: nothing but the repair
-            try:
-                out = self.repair.feed(chunk)
-            except Exception as e:  # never raise into mitmproxy: the read goes out as it came
-                self.failed = e
-                out = chunk
-            return [out] if out else []
+        # a plain stream's reads after the first go to wire.stream.Reads (addons/repair.py)
         eof = chunk == b""
         if self.first_at is None and not eof:
             self.first_at = time.time()
-            self.plain = self.decoder is None and self.told is None and not self.keep
         try:
             if self.decoder is not None:
                 chunk = self.decoder.flush() if eof else self.decoder.decode(chunk)
