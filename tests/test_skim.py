@@ -332,3 +332,140 @@ def test_a_delta_with_a_changing_extra_string_is_skimmed_and_that_string_checked
     events.append(framed({"type": "response.completed", "sequence_number": seq + 1, "response": {"id": "r", "object": "response", "status": "completed", "output": []}}))
     skimmed = _same("responses", {"model": "m", "stream": True}, events)
     assert skimmed >= 10  # the lone-surrogate noise is declined (orjson rejects it), the rest skimmed
+
+
+# --- reasoning summary deltas: skimmed through a learned rewrite ---------------------------
+
+SUMMARY = "response.reasoning_summary_text.delta"
+
+
+def _devin_reasoning(deltas: list[str], seqs: list[int], done: bool = True, extra: list[bytes] = ()) -> list[bytes]:
+    """Devin's reasoning item as unfixed CPA streams it: summary deltas with neither
+    ``item_id`` nor ``summary_index``, ``sequence_number`` last."""
+    events = [
+        framed({"type": "response.created", "response": {"id": "r", "object": "response", "status": "in_progress", "output": []}, "sequence_number": 1}),
+        framed({"type": "response.output_item.added", "output_index": 0, "item": {"id": "item_0", "type": "reasoning", "status": "in_progress", "encrypted_content": "", "summary": []}, "sequence_number": 2}),
+    ]
+    for text, seq in zip(deltas, seqs):
+        events.append(framed({"type": SUMMARY, "output_index": 0, "delta": text, "sequence_number": seq}, SUMMARY))
+    events += list(extra)
+    if done:
+        events.append(framed({"type": "response.completed", "response": {"id": "r", "object": "response", "status": "completed", "output": []}, "sequence_number": seqs[-1] + 1}))
+    return events
+
+
+def test_a_summary_delta_is_skimmed_as_the_full_path_rewrites_it():
+    """Each delta gets the reasoning item's id and summary part (rule schema_fill) and,
+    when its number repeats, the next one (rule sequence). The expected bytes are written
+    here from orjson.dumps of the hand-changed object."""
+    texts = [" every", " hero", ' "q"', " back\\slash", " é", "\n", " end"]
+    seqs = [3, 4, 4, 5, 6, 6, 7]
+    events = _devin_reasoning(texts, seqs)
+    skimmed = _same("responses", {"model": "m", "stream": True}, events)
+    assert skimmed >= len(texts) - 1  # the first is parsed, and teaches the layout
+    # the bytes, by hand
+    from streamfix.wire.apis import stream_repairer
+    from streamfix.wire.rules import FlowContext
+    from streamfix.wire.stream import StreamRepair
+    from streamfix.wire.verdict import Verdict
+
+    rep = stream_repairer("responses", Rules(), FlowContext(model="m", started_at=1, request={}), Verdict())
+    s = StreamRepair(rep)
+    outs = [s.feed(e) for e in events[:2]]
+    before = dict(rep.fired)  # (the lifecycle event's own fills)
+    outs += [s.feed(e) for e in events[2 : 2 + len(texts)]]
+    assert s.skimmed == len(texts) - 1
+    want_seq = [3, 4, 5, 6, 7, 8, 9]
+    for out, text, seq in zip(outs[2:], texts, want_seq):
+        obj = {"type": SUMMARY, "output_index": 0, "delta": text, "sequence_number": seq, "item_id": "item_0", "summary_index": 0}
+        assert out == b"event: " + SUMMARY.encode() + b"\ndata: " + orjson.dumps(obj) + b"\n\n"
+    assert rep.fired["schema_fill"] - before.get("schema_fill", 0) == len(texts)
+    assert rep.fired["sequence"] - before.get("sequence", 0) == 5  # from the first repeat (4, 4) on, all moved up
+    assert rep.items.by_id["item_0"].summary[0].text() == "".join(texts)
+
+
+def test_a_summary_delta_for_another_part_or_item_is_not_skimmed_with_the_old_rewrite():
+    """A rewrite's template holds the item's id and part as literals: after a
+    ``reasoning_summary_part.added`` (part 1) the next deltas are part 1's, so the layout
+    learned for part 0 does not serve them (the full path learns part 1's)."""
+    part = framed({"type": "response.reasoning_summary_part.added", "output_index": 0, "item_id": "item_0", "summary_index": 1, "part": {"type": "summary_text", "text": ""}, "sequence_number": 6}, "response.reasoning_summary_part.added")
+    after = [framed({"type": SUMMARY, "output_index": 0, "delta": t, "sequence_number": 7 + i}, SUMMARY) for i, t in enumerate([" b", " c", " d"])]
+    events = _devin_reasoning([" a", " a2", " a3"], [3, 4, 5], done=False, extra=[part, *after])
+    from streamfix.wire.apis import stream_repairer
+    from streamfix.wire.rules import FlowContext
+    from streamfix.wire.stream import StreamRepair
+    from streamfix.wire.verdict import Verdict
+
+    rep = stream_repairer("responses", Rules(), FlowContext(model="m", started_at=1, request={}), Verdict())
+    s = StreamRepair(rep)
+    outs = [s.feed(e) for e in events]
+    assert s.skimmed == 4  # a2, a3; then c, d (b is parsed: the part changed)
+    assert b'"summary_index":1' in outs[-1] and b'"summary_index":1' in outs[-3]
+    summary = rep.items.by_id["item_0"].summary
+    assert summary[0].text() == " a a2 a3" and summary[1].text() == " b c d"
+    _same("responses", {"model": "m", "stream": True}, events)
+    _same("responses", {"model": "m", "stream": True}, [b"".join(events)])
+
+
+def test_summary_deltas_without_schema_fill_are_not_rewritten_and_the_same_skimmed():
+    events = _devin_reasoning([" a", " b", " c", " d"], [3, 4, 5, 6])
+    assert _same("responses", {"model": "m", "stream": True}, events, Rules(schema_fill=False)) == 0
+    assert _same("responses", {"model": "m", "stream": True}, events, Rules(sequence=False)) == 3
+
+
+@st.composite
+def devin_streams(draw) -> tuple[bytes, list[int]]:
+    """Devin-path reasoning: summary deltas without ids (some with, some mangled), a new
+    summary part now and then, a text item in between, numbers that repeat, and an ending
+    that may be missing (the item is then closed from what was streamed)."""
+    out = [
+        framed({"type": "response.created", "response": {"id": "r", "object": "response", "status": "in_progress", "output": []}, "sequence_number": 1}),
+        framed({"type": "response.output_item.added", "output_index": 0, "item": {"id": "item_0", "type": "reasoning", "status": "in_progress", "encrypted_content": "", "summary": []}, "sequence_number": 2}),
+    ]
+    seq, part = 2, 0
+    for _ in range(draw(st.integers(1, 25))):
+        seq += draw(st.sampled_from([1, 1, 1, 0, 2]))
+        kind = draw(st.integers(0, 9))
+        text = draw(_TRICKY) if draw(st.booleans()) else draw(st.text(max_size=6))
+        obj: dict = {"type": SUMMARY, "output_index": 0, "delta": text, "sequence_number": seq}
+        if kind <= 5:
+            raw = framed(obj, SUMMARY)
+        elif kind == 6:
+            raw = framed({"type": SUMMARY, "item_id": "item_0", "output_index": 0, "summary_index": part, "delta": text, "sequence_number": seq}, SUMMARY)
+        elif kind == 7:
+            part += 1
+            raw = framed({"type": "response.reasoning_summary_part.added", "item_id": "item_0", "output_index": 0, "summary_index": part, "part": {"type": "summary_text", "text": ""}, "sequence_number": seq}, "response.reasoning_summary_part.added")
+        elif kind == 8:
+            raw = bytearray(framed(obj | {"delta": text or "x"}, SUMMARY))
+            at = draw(st.integers(0, len(raw) - 3))
+            raw[at] = draw(st.sampled_from(b' "\\\x01\xff0,{}:\n\r'))
+            raw = bytes(raw)
+        else:
+            raw = framed(obj | {"output_index": draw(st.sampled_from([0, 1]))}, SUMMARY)
+        out.append(raw)
+    ending = draw(st.integers(0, 2))
+    if ending >= 1:  # the item closed by the gateway, without the summary list half the time
+        item = {"id": "item_0", "type": "reasoning", "encrypted_content": ""}
+        if ending == 2:
+            item["summary"] = []
+        out.append(framed({"type": "response.output_item.done", "output_index": 0, "item": item, "sequence_number": seq + 1}))
+        out.append(framed({"type": "response.completed", "response": {"id": "r", "object": "response", "status": "completed", "output": []}, "sequence_number": seq + 2}))
+    body = b"".join(out)
+    cuts = draw(st.lists(st.integers(0, len(body)), max_size=10))
+    return body, sorted(set(cuts))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None)
+@given(devin_streams(), st.booleans())
+def test_generated_devin_reasoning_repairs_the_same_skimmed(stream, per_event):
+    body, cuts = stream
+    if per_event:
+        p = SseParser()
+        pieces = [e.raw for e in p.feed(body) + p.close()]
+    else:
+        pieces, prev = [], 0
+        for c in [*cuts, len(body)]:
+            if c > prev:
+                pieces.append(body[prev:c])
+                prev = c
+    _same("responses", {"model": "m", "stream": True}, pieces)

@@ -145,7 +145,7 @@ from .holding import REPLAY_HOLD_LIMIT
 from .response_items import HEAD, Item, Items, Part
 from .response_usage import _int, fill_upstream_usage, fix_usage
 from .rules import FlowContext, Rules
-from .skim import Layout, Skim, Skimmed
+from .skim import Layout, Rewrite, Skim, Skimmed
 from .sse import Event, _whole, format_event
 from .stream import ApiRepairer, Streamed
 from .verdict import Decision, Outcome, Verdict
@@ -196,6 +196,32 @@ _NATIVE: dict[Any, Outcome] = {"max_output_tokens": "max_tokens", "content_filte
 
 _SKIM_HOLES = frozenset({("sequence_number",), ("delta",), ("obfuscation",)})
 """What changes from one delta to the next (wire.skim): the rest of a layout is literal."""
+
+
+class _Summary:
+    """A reasoning summary delta layout's facts (:meth:`ResponsesRepairer._skimmed_summary`):
+    where its number and text are, its literal ids, the item and part it was learned
+    for, and the rewrite's template when the full path filled ids in."""
+
+    __slots__ = ("delta_slot", "gid", "it", "item_id", "oi", "others", "out", "part", "rewrites", "seq_slot", "si")
+
+    def __init__(self, layout: Layout, it: Item, part: int) -> None:
+        self.seq_slot = layout.slot("sequence_number")
+        self.delta_slot = layout.slot("delta")
+        if self.seq_slot >= 0 and layout.holes[self.seq_slot] != "i":
+            self.seq_slot = -1
+        if self.delta_slot >= 0 and layout.holes[self.delta_slot] != "s":
+            self.delta_slot = -1
+        c = layout.consts
+        self.gid: Any = c.get(("item_id",))
+        self.oi: Any = c.get(("output_index",))
+        self.si: Any = c.get(("summary_index",))
+        self.others = [i for i, h in enumerate(layout.holes) if h == "s" and i != self.delta_slot]
+        self.it = it
+        self.item_id = it.id
+        self.part = part
+        self.rewrites = type(self.gid) is not str or type(self.si) is not int
+        self.out: Rewrite | None = None
 
 
 def _skim_info(layout: Layout) -> tuple[int, int, Any, Any, Any, list[int]]:
@@ -334,6 +360,10 @@ class ResponsesRepairer(ApiRepairer):
             self._seq_last_key = keys[-1] == "sequence_number" and keys.index("sequence_number") > 1
         if typ == _TEXT_DELTA or typ == _ARGS_DELTA:
             fast = self._delta(ev, obj, typ)
+            if fast is not None:
+                return fast
+        elif typ == _SUMMARY_DELTA:
+            fast = self._summary_delta(ev, obj)
             if fast is not None:
                 return fast
         if typ == "response.output_item.added":
@@ -1042,6 +1072,8 @@ class ResponsesRepairer(ApiRepairer):
         if self._finished or self._seq_last_key is None:
             return None
         layout = s.layout
+        if layout.kind == _SUMMARY_DELTA:
+            return self._skimmed_summary(s, layout.info)
         if layout.info is None:
             layout.info = _skim_info(layout)
         info: tuple[int, int, Any, Any, Any, list[int]] = layout.info
@@ -1068,6 +1100,117 @@ class ResponsesRepairer(ApiRepairer):
         self.changed += 1
         self.fired["sequence"] += 1
         return s.render(seq_slot, new, delta_slot, delta)
+
+    # --- reasoning summary deltas (Devin's: no item_id, no summary_index) ---------------
+    def _summary_target(self, gid: Any, oi: Any, si: Any, delta: Any) -> tuple[Item, int] | None:
+        """The item and summary part a reasoning summary delta goes to when the common path
+        serves it (:meth:`_summary_delta`, :meth:`_skimmed_summary`), else None; changes
+        nothing. As for :meth:`_takes_delta`, each check rules out a rule of the full path
+        (:meth:`_item_event`) that could touch the event; what is left is rule
+        schema_fill naming the item and part (a missing ``item_id`` is the item's at
+        ``output_index``, a missing ``summary_index`` the item's current part), the
+        summary's bookkeeping, and rule ``sequence``."""
+        if self._firing or self._run is not None:
+            return None
+        if type(oi) is not int or type(delta) is not str:
+            return None
+        fill = self.rules.schema_fill
+        if type(gid) is str:
+            it = self.items.by_id.get(gid)
+            if it is None or gid != it.id:
+                return None  # Items.lookup would fall back to output_index; rule item_id pins
+        elif gid is None and fill:
+            it = self.items.by_raw.get(oi)
+            if it is None or type(it.id) is not str:
+                return None  # announce, or no id to fill in
+        else:
+            return None
+        if not it.open or it.root is not None or oi != it.index:
+            return None  # item_order, a continuation, rule output_index
+        if si is None and fill:
+            si = it.summary_index
+        elif type(si) is not int:
+            return None
+        return it, si
+
+    def _add_summary(self, it: Item, si: int, delta: str, utf8: bytes | None = None) -> None:
+        """A summary delta's text, kept for the item's close (rule reasoning_summary)."""
+        acc = it.summary.get(si)
+        if acc is None:
+            acc = it.summary[si] = Streamed()
+        acc.append(delta, utf8)
+
+    def _summary_delta(self, ev: Event, obj: dict[str, Any]) -> list[bytes] | None:
+        """The common path of a reasoning summary delta, parsed (see :meth:`_summary_target`;
+        None: the full path): its ids filled in, its text kept, renumbered. Its layout is
+        learned for skimming, with the rewrite as a template when ids were filled in."""
+        gid = obj.get("item_id")
+        si = obj.get("summary_index")
+        delta = obj.get("delta")
+        t = self._summary_target(gid, obj.get("output_index"), si, delta)
+        if t is None or not isinstance(delta, str):  # (a str: the target checked it)
+            return None
+        it, part = t
+        skim = self.skim
+        layout = None
+        if skim is not None and skim.tries(_SUMMARY_DELTA):  # learned before the rewrite changes obj
+            layout = skim.learn(_SUMMARY_DELTA, ev.raw, ev.data, ev.event, obj, _SKIM_HOLES)
+        dirty = False
+        if type(gid) is not str:
+            obj["item_id"] = it.id
+            self.fire("schema_fill")
+            dirty = True
+        if type(si) is not int:
+            obj["summary_index"] = part
+            self.fire("schema_fill")
+            dirty = True
+        self._add_summary(it, part, delta)
+        out = self._out(ev, obj, dirty)
+        if layout is not None and skim is not None:
+            known: _Summary | None = layout.info
+            if known is None or known.it is not it or known.part != part or known.item_id != it.id:
+                # first learned, or learned for another item or part (the ids a rewrite
+                # fills in are the template's literals): this event's facts
+                info = layout.info = _Summary(layout, it, part)
+                if dirty and info.seq_slot >= 0 and info.delta_slot >= 0:
+                    seq = obj["sequence_number"]
+                    info.out = skim.rewrite(layout, ev.raw, out, obj, ev.event, info.seq_slot, seq, info.delta_slot, delta)
+        return [out]
+
+    def _skimmed_summary(self, s: Skimmed, info: _Summary | None) -> bytes | None:
+        """A skimmed reasoning summary delta: :meth:`_summary_target` on the layout's ids,
+        which must name the item and part its template was learned with; then as
+        :meth:`_summary_delta` (the ids it fills in are the template's literals)."""
+        if info is None or info.delta_slot < 0 or info.seq_slot < 0:
+            return None
+        if info.rewrites and info.out is None:
+            return None  # a rewrite without a template
+        try:
+            for i in info.others:
+                s.text(i)
+            delta = s.text(info.delta_slot)
+        except ValueError:
+            return None
+        t = self._summary_target(info.gid, info.oi, info.si, delta)
+        if t is None or t[0] is not info.it or t[1] != info.part or info.it.id != info.item_id:
+            return None
+        self._add_summary(info.it, info.part, delta, s.plain)
+        self._framing = s
+        seq = s.number(info.seq_slot)
+        new = self._renumber(seq)
+        self._firing.clear()  # counted here, as count() would
+        out = info.out
+        if out is not None:
+            self.changed += 1
+            self.fired["schema_fill"] += 1
+            if new != seq:
+                self.fired["sequence"] += 1
+            return s.rewrite(out, info.seq_slot, new, info.delta_slot, delta)
+        if new == seq:
+            return s.raw
+        self.changed += 1
+        self.fired["sequence"] += 1
+        return s.render(info.seq_slot, new, info.delta_slot, delta)
 
     def _item_event(self, ev: Event, obj: dict[str, Any], typ: str) -> list[bytes]:
         it = self.items.lookup(obj)
@@ -1196,10 +1339,7 @@ class ResponsesRepairer(ApiRepairer):
             elif typ == _SUMMARY_DELTA:
                 delta = obj.get("delta")
                 if isinstance(delta, str):
-                    acc = it.summary.get(si)
-                    if acc is None:
-                        acc = it.summary[si] = Streamed()
-                    acc.append(delta)
+                    self._add_summary(it, si, delta)
             elif typ == _SUMMARY_DONE and isinstance(obj.get("text"), str):
                 it.summary[si] = Streamed(obj["text"])
         out.append(self._out(ev, obj, dirty))

@@ -49,7 +49,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["MAX_LAYOUTS", "Layout", "Skim", "Skimmed"]
+__all__ = ["MAX_LAYOUTS", "Layout", "Rewrite", "Skim", "Skimmed"]
 
 MAX_LAYOUTS = 8
 """Layouts a stream keeps (the newest first; the oldest goes when a new one comes)."""
@@ -290,6 +290,41 @@ class Skimmed:
         out.append(src[at:stop])
         return b"".join(out)
 
+    def rewrite(self, out: Rewrite, slot: int, value: int, text: int = -1, decoded: str = "") -> bytes:
+        """The event as a learned rewrite writes it (:meth:`Skim.rewrite`): the rewrite's
+        pieces with this event's hole values between them, the integer in ``slot`` as
+        ``value``, each string as orjson writes it (as :meth:`render`)."""
+        src = self.src
+        spans = self.spans
+        holes = self.layout.holes
+        pieces = out.pieces
+        parts = [pieces[0]]
+        k = 1
+        for i in out.slots:
+            start = spans[2 * i]
+            end = spans[2 * i + 1]
+            if i == slot:
+                parts.append(str(value).encode())
+            elif holes[i] == "s" and 92 in src[start:end]:
+                parts.append(_dumps(decoded if i == text else self.text(i))[1:-1])
+            else:
+                parts.append(src[start:end])
+            parts.append(pieces[k])
+            k += 1
+        return b"".join(parts)
+
+
+class Rewrite:
+    """How the full path rewrites every event of one layout (:meth:`Skim.rewrite`): the
+    rewritten event's literal pieces, and for each of its holes the layout's hole whose
+    value goes there."""
+
+    __slots__ = ("pieces", "slots")
+
+    def __init__(self, pieces: list[bytes], slots: list[int]) -> None:
+        self.pieces = pieces
+        self.slots = slots
+
 
 class Skim:
     """The layouts a repairer learned on one stream (newest first)."""
@@ -341,6 +376,41 @@ class Skim:
             self.layouts.pop()
         self.active = True
         return layout
+
+    def rewrite(
+        self, layout: Layout, raw: bytes, out: bytes, obj: Any, event: str | None, slot: int, value: int, text: int, decoded: str
+    ) -> Rewrite | None:
+        """The rewrite the full path made of the event ``raw`` (of ``layout``) as a template
+        for the next events of the layout: ``obj`` is the rewritten object, ``out`` the
+        bytes the full path sent for it (``slot``: the integer hole whose value became
+        ``value``, e.g. a renumbered ``sequence_number``; ``decoded``, the text in hole
+        ``text`` as the repairer decoded it). The rewritten object must keep the layout's holes (the same
+        paths, the same kinds) and everything else must be what ``orjson.dumps`` writes;
+        the template is kept only if it gives exactly ``out`` for this event. The
+        repairer checks, for each next event, that the rewrite would be the same (the
+        values it added are those of the template)."""
+        head = b"event: " + event.encode() + b"\ndata: " if event is not None else b"data: "
+        pieces = [head]
+        hs: list[str] = []
+        paths: list[tuple[Any, ...]] = []
+        if not _shape(obj, (), frozenset(layout.paths), pieces, hs, paths, {}):
+            return None
+        pieces[-1] += b"\n\n"
+        if sorted(paths) != sorted(layout.paths):
+            return None
+        slots = [layout.paths.index(p) for p in paths]
+        if [layout.holes[i] for i in slots] != hs:
+            return None
+        spans = layout.match(raw, 0)
+        if spans is None:
+            return None
+        tpl = Rewrite(pieces, slots)
+        try:
+            if Skimmed(layout, raw, spans).rewrite(tpl, slot, value, text, decoded) != out:
+                return None
+        except ValueError:
+            return None
+        return tpl
 
     def _failed(self, kind: str) -> Layout | None:
         self._tried[kind] = self._tried.get(kind, 0) + 1
