@@ -1090,13 +1090,12 @@ class ResponsesRepairer(ApiRepairer):
             return None
         self._framing = s
         if seq_slot < 0:
-            self._firing.clear()
-            return s.raw
+            return s.raw  # (nothing fired: _takes_delta takes an event only while none has)
         seq = s.number(seq_slot)
         new = self._renumber(seq)
-        self._firing.clear()  # what _renumber fired (sequence) is counted here, as count() would
         if new == seq:
             return s.raw
+        self._firing.clear()  # what _renumber fired (sequence) is counted here, as count() would
         self.changed += 1
         self.fired["sequence"] += 1
         return s.render(seq_slot, new, delta_slot, delta)
@@ -1198,7 +1197,8 @@ class ResponsesRepairer(ApiRepairer):
         self._framing = s
         seq = s.number(info.seq_slot)
         new = self._renumber(seq)
-        self._firing.clear()  # counted here, as count() would
+        if new != seq:
+            self._firing.clear()  # (sequence) counted here, as count() would
         out = info.out
         if out is not None:
             self.changed += 1

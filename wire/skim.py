@@ -208,7 +208,7 @@ class Skimmed:
     offsets (:attr:`spans`) are in :attr:`src`, the read it came in, from :attr:`base`
     on: a skimmed event of a read with many is not copied to be read, only to be sent."""
 
-    __slots__ = ("base", "layout", "plain", "raw", "spans", "src")
+    __slots__ = ("base", "layout", "plain", "plain_of", "raw", "spans", "src")
 
     def __init__(self, layout: Layout, raw: bytes, spans: list[int], src: bytes | None = None, base: int = 0) -> None:
         self.layout = layout
@@ -219,6 +219,8 @@ class Skimmed:
         self.plain: bytes | None = None
         """After :meth:`text`: the string's bytes when they are its UTF-8 (no escape in
         them), else None; its callers hand them on instead of encoding the text again."""
+        self.plain_of = -1
+        """The hole :attr:`plain` is of (the last :meth:`text`)."""
 
     def text(self, slot: int) -> str:
         """The string in hole ``slot``, as orjson decodes it (a ValueError, e.g.
@@ -231,6 +233,7 @@ class Skimmed:
         end = spans[2 * slot + 1]
         raw = self.src
         span = raw[start:end]
+        self.plain_of = slot
         if 92 not in span and 34 not in span:
             value = span.decode("utf-8")
             if value.isprintable():
@@ -268,7 +271,8 @@ class Skimmed:
             send = spans[2 * slot + 1]
             ostart = spans[2 * other]
             oend = spans[2 * other + 1]
-            if holes[other] != "s" or 92 not in src[ostart:oend]:
+            if holes[other] != "s" or (other == text and self.plain_of == text and self.plain is not None) or 92 not in src[ostart:oend]:
+                # (a text just decoded without a backslash in it is known to have none)
                 return src[base:sstart] + digits + src[send:stop]
             canon = _dumps(decoded if other == text else self.text(other))[1:-1]
             if slot < other:

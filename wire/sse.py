@@ -25,7 +25,7 @@ stopped.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
@@ -209,7 +209,10 @@ def _whole(chunk: bytes) -> Event | None:
     return Event(chunk, [(b"event", name), (b"data", data)], b"\n", True, data, name.decode("utf-8", "replace"), True)
 
 
-_UNDECIDED, _FAST, _GENERAL = 0, 1, 2
+_UNDECIDED: Final = 0
+_FAST: Final = 1
+_GENERAL: Final = 2
+"""The parser's modes (constants: the compiled core inlines them)."""
 
 
 class SseParser:
