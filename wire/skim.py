@@ -45,7 +45,7 @@ switches it off.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
@@ -56,6 +56,7 @@ MAX_LAYOUTS = 8
 
 _loads = orjson.loads
 _dumps = orjson.dumps
+_isprintable: Final = str.isprintable  # (compiled: called as it is, no method lookup per call)
 
 
 class Layout:
@@ -95,7 +96,10 @@ class Layout:
         pieces = self.pieces
         p = pieces[0]
         i = pos + len(p)
-        if chunk[pos:i] != p:
+        if pos == 0:
+            if not chunk.startswith(p):  # (compiled: a memcmp, no slice made)
+                return None
+        elif chunk[pos:i] != p:
             return None
         n = len(chunk)
         spans: list[int] = []
@@ -113,7 +117,7 @@ class Layout:
                 # the last hole, a string: its last piece (from the closing quote on) ends
                 # the event, at the read's end or at the first blank line after it
                 j = n - len(piece)
-                if j < i or chunk[j:] != piece or 10 in chunk[i:j]:  # (no string holds an LF: more events)
+                if j < i or not chunk.endswith(piece) or 10 in chunk[i:j]:  # (no string holds an LF: more events)
                     e = chunk.find(b"\n\n", i)
                     if e < 0:
                         return None
@@ -236,7 +240,7 @@ class Skimmed:
         self.plain_of = slot
         if 92 not in span and 34 not in span:
             value = span.decode("utf-8")
-            if value.isprintable():
+            if _isprintable(value):
                 self.plain = span
                 return value
         self.plain = None if 92 in span else span
@@ -264,8 +268,7 @@ class Skimmed:
         stop = base + len(self.raw)
         spans = self.spans
         holes = self.layout.holes
-        digits = str(value).encode()
-        if len(holes) == 2:  # the usual delta: a number and a text
+        if len(holes) == 2:  # the usual delta: a number and a text (one bytes built, b"%b%d%b")
             other = 1 - slot
             sstart = spans[2 * slot]
             send = spans[2 * slot + 1]
@@ -273,11 +276,12 @@ class Skimmed:
             oend = spans[2 * other + 1]
             if holes[other] != "s" or (other == text and self.plain_of == text and self.plain is not None) or 92 not in src[ostart:oend]:
                 # (a text just decoded without a backslash in it is known to have none)
-                return src[base:sstart] + digits + src[send:stop]
+                return b"%b%d%b" % (src[base:sstart], value, src[send:stop])
             canon = _dumps(decoded if other == text else self.text(other))[1:-1]
             if slot < other:
-                return src[base:sstart] + digits + src[send:ostart] + canon + src[oend:stop]
-            return src[base:ostart] + canon + src[oend:sstart] + digits + src[send:stop]
+                return b"%b%d%b%b%b" % (src[base:sstart], value, src[send:ostart], canon, src[oend:stop])
+            return b"%b%b%b%d%b" % (src[base:ostart], canon, src[oend:sstart], value, src[send:stop])
+        digits = b"%d" % value
         out: list[bytes] = []
         at = base
         for i in range(len(holes)):
@@ -308,7 +312,7 @@ class Skimmed:
             start = spans[2 * i]
             end = spans[2 * i + 1]
             if i == slot:
-                parts.append(str(value).encode())
+                parts.append(b"%d" % value)
             elif holes[i] == "s" and 92 in src[start:end]:
                 parts.append(_dumps(decoded if i == text else self.text(i))[1:-1])
             else:
