@@ -274,7 +274,7 @@ class ResponsesRepairer(ApiRepairer):
         self._created_at: Any = None
         self._model: str | None = None
         self._noted: set[tuple[str, int]] = set()
-        self._framing: Event | Skimmed | None = None  # the last response event (framing of a synthesized terminal)
+        self._framing: Event | bytes | None = None  # the last response event, or a skimmed one's bytes (a terminal's framing)
         self._unannounced = False  # events for an item never added passed as they came
         self._rotated: set[int] = set()  # rule item_id: items whose events carried other ids
         self._replayed: set[int] = set()  # rule replay: items whose done text was doubled
@@ -399,8 +399,8 @@ class ResponsesRepairer(ApiRepairer):
             self.note("stream ended without a terminal event")
             framing = self._framing
             if self.rules.eof_terminal and framing is not None:
-                if isinstance(framing, Skimmed):  # a skimmed event: the Event the parser makes of it
-                    framing = _whole(framing.raw) or Event(framing.raw)
+                if isinstance(framing, bytes):  # a skimmed event: the Event the parser makes of it
+                    framing = _whole(framing) or Event(framing)
                 out.append(self._eof_failure(framing))
         return out
 
@@ -1088,7 +1088,7 @@ class ResponsesRepairer(ApiRepairer):
             return None  # not what orjson would decode: the full path says so
         if not self._takes_delta(layout.kind, gid, oi, ci, delta, s.plain):
             return None
-        self._framing = s
+        self._framing = s.raw
         if seq_slot < 0:
             return s.raw  # (nothing fired: _takes_delta takes an event only while none has)
         seq = s.number(seq_slot)
@@ -1194,7 +1194,7 @@ class ResponsesRepairer(ApiRepairer):
         if t is None or t[0] is not info.it or t[1] != info.part or info.it.id != info.item_id:
             return None
         self._add_summary(info.it, info.part, delta, s.plain)
-        self._framing = s
+        self._framing = s.raw
         seq = s.number(info.seq_slot)
         new = self._renumber(seq)
         if new != seq:

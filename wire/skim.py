@@ -54,8 +54,8 @@ __all__ = ["MAX_LAYOUTS", "Layout", "Rewrite", "Skim", "Skimmed"]
 MAX_LAYOUTS = 8
 """Layouts a stream keeps (the newest first; the oldest goes when a new one comes)."""
 
-_loads = orjson.loads
-_dumps = orjson.dumps
+_loads: Final = orjson.loads
+_dumps: Final = orjson.dumps
 _isprintable: Final = str.isprintable  # (compiled: called as it is, no method lookup per call)
 
 
@@ -337,9 +337,10 @@ class Rewrite:
 class Skim:
     """The layouts a repairer learned on one stream (newest first)."""
 
-    __slots__ = ("_tried", "active", "layouts")
+    __slots__ = ("_s", "_tried", "active", "layouts")
 
     def __init__(self) -> None:
+        self._s: Skimmed | None = None
         self.layouts: list[Layout] = []
         self.active = False
         """True once a layout is learned (the driver skims only then)."""
@@ -429,12 +430,25 @@ class Skim:
         return self._tried.get(kind, 0) < 4
 
     def match(self, chunk: bytes, pos: int) -> Skimmed | None:
-        """The event starting at ``pos`` if it has a learned layout, else None."""
+        """The event starting at ``pos`` if it has a learned layout, else None. The
+        :class:`Skimmed` is this Skim's own, refilled by the next match (one object per
+        stream, not one per event): read it before matching again, keep none of it but
+        its bytes (:attr:`Skimmed.raw`)."""
         for layout in self.layouts:
             spans = layout.match(chunk, pos)
             if spans is not None:
                 end = spans[-1] + len(layout.pieces[-1])
-                if pos == 0 and end == len(chunk):
-                    return Skimmed(layout, chunk, spans, chunk, 0)
-                return Skimmed(layout, chunk[pos:end], spans, chunk, pos)
+                raw = chunk if pos == 0 and end == len(chunk) else chunk[pos:end]
+                s = self._s
+                if s is None:
+                    s = self._s = Skimmed(layout, raw, spans, chunk, pos)
+                else:
+                    s.layout = layout
+                    s.raw = raw
+                    s.spans = spans
+                    s.src = chunk
+                    s.base = pos
+                    s.plain = None
+                    s.plain_of = -1
+                return s
         return None

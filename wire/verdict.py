@@ -73,11 +73,14 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import orjson
 
 Outcome = Literal["complete", "max_tokens", "content_filter", "unknown"]
+
+HASH_BATCH: Final = 2048
+"""Bytes of observed text (and of arguments) hashed at once (:meth:`Verdict.observe_text`)."""
 
 SOURCES = ("request_cap", "usage", "tool_args", "native", "upstream")
 """Evidence sources; each can be switched off by name."""
@@ -230,6 +233,11 @@ class Verdict:
     :meth:`upstream`."""
     _text: Any = field(default_factory=hashlib.blake2b)
     _args: Any = field(default_factory=hashlib.blake2b)
+    _text_pending: bytearray = field(default_factory=bytearray)
+    _args_pending: bytearray = field(default_factory=bytearray)
+    """Observed bytes not hashed yet: hashed :data:`HASH_BATCH` at a time (one hash call
+    per delta cost more than the rest of a delta's bookkeeping; a streamed hash of the
+    bytes in any batches is the same), and at :meth:`digest`."""
     text_len: int = 0
     args_len: int = 0
     last_output: Literal["text", "args"] | None = None
@@ -307,7 +315,11 @@ class Verdict:
         (``utf8``: its UTF-8, when the caller has it)."""
         if delta:
             b = delta.encode("utf-8", "surrogatepass") if utf8 is None else utf8
-            self._text.update(b)
+            pending = self._text_pending
+            pending += b
+            if len(pending) >= HASH_BATCH:
+                self._text.update(pending)
+                pending.clear()
             self.text_len += len(b)
             self.last_output = "text"
 
@@ -316,12 +328,20 @@ class Verdict:
         its UTF-8, when the caller has it)."""
         if delta:
             b = delta.encode("utf-8", "surrogatepass") if utf8 is None else utf8
-            self._args.update(b)
+            pending = self._args_pending
+            pending += b
+            if len(pending) >= HASH_BATCH:
+                self._args.update(pending)
+                pending.clear()
             self.args_len += len(b)
             self.last_output = "args"
 
     def digest(self) -> tuple[str, int, str, int]:
         """(text hash, text bytes, args hash, args bytes): what the upstream leg must match."""
+        for h, pending in ((self._text, self._text_pending), (self._args, self._args_pending)):
+            if pending:
+                h.update(pending)
+                pending.clear()
         return (self._text.hexdigest(), self.text_len, self._args.hexdigest(), self.args_len)
 
     def native(self, says: Outcome, detail: str) -> None:
