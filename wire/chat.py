@@ -92,7 +92,7 @@ the renumbered index, ``ChatRepairer.skimmed``); any doubt sends a chunk the ful
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
@@ -213,11 +213,11 @@ _NOT = -2
 """:meth:`ChatRepairer._takes`: not the common case (nothing changed; the full path)."""
 _SAME = -1
 """:meth:`ChatRepairer._takes`: taken, the chunk goes out as it came."""
-_TEXT_KIND = "chat.text:"
+_TEXT_KIND: Final = "chat.text:"
 """Skim layout kinds (:mod:`wire.skim`): a chunk without tool calls, and one tool call's
 argument delta, each followed by the keys of its delta (its call entry), so that each
 shape of a stream (role, reasoning, content...) has its own few tries at learning."""
-_CALL_KIND = "chat.call:"
+_CALL_KIND: Final = "chat.call:"
 _CHOICE = ("choices", 0)
 _DELTA = ("choices", 0, "delta")
 _ENTRY = ("choices", 0, "delta", "tool_calls", 0)
@@ -272,7 +272,7 @@ def _typed(holes: list[str], slot: int, t: str) -> bool:
     return slot < 0 or holes[slot] == t
 
 
-_SKIM_HOLES = frozenset(
+_SKIM_HOLES: Final = frozenset(
     {
         (*_DELTA, "content"),
         (*_DELTA, "reasoning_content"),

@@ -69,7 +69,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
@@ -91,7 +91,7 @@ _FALLBACK_ID = re.compile(r"toolu_(interactions|\d+)")
 _VALUE = {"text_delta": "text", "input_json_delta": "partial_json", "thinking_delta": "thinking"}
 """The deltas the common path serves (:meth:`MessagesRepairer._takes_delta`), by type: the
 key of the value each carries."""
-_SKIM_HOLES = frozenset({("index",)} | {("delta", key) for key in _VALUE.values()})
+_SKIM_HOLES: Final = frozenset({("index",)} | {("delta", key) for key in _VALUE.values()})
 """What changes from one delta to the next (wire.skim): the rest of a layout is literal."""
 
 _BLANK = Layout("blank", [b"\n"], [], [], {})

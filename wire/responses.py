@@ -135,7 +135,7 @@ dropped or inserted.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
@@ -157,22 +157,22 @@ __all__ = [
     "fix_usage",
 ]
 
-_LIFECYCLE = frozenset({"response.created", "response.in_progress", "response.queued"})
-_SUCCESS_TERMINAL = frozenset({"response.completed", "response.incomplete"})
-_FAILURE = frozenset({"response.failed", "error"})
+_LIFECYCLE: Final = frozenset({"response.created", "response.in_progress", "response.queued"})
+_SUCCESS_TERMINAL: Final = frozenset({"response.completed", "response.incomplete"})
+_FAILURE: Final = frozenset({"response.failed", "error"})
 
 # item-scoped events this module models: type -> (closes what, accumulates what)
-_TEXT_DELTA = "response.output_text.delta"
-_TEXT_DONE = "response.output_text.done"
-_PART_ADDED = "response.content_part.added"
-_PART_DONE = "response.content_part.done"
-_ARGS_DELTA = "response.function_call_arguments.delta"
-_ARGS_DONE = "response.function_call_arguments.done"
-_SUMMARY_PART_ADDED = "response.reasoning_summary_part.added"
-_SUMMARY_PART_DONE = "response.reasoning_summary_part.done"
-_SUMMARY_DELTA = "response.reasoning_summary_text.delta"
-_SUMMARY_DONE = "response.reasoning_summary_text.done"
-_ITEM_EVENTS = frozenset(
+_TEXT_DELTA: Final = "response.output_text.delta"
+_TEXT_DONE: Final = "response.output_text.done"
+_PART_ADDED: Final = "response.content_part.added"
+_PART_DONE: Final = "response.content_part.done"
+_ARGS_DELTA: Final = "response.function_call_arguments.delta"
+_ARGS_DONE: Final = "response.function_call_arguments.done"
+_SUMMARY_PART_ADDED: Final = "response.reasoning_summary_part.added"
+_SUMMARY_PART_DONE: Final = "response.reasoning_summary_part.done"
+_SUMMARY_DELTA: Final = "response.reasoning_summary_text.delta"
+_SUMMARY_DONE: Final = "response.reasoning_summary_text.done"
+_ITEM_EVENTS: Final = frozenset(
     {
         _TEXT_DELTA,
         _TEXT_DONE,
@@ -186,15 +186,15 @@ _ITEM_EVENTS = frozenset(
         _SUMMARY_DONE,
     }
 )
-_CONTENT_EVENTS = frozenset({_TEXT_DELTA, _TEXT_DONE, _PART_ADDED, _PART_DONE})
-_SUMMARY_EVENTS = frozenset({_SUMMARY_PART_ADDED, _SUMMARY_PART_DONE, _SUMMARY_DELTA, _SUMMARY_DONE})
-_OUTPUT_INDEX_REQUIRED = frozenset({_ARGS_DELTA, _ARGS_DONE})
+_CONTENT_EVENTS: Final = frozenset({_TEXT_DELTA, _TEXT_DONE, _PART_ADDED, _PART_DONE})
+_SUMMARY_EVENTS: Final = frozenset({_SUMMARY_PART_ADDED, _SUMMARY_PART_DONE, _SUMMARY_DELTA, _SUMMARY_DONE})
+_OUTPUT_INDEX_REQUIRED: Final = frozenset({_ARGS_DELTA, _ARGS_DONE})
 
 _REASON = {"max_tokens": "max_output_tokens", "content_filter": "content_filter"}
 _NATIVE: dict[Any, Outcome] = {"max_output_tokens": "max_tokens", "content_filter": "content_filter"}
 
 
-_SKIM_HOLES = frozenset({("sequence_number",), ("delta",), ("obfuscation",)})
+_SKIM_HOLES: Final = frozenset({("sequence_number",), ("delta",), ("obfuscation",)})
 """What changes from one delta to the next (wire.skim): the rest of a layout is literal."""
 
 
@@ -1031,8 +1031,11 @@ class ResponsesRepairer(ApiRepairer):
         # open and no continuation: rule item_order neither drops nor retargets it
         if it is None or gid != it.id or not it.open or it.root is not None:
             return False
-        if type(oi) is not int or oi != it.index:
-            return False  # rule output_index renumbers it, schema_fill adds it
+        if type(oi) is not int:
+            return False  # schema_fill adds it
+        index: int = oi  # (compiled: compared as a native int)
+        if index != it.index:
+            return False  # rule output_index renumbers it
         if type(delta) is not str:
             return False
         if typ == _TEXT_DELTA:
