@@ -185,6 +185,22 @@ def test_an_escaped_quote_does_not_end_a_string_between_holes():
     s = skim.match(other, 0)
     assert s is not None
     assert s.text(0) == 'x \\"y\\" \\\\' and s.number(1) == 22
+    # an event that ends the read is matched from its end, one that does not by a search:
+    # the same spans either way
+    third = framed({"type": "t.delta", "name": '","n":5', "n": 3}, None)
+    for read in (other + third, other + third + other):
+        s = skim.match(read, 0)
+        assert s is not None and s.raw == other and s.text(0) == 'x \\"y\\" \\\\' and s.number(1) == 22
+        s = skim.match(read, len(other))
+        assert s is not None and s.raw == third and s.text(0) == '","n":5' and s.number(1) == 3
+    for bad in (b'"n":07}', b'"n":}', b'"n":-1}', b'"n":1234567890123456789}', b'"n":1 }'):
+        assert skim.match(other.replace(b'"n":22}', bad), 0) is None, bad
+    # a raw LF in the string (two SSE events, really): the match leaves its content to
+    # the decoding, which rejects it (the repairer then sends it the full way)
+    s = skim.match(framed({"type": "t.delta", "name": "x", "n": 1}, None).replace(b'"x"', b'"x\n\ny"'), 0)
+    assert s is not None
+    with pytest.raises(ValueError):
+        s.text(0)
 
 
 # --- the repair, skimming on and off ----------------------------------------------------

@@ -66,7 +66,7 @@ class Layout:
     ``kind`` the repairer filed it under. :attr:`info` is the repairer's own, computed
     once per layout (where its holes are)."""
 
-    __slots__ = ("consts", "holes", "info", "kind", "paths", "pieces")
+    __slots__ = ("consts", "holes", "info", "kind", "paths", "pieces", "rtl")
 
     def __init__(self, kind: str, pieces: list[bytes], holes: list[str], paths: list[tuple[Any, ...]], consts: dict[tuple[Any, ...], Any]) -> None:
         self.kind = kind
@@ -75,6 +75,13 @@ class Layout:
         self.paths = paths
         self.consts = consts
         self.info: Any = None
+        self.rtl = -1
+        """The last string hole, when only integer holes follow it (Devin's deltas:
+        ``..."delta":"…","sequence_number":7}``): in an event that ends the read, its
+        end is found from the right (:meth:`_from_right`), without a search."""
+        last_s = max((k for k, h in enumerate(holes) if h == "s"), default=-1)
+        if 0 <= last_s < len(holes) - 1:
+            self.rtl = last_s
 
     def slot(self, *path: Any) -> int:
         """The hole at ``path`` (keys and list positions), or -1 if the layout has none."""
@@ -129,6 +136,8 @@ class Layout:
                     spans.append(j)
                     return spans
             else:
+                if k == self.rtl and chunk.endswith(pieces[-1]) and self._from_right(chunk, i, k, spans):
+                    return spans
                 # a string between holes: it ends where the next piece (its closing quote,
                 # the next key...) starts, which a string cannot hold unless that quote is
                 # escaped; then the quotes are walked one by one
@@ -151,6 +160,39 @@ class Layout:
             spans.append(j)
             i = e
         return spans
+
+    def _from_right(self, chunk: bytes, i: int, k: int, spans: list[int]) -> bool:
+        """The rest of the event from string hole ``k`` (starting at ``i``) on, matched
+        from the end of the read, which ends with the last piece: the integer holes after
+        the string and their pieces, right to left, then the string is what lies between.
+        It holds no LF (else the read has more events: the caller searches), and its
+        content is checked when it is decoded (a quote in it: orjson's parse says
+        whether it is one string). Appends the spans (``spans`` is left as it was on
+        False)."""
+        pieces = self.pieces
+        holes = self.holes
+        e = len(chunk) - len(pieces[-1])
+        tail: list[int] = []
+        for h in range(len(holes) - 1, k, -1):  # (only integer holes here)
+            j = e
+            while j > i and 48 <= chunk[j - 1] <= 57:
+                j -= 1
+            if j == e or e - j > 18 or (chunk[j] == 48 and e - j > 1):
+                return False
+            tail.append(e)
+            tail.append(j)
+            before = pieces[h]
+            e = j - len(before)
+            if e < i or chunk[e:j] != before:
+                return False
+        if 10 in chunk[i:e]:
+            return False
+        spans.append(i)
+        spans.append(e)
+        for t in range(len(tail) - 1, 0, -2):
+            spans.append(tail[t])
+            spans.append(tail[t - 1])
+        return True
 
 
 def _shape(
