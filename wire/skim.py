@@ -27,9 +27,9 @@ Why the result is the full path's, byte for byte:
   NAME`` + ``data: JSON`` or ``data: JSON`` alone, LF line ends: :func:`wire.sse._whole`'s
   shape); the driver asks only while the parser is idle on its fast path
   (:meth:`wire.stream.StreamRepair._skim`).
-- A string is decoded by :meth:`Skimmed.text`: printable text without a backslash or a
-  quote is its bytes as UTF-8 (strict ``decode``); anything else by orjson itself (the
-  same decoder as the full path's ``loads``), which fails where the full path fails.
+- A string is decoded by :meth:`Skimmed.text`: bytes without a backslash, a quote or a
+  control byte are its UTF-8 (strict ``decode``); anything else goes to orjson itself
+  (the same decoder as the full path's ``loads``), which fails where the full path fails.
 - A rewritten event (:meth:`Skimmed.render`, one integer changed) is what
   ``orjson.dumps`` of the changed object writes: its bytes as they came, the new number,
   and each string holding a backslash in orjson's escaping (orjson escapes only ``"``,
@@ -56,7 +56,10 @@ MAX_LAYOUTS = 8
 
 _loads: Final = orjson.loads
 _dumps: Final = orjson.dumps
-_isprintable: Final = str.isprintable  # (compiled: called as it is, no method lookup per call)
+_SPECIAL: Final = bytes((c + 1) if c < 32 or c == 34 or c == 92 else c for c in range(256))
+"""A ``bytes.translate`` table that changes only what a JSON string's raw bytes may not
+hold (control bytes) or that a plain one does not (a quote, a backslash): a span it leaves
+as it was is text to decode directly."""
 
 
 class Layout:
@@ -271,20 +274,19 @@ class Skimmed:
     def text(self, slot: int) -> str:
         """The string in hole ``slot``, as orjson decodes it (a ValueError, e.g.
         ``orjson.JSONDecodeError`` or ``UnicodeDecodeError``, where the full path's parse
-        would fail). Without a backslash or a quote inside, its bytes are the UTF-8 of
-        the text: decoded directly when that gives printable text (so no control
-        character, which JSON forbids raw); anything else goes to orjson."""
+        would fail). Without a backslash, a quote or a control byte (which JSON forbids
+        raw) inside, its bytes are the UTF-8 of the text, decoded directly (strict UTF-8,
+        as orjson validates it); anything else goes to orjson."""
         spans = self.spans
         start = spans[2 * slot]
         end = spans[2 * slot + 1]
         raw = self.src
         span = raw[start:end]
         self.plain_of = slot
-        if 92 not in span and 34 not in span:
-            value = span.decode("utf-8")
-            if _isprintable(value):
-                self.plain = span
-                return value
+        if span.translate(_SPECIAL) == span:  # no control byte, quote or backslash (one C loop)
+            value = span.decode("utf-8")  # strict: what orjson rejects as UTF-8 raises
+            self.plain = span
+            return value
         self.plain = None if 92 in span else span
         value = _loads(raw[start - 1 : end + 1])
         if type(value) is not str:  # e.g. '"a", "b"' cut as one string: not the layout after all
