@@ -69,7 +69,7 @@ class Layout:
     ``kind`` the repairer filed it under. :attr:`info` is the repairer's own, computed
     once per layout (where its holes are)."""
 
-    __slots__ = ("consts", "holes", "info", "kind", "paths", "pieces", "rtl")
+    __slots__ = ("blank", "consts", "holes", "info", "kind", "paths", "pieces", "rtl")
 
     def __init__(self, kind: str, pieces: list[bytes], holes: list[str], paths: list[tuple[Any, ...]], consts: dict[tuple[Any, ...], Any]) -> None:
         self.kind = kind
@@ -78,6 +78,8 @@ class Layout:
         self.paths = paths
         self.consts = consts
         self.info: Any = None
+        self.blank = [0] * (2 * len(holes))
+        """A spans list of this layout's size (zeros), copied for each match."""
         self.rtl = -1
         """The last string hole, when only integer holes follow it (Devin's deltas:
         ``..."delta":"…","sequence_number":7}``): in an event that ends the read, its
@@ -112,7 +114,7 @@ class Layout:
         elif chunk[pos:i] != p:
             return None
         n = len(chunk)
-        spans: list[int] = []
+        spans = self.blank.copy()  # (one list of the right size, not grown append by append)
         holes = self.holes
         last = len(holes) - 1
         for k in range(last + 1):
@@ -135,8 +137,8 @@ class Layout:
                     if j < i:
                         return None
                 else:
-                    spans.append(i)
-                    spans.append(j)
+                    spans[2 * k] = i
+                    spans[2 * k + 1] = j
                     return spans
             else:
                 if k == self.rtl and chunk.endswith(pieces[-1]) and self._from_right(chunk, i, k, spans):
@@ -159,8 +161,8 @@ class Layout:
             e = j + len(piece)
             if chunk[j:e] != piece:
                 return None
-            spans.append(i)
-            spans.append(j)
+            spans[2 * k] = i
+            spans[2 * k + 1] = j
             i = e
         return spans
 
@@ -170,31 +172,27 @@ class Layout:
         the string and their pieces, right to left, then the string is what lies between.
         It holds no LF (else the read has more events: the caller searches), and its
         content is checked when it is decoded (a quote in it: orjson's parse says
-        whether it is one string). Appends the spans (``spans`` is left as it was on
-        False)."""
+        whether it is one string). Sets the spans of holes ``k`` on (on False the
+        caller's search sets them again)."""
         pieces = self.pieces
         holes = self.holes
         e = len(chunk) - len(pieces[-1])
-        tail: list[int] = []
         for h in range(len(holes) - 1, k, -1):  # (only integer holes here)
             j = e
             while j > i and 48 <= chunk[j - 1] <= 57:
                 j -= 1
             if j == e or e - j > 18 or (chunk[j] == 48 and e - j > 1):
                 return False
-            tail.append(e)
-            tail.append(j)
+            spans[2 * h] = j
+            spans[2 * h + 1] = e
             before = pieces[h]
             e = j - len(before)
             if e < i or chunk[e:j] != before:
                 return False
         if 10 in chunk[i:e]:
             return False
-        spans.append(i)
-        spans.append(e)
-        for t in range(len(tail) - 1, 0, -2):
-            spans.append(tail[t])
-            spans.append(tail[t - 1])
+        spans[2 * k] = i
+        spans[2 * k + 1] = e
         return True
 
 
