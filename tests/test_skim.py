@@ -109,6 +109,7 @@ def test_layouts_are_per_shape_and_bounded():
         obj = delta(6, "x", item=f"msg_{i + 10}")
         raw = framed(obj)
         assert skim.learn(TEXT, raw, raw[len(TEXT) + 14 : -2], TEXT, obj, HOLES) is not None
+        assert skim.match(framed(delta(7, "y", item=f"msg_{i + 10}")), 0) is not None  # (used: kept learning)
     assert len(skim.layouts) == MAX_LAYOUTS
 
 
@@ -489,3 +490,41 @@ def test_generated_devin_reasoning_repairs_the_same_skimmed(stream, per_event):
                 pieces.append(body[prev:c])
                 prev = c
     _same("responses", {"model": "m", "stream": True}, pieces)
+
+
+def test_a_literal_that_changes_every_event_stops_the_learning():
+    """A gateway that stamps each delta (``"x_t":<clock>``, a count): every event's
+    layout is new and none is ever matched. After MAX_UNUSED such layouts the kind is no
+    longer learned (each try shapes the event, each layout is tested against every
+    next event); the repair is the one without skimming."""
+    from streamfix.wire.apis import stream_repairer
+    from streamfix.wire.rules import FlowContext
+    from streamfix.wire.skim import MAX_LAYOUTS, MAX_MISSES, MAX_UNUSED
+    from streamfix.wire.stream import StreamRepair
+    from streamfix.wire.verdict import Verdict
+
+    events = [
+        framed({"type": "response.created", "sequence_number": 1, "response": {"id": "r", "object": "response", "status": "in_progress", "output": []}}),
+        framed({"type": "response.output_item.added", "sequence_number": 2, "output_index": 0, "item": {"id": "msg_1", "type": "message", "status": "in_progress", "content": [], "role": "assistant"}}),
+        framed({"type": "response.content_part.added", "sequence_number": 3, "item_id": "msg_1", "output_index": 0, "content_index": 0, "part": {"type": "output_text", "annotations": [], "text": ""}}),
+    ]
+    for i in range(MAX_MISSES + 20):
+        events.append(framed({"x_t": 1000 + i} | delta(4 + i, f" w{i}")))
+    rep = stream_repairer("responses", Rules(), FlowContext(model="m", started_at=1, request={}), Verdict())
+    s = StreamRepair(rep)
+    for e in events:
+        s.feed(e)
+    assert s.skimmed == 0
+    assert not rep.skim.tries(TEXT)
+    assert len(rep.skim.layouts) <= MAX_LAYOUTS
+    assert not rep.skim.active  # MAX_MISSES events matched nothing: the reads go the full way, whole
+    assert max(layout.consts[("x_t",)] for layout in rep.skim.layouts) <= 1000 + MAX_UNUSED  # learned no more
+    _same("responses", {"model": "m", "stream": True}, events)
+    # a kind whose layouts serve events keeps learning new ones (a new item's id)
+    body = bench.STREAMS["responses-claude"]
+    api, _, request, build = body
+    rep = stream_repairer(api, Rules(), FlowContext(model="m", started_at=1, request=request), Verdict())
+    s = StreamRepair(rep)
+    for e in bench.events_of(build()):
+        s.feed(e)
+    assert rep.skim.tries(TEXT) and rep.skim.tries("response.function_call_arguments.delta")

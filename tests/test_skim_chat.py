@@ -358,3 +358,30 @@ def test_skimmed_values_the_rules_read():
     assert outs[6] == args("call_a", "z").replace(b'"index":4', b'"index":0').replace(b'"id":"call_a",', b"")  # re-sent id dropped
     assert outs[7] == args(" ", "w").replace(b'"index":4', b'"index":0')
     assert rep._order[0].args.text() == "xyzw"
+
+
+def test_a_created_that_changes_every_chunk_stops_the_learning():
+    """A gateway whose every chunk has its own ``created`` (a clock): no layout serves a
+    second chunk, so after MAX_UNUSED the text kind is learned no more (wire.skim); the
+    repair is the one without skimming."""
+    from streamfix.wire.skim import MAX_UNUSED
+
+    def chunk(n: int, text: str) -> bytes:
+        return b"data: " + json_bytes({"id": "c1", "object": "chat.completion.chunk", "created": 1000 + n, "model": "m",
+                                       "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]}) + b"\n\n"
+
+    evs = [chunk(i, f" w{i}") for i in range(MAX_UNUSED + 12)] + [b"data: [DONE]\n\n"]
+    rep = ChatRepairer(Rules(), FlowContext(model="m"), Verdict())
+    s = StreamRepair(rep)
+    for e in evs:
+        s.feed(e)
+    assert s.skimmed == 0
+    assert rep.skim is not None and not rep.skim.tries("chat.text:content")
+    assert max(layout.consts[("created",)] for layout in rep.skim.layouts) <= 1000 + MAX_UNUSED  # learned no more
+    assert same(evs, {"model": "m", "stream": True}) == 0
+
+
+def json_bytes(obj: Any) -> bytes:
+    import orjson
+
+    return orjson.dumps(obj)

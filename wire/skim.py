@@ -49,10 +49,21 @@ from typing import Any, Final
 
 import orjson
 
-__all__ = ["MAX_LAYOUTS", "Layout", "Rewrite", "Skim", "Skimmed"]
+__all__ = ["MAX_LAYOUTS", "MAX_MISSES", "MAX_UNUSED", "TRIES", "Layout", "Rewrite", "Skim", "Skimmed"]
 
 MAX_LAYOUTS = 8
 """Layouts a stream keeps (the newest first; the oldest goes when a new one comes)."""
+
+TRIES = 4
+"""Failed learns (no layout of the event: floats, spaces...) after which a kind stops."""
+
+MAX_UNUSED = 4
+"""Layouts in a row learned for a kind and matched by no event, after which it stops."""
+
+MAX_MISSES = 64
+"""Events in a row no layout matched, after which the driver stops asking
+(:attr:`Skim.active`: the stream's events go the full way, each read at once, until a
+new layout is learned)."""
 
 _loads: Final = orjson.loads
 _dumps: Final = orjson.dumps
@@ -69,7 +80,7 @@ class Layout:
     ``kind`` the repairer filed it under. :attr:`info` is the repairer's own, computed
     once per layout (where its holes are)."""
 
-    __slots__ = ("blank", "consts", "holes", "info", "kind", "paths", "pieces", "rtl")
+    __slots__ = ("blank", "consts", "hits", "holes", "info", "kind", "paths", "pieces", "rtl")
 
     def __init__(self, kind: str, pieces: list[bytes], holes: list[str], paths: list[tuple[Any, ...]], consts: dict[tuple[Any, ...], Any]) -> None:
         self.kind = kind
@@ -78,6 +89,8 @@ class Layout:
         self.paths = paths
         self.consts = consts
         self.info: Any = None
+        self.hits = 0
+        """Events this layout matched (:meth:`Skim.match`)."""
         self.blank = [0] * (2 * len(holes))
         """A spans list of this layout's size (zeros), copied for each match."""
         self.rtl = -1
@@ -379,14 +392,17 @@ class Rewrite:
 class Skim:
     """The layouts a repairer learned on one stream (newest first)."""
 
-    __slots__ = ("_s", "_tried", "active", "layouts")
+    __slots__ = ("_misses", "_s", "_tried", "_unused", "active", "layouts")
 
     def __init__(self) -> None:
         self._s: Skimmed | None = None
         self.layouts: list[Layout] = []
         self.active = False
-        """True once a layout is learned (the driver skims only then)."""
+        """True once a layout is learned (the driver skims only then), until
+        :data:`MAX_MISSES` events in a row matched none."""
         self._tried: dict[str, int] = {}
+        self._unused: dict[str, int] = {}
+        self._misses = 0
 
     def learn(
         self,
@@ -400,8 +416,9 @@ class Skim:
         """The full path handled this event the way a skim of its layout would: learn its
         layout, ``holes`` (key paths) being the values that change from event to event,
         everything else literal (a new value there is another layout). A known layout
-        is not learned again; a kind whose events keep failing to give one stops trying."""
-        if data is None:
+        is not learned again; a kind whose events keep failing to give one, or keep
+        giving one no later event has, stops trying (:meth:`tries`)."""
+        if data is None or not self.tries(kind):
             return None
         if event is not None:
             head = b"event: " + event.encode() + b"\ndata: "
@@ -418,10 +435,23 @@ class Skim:
         pieces[-1] += b"\n\n"
         for known in self.layouts:
             if known.pieces == pieces and known.holes == hs:
+                self.active = True  # (the events keep a layout again)
                 return known
         layout = Layout(kind, pieces, hs, paths, consts)
         if layout.match(raw, 0) is None:
             return self._failed(kind)  # not the compact form it came in (spaces, other escapes)
+        for known in self.layouts:
+            if known.kind == kind:
+                # the kind's last layout never served an event: a literal that changes
+                # every time (a per-event stamp or count); a kind doing that again and
+                # again stops learning (each try costs a shape and every match a test)
+                if known.hits:
+                    self._unused.pop(kind, None)
+                else:
+                    self._unused[kind] = self._unused.get(kind, 0) + 1
+                    if self._unused[kind] >= MAX_UNUSED:
+                        self._tried[kind] = TRIES
+                break
         self.layouts.insert(0, layout)
         if len(self.layouts) > MAX_LAYOUTS:
             self.layouts.pop()
@@ -468,8 +498,10 @@ class Skim:
         return None
 
     def tries(self, kind: str) -> bool:
-        """Whether learning ``kind`` is still worth a try (it failed fewer than 4 times)."""
-        return self._tried.get(kind, 0) < 4
+        """Whether learning ``kind`` is still worth a try: it failed fewer than
+        :data:`TRIES` times, and fewer than :data:`MAX_UNUSED` layouts in a row were
+        learned for it that no event matched."""
+        return self._tried.get(kind, 0) < TRIES
 
     def match(self, chunk: bytes, pos: int) -> Skimmed | None:
         """The event starting at ``pos`` if it has a learned layout, else None. The
@@ -479,6 +511,8 @@ class Skim:
         for layout in self.layouts:
             spans = layout.match(chunk, pos)
             if spans is not None:
+                layout.hits += 1
+                self._misses = 0
                 end = spans[-1] + len(layout.pieces[-1])
                 raw = chunk if pos == 0 and end == len(chunk) else chunk[pos:end]
                 s = self._s
@@ -493,4 +527,8 @@ class Skim:
                     s.plain = None
                     s.plain_of = -1
                 return s
+        self._misses += 1
+        if self._misses >= MAX_MISSES:  # a stream whose events do not keep a layout
+            self.active = False
+            self._misses = 0
         return None
