@@ -60,7 +60,7 @@ TRIES = 4
 MAX_UNUSED = 4
 """Layouts in a row learned for a kind and matched by no event, after which it stops."""
 
-MAX_MISSES = 64
+MAX_MISSES = 16
 """Events in a row no layout matched, after which the driver stops asking
 (:attr:`Skim.active`: the stream's events go the full way, each read at once, until a
 new layout is learned)."""
