@@ -527,8 +527,12 @@ class Skim:
                     s.plain = None
                     s.plain_of = -1
                 return s
+        return None
+
+    def missed(self) -> None:
+        """A whole event matched no layout (the driver says so; a match tried on an event
+        the read does not hold whole is not a miss)."""
         self._misses += 1
         if self._misses >= MAX_MISSES:  # a stream whose events do not keep a layout
             self.active = False
             self._misses = 0
-        return None

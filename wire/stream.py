@@ -312,6 +312,8 @@ class StreamRepair:
             end = parser.seam(chunk, pos)  # this one event the full way
             if end < 0:
                 end = n
+            elif s is None:
+                skim.missed()
             outs.append(self._run(parser.feed(chunk[pos:end] if pos or end < n else chunk), eof=False))
             pos = end
         return outs[0] if len(outs) == 1 else b"".join(outs)
