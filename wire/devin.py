@@ -18,7 +18,6 @@ Cost: one protobuf parse per frame; text and arguments are hashed as they pass, 
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -35,7 +34,7 @@ from .connect import (
     decode_body,
     encode_frame,
 )
-from .verdict import UpstreamUsage
+from .verdict import Digest, UpstreamUsage
 
 __all__ = [
     "CHAT_PATH",
@@ -204,10 +203,8 @@ class DevinTap:
         self.text = bytearray() if keep_text else None
         self.args = bytearray() if keep_text else None
         self.thinking = bytearray() if keep_text else None
-        self._text = hashlib.blake2b()
-        self._args = hashlib.blake2b()
-        self.text_len = 0
-        self.args_len = 0
+        self._text = Digest()
+        self._args = Digest()
 
     @property
     def ended(self) -> bool:
@@ -240,8 +237,7 @@ class DevinTap:
             if self.thinking is not None:
                 self.thinking += m.thinking
         if m.text:
-            self._text.update(m.text)
-            self.text_len += len(m.text)
+            self._text.add(m.text)
             if self.text is not None:
                 self.text += m.text
         for tc in m.tool_calls:
@@ -255,8 +251,7 @@ class DevinTap:
             a = tc.arguments_json
             if a:
                 self.tool_calls[-1].args_len += len(a)
-                self._args.update(a)
-                self.args_len += len(a)
+                self._args.add(a)
                 if self.args is not None:
                     self.args += a
         if m.HasField("usage"):
@@ -278,7 +273,7 @@ class DevinTap:
     def digest(self) -> tuple[str, int, str, int]:
         """Same shape and hash as :meth:`wire.verdict.Verdict.digest`: blake2b over the
         text deltas (field 3) and over all tool calls' argument fragments (6.3)."""
-        return (self._text.hexdigest(), self.text_len, self._args.hexdigest(), self.args_len)
+        return (self._text.hexdigest(), self._text.size, self._args.hexdigest(), self._args.size)
 
     def close(self) -> TapResult:
         """End of body (idempotent): how it ended, plus everything collected."""

@@ -80,7 +80,38 @@ import orjson
 Outcome = Literal["complete", "max_tokens", "content_filter", "unknown"]
 
 HASH_BATCH: Final = 2048
-"""Bytes of observed text (and of arguments) hashed at once (:meth:`Verdict.observe_text`)."""
+"""Bytes a :class:`Digest` hashes at once."""
+
+
+class Digest:
+    """A running blake2b of bytes that come in pieces, and how many there were: what both
+    legs of a turn hash of its text and of its tool-call arguments (:meth:`Verdict.digest`,
+    the Devin tap's :meth:`wire.devin.Tap.digest`), so that the two can be matched. The
+    pieces are hashed :data:`HASH_BATCH` bytes at a time (one hash call per delta cost
+    more than the rest of a delta's bookkeeping; a streamed hash of the same bytes in
+    any batches is the same)."""
+
+    __slots__ = ("_hash", "_pending", "size")
+
+    def __init__(self) -> None:
+        self._hash: Any = hashlib.blake2b()
+        self._pending = bytearray()
+        self.size = 0
+
+    def add(self, piece: bytes) -> None:
+        pending = self._pending
+        pending += piece
+        self.size += len(piece)
+        if len(pending) >= HASH_BATCH:
+            self._hash.update(pending)
+            pending.clear()
+
+    def hexdigest(self) -> str:
+        if self._pending:
+            self._hash.update(self._pending)
+            self._pending.clear()
+        out: str = self._hash.hexdigest()
+        return out
 
 SOURCES = ("request_cap", "usage", "tool_args", "native", "upstream")
 """Evidence sources; each can be switched off by name."""
@@ -231,15 +262,8 @@ class Verdict:
     """Called once, at the start of the first :meth:`decide`; the addon uses it to look
     up the matching upstream flow (by :meth:`digest`) and report its StopReason via
     :meth:`upstream`."""
-    _text: Any = field(default_factory=hashlib.blake2b)
-    _args: Any = field(default_factory=hashlib.blake2b)
-    _text_pending: bytearray = field(default_factory=bytearray)
-    _args_pending: bytearray = field(default_factory=bytearray)
-    """Observed bytes not hashed yet: hashed :data:`HASH_BATCH` at a time (one hash call
-    per delta cost more than the rest of a delta's bookkeeping; a streamed hash of the
-    bytes in any batches is the same), and at :meth:`digest`."""
-    text_len: int = 0
-    args_len: int = 0
+    _text: Digest = field(default_factory=Digest)
+    _args: Digest = field(default_factory=Digest)
     last_output: Literal["text", "args"] | None = None
     """Which kind of output was observed last (see the usage == cap rule)."""
 
@@ -314,35 +338,29 @@ class Verdict:
         """Generated text as the client sees it (message text, not reasoning), in order
         (``utf8``: its UTF-8, when the caller has it)."""
         if delta:
-            b = delta.encode("utf-8", "surrogatepass") if utf8 is None else utf8
-            pending = self._text_pending
-            pending += b
-            if len(pending) >= HASH_BATCH:
-                self._text.update(pending)
-                pending.clear()
-            self.text_len += len(b)
+            self._text.add(delta.encode("utf-8", "surrogatepass") if utf8 is None else utf8)
             self.last_output = "text"
 
     def observe_args(self, delta: str, utf8: bytes | None = None) -> None:
         """Tool-call argument text as the client sees it, all calls, in order (``utf8``:
         its UTF-8, when the caller has it)."""
         if delta:
-            b = delta.encode("utf-8", "surrogatepass") if utf8 is None else utf8
-            pending = self._args_pending
-            pending += b
-            if len(pending) >= HASH_BATCH:
-                self._args.update(pending)
-                pending.clear()
-            self.args_len += len(b)
+            self._args.add(delta.encode("utf-8", "surrogatepass") if utf8 is None else utf8)
             self.last_output = "args"
 
     def digest(self) -> tuple[str, int, str, int]:
         """(text hash, text bytes, args hash, args bytes): what the upstream leg must match."""
-        for h, pending in ((self._text, self._text_pending), (self._args, self._args_pending)):
-            if pending:
-                h.update(pending)
-                pending.clear()
-        return (self._text.hexdigest(), self.text_len, self._args.hexdigest(), self.args_len)
+        return (self._text.hexdigest(), self._text.size, self._args.hexdigest(), self._args.size)
+
+    @property
+    def text_len(self) -> int:
+        """Bytes of text observed (UTF-8)."""
+        return self._text.size
+
+    @property
+    def args_len(self) -> int:
+        """Bytes of tool-call arguments observed (UTF-8)."""
+        return self._args.size
 
     def native(self, says: Outcome, detail: str) -> None:
         """The gateway's own explicit verdict (see the module docstring: never CPA's
