@@ -198,45 +198,44 @@ _SKIM_HOLES: Final = frozenset({("sequence_number",), ("delta",), ("obfuscation"
 """What changes from one delta to the next (wire.skim): the rest of a layout is literal."""
 
 
-class _Summary:
-    """A reasoning summary delta layout's facts (:meth:`ResponsesRepairer._skimmed_summary`):
-    where its number and text are, its literal ids, the item and part it was learned
-    for, and the rewrite's template when the full path filled ids in."""
+class _Holes:
+    """Where a delta layout (:mod:`wire.skim`) holds its number and its text (-1: none; a
+    number that is no integer or a text that is no string: -1 for the text, not for
+    skimming), the string holes nothing reads (checked only), and the item's id and
+    indexes it holds literally (what the parsed path reads with ``obj.get``: a hole where
+    a literal is expected reads as missing, so the checks send such events the full way).
+    Computed once per layout (:attr:`wire.skim.Layout.info`)."""
 
-    __slots__ = ("delta_slot", "gid", "it", "item_id", "oi", "others", "out", "part", "rewrites", "seq_slot", "si")
+    __slots__ = ("ci", "delta_slot", "gid", "oi", "others", "seq_slot", "si")
 
-    def __init__(self, layout: Layout, it: Item, part: int) -> None:
+    def __init__(self, layout: Layout) -> None:
+        holes = layout.holes
         self.seq_slot = layout.slot("sequence_number")
         self.delta_slot = layout.slot("delta")
-        if self.seq_slot >= 0 and layout.holes[self.seq_slot] != "i":
-            self.seq_slot = -1
-        if self.delta_slot >= 0 and layout.holes[self.delta_slot] != "s":
+        if (self.seq_slot >= 0 and holes[self.seq_slot] != "i") or (self.delta_slot >= 0 and holes[self.delta_slot] != "s"):
             self.delta_slot = -1
+        self.others = layout.strings(self.delta_slot)
         c = layout.consts
         self.gid: Any = c.get(("item_id",))
         self.oi: Any = c.get(("output_index",))
+        self.ci: Any = c.get(("content_index",))
         self.si: Any = c.get(("summary_index",))
-        self.others = [i for i, h in enumerate(layout.holes) if h == "s" and i != self.delta_slot]
+
+
+class _Summary(_Holes):
+    """A reasoning summary delta layout (:meth:`ResponsesRepairer._skimmed_summary`): also
+    the item and part it was learned for, and, when the full path filled ids in, its
+    rewrite as a template (:meth:`wire.skim.Skim.rewrite`)."""
+
+    __slots__ = ("it", "item_id", "out", "part", "rewrites")
+
+    def __init__(self, layout: Layout, it: Item, part: int) -> None:
+        super().__init__(layout)
         self.it = it
         self.item_id = it.id
         self.part = part
         self.rewrites = type(self.gid) is not str or type(self.si) is not int
         self.out: Rewrite | None = None
-
-
-def _skim_info(layout: Layout) -> tuple[int, int, Any, Any, Any, list[int]]:
-    """Where a delta layout's number and text are, and its item's id and indexes (what
-    the parsed path reads with ``obj.get``; an integer or string hole where a literal is
-    expected reads as missing, so the checks send such events the full way)."""
-    seq_slot = layout.slot("sequence_number")
-    delta_slot = layout.slot("delta")
-    if seq_slot >= 0 and layout.holes[seq_slot] != "i":
-        delta_slot = -1  # a string where the number goes: not for skimming
-    if delta_slot >= 0 and layout.holes[delta_slot] != "s":
-        delta_slot = -1
-    c = layout.consts
-    others = [i for i, h in enumerate(layout.holes) if h == "s" and i != delta_slot]  # checked, not read
-    return seq_slot, delta_slot, c.get(("item_id",)), c.get(("output_index",)), c.get(("content_index",)), others
 
 
 class _Run:
@@ -1007,7 +1006,7 @@ class ResponsesRepairer(ApiRepairer):
             return None
         out = self._out(ev, obj, False)  # rule sequence; else its own bytes
         skim = self.skim
-        if skim is not None and skim.tries(typ):
+        if skim is not None:
             skim.learn(typ, ev.raw, ev.data, ev.event, obj, _SKIM_HOLES)
         return [out]
 
@@ -1078,29 +1077,36 @@ class ResponsesRepairer(ApiRepairer):
         if layout.kind == _SUMMARY_DELTA:
             return self._skimmed_summary(s, layout.info)
         if layout.info is None:
-            layout.info = _skim_info(layout)
-        info: tuple[int, int, Any, Any, Any, list[int]] = layout.info
-        seq_slot, delta_slot, gid, oi, ci, others = info
-        if delta_slot < 0:
+            layout.info = _Holes(layout)
+        h: _Holes = layout.info
+        if h.delta_slot < 0:
             return None
         try:
-            for i in others:  # checked only (the full path's loads would fail on them)
+            for i in h.others:  # checked only (the full path's loads would fail on them)
                 s.text(i)
-            delta = s.text(delta_slot)  # last: s.plain is its bytes
+            delta = s.text(h.delta_slot)  # last: s.plain is its bytes
         except ValueError:
             return None  # not what orjson would decode: the full path says so
-        if not self._takes_delta(layout.kind, gid, oi, ci, delta, s.plain):
+        if not self._takes_delta(layout.kind, h.gid, h.oi, h.ci, delta, s.plain):
             return None
+        return self._skim_out(s, h.seq_slot, h.delta_slot, delta, None)
+
+    def _skim_out(self, s: Skimmed, seq_slot: int, delta_slot: int, delta: str, out: Rewrite | None) -> bytes:
+        """A taken skimmed event's bytes: rule sequence on its number (as :meth:`_out`),
+        and the rewrite ``out`` learned with its layout (rule schema_fill), if any; counted
+        as :meth:`count` counts a parsed one."""
         self._framing = s.raw
-        if seq_slot < 0:
-            return s.raw  # (nothing fired: _takes_delta takes an event only while none has)
+        if seq_slot < 0:  # (only without a rewrite: a template needs the number)
+            return s.raw  # nothing fired: the checks take an event only while none has
         seq = s.number(seq_slot)
         new = self._renumber(seq)
-        if new == seq:
+        if out is None and new == seq:
             return s.raw
-        self._firing.clear()  # what _renumber fired (sequence) is counted here, as count() would
-        self.changed += 1
-        self.fired["sequence"] += 1
+        if out is not None:
+            self.fire("schema_fill")  # (and _renumber fired sequence if it moved the number)
+        self.count()
+        if out is not None:
+            return s.rewrite(out, seq_slot, new, delta_slot, delta)
         return s.render(seq_slot, new, delta_slot, delta)
 
     # --- reasoning summary deltas (Devin's: no item_id, no summary_index) ---------------
@@ -1143,46 +1149,36 @@ class ResponsesRepairer(ApiRepairer):
         acc.append(delta, utf8)
 
     def _summary_delta(self, ev: Event, obj: dict[str, Any]) -> list[bytes] | None:
-        """The common path of a reasoning summary delta, parsed (see :meth:`_summary_target`;
-        None: the full path): its ids filled in, its text kept, renumbered. Its layout is
-        learned for skimming, with the rewrite as a template when ids were filled in."""
-        gid = obj.get("item_id")
-        si = obj.get("summary_index")
+        """A reasoning summary delta the common path serves (:meth:`_summary_target`; None:
+        the full path): its layout is learned, then :meth:`_item_event` repairs it (rule
+        schema_fill fills its ids in, its text is kept, rule sequence), and when ids were
+        filled in, the rewrite it made becomes the layout's template."""
         delta = obj.get("delta")
-        t = self._summary_target(gid, obj.get("output_index"), si, delta)
+        t = self._summary_target(obj.get("item_id"), obj.get("output_index"), obj.get("summary_index"), delta)
         if t is None or not isinstance(delta, str):  # (a str: the target checked it)
             return None
-        it, part = t
         skim = self.skim
         layout = None
-        if skim is not None and skim.tries(_SUMMARY_DELTA):  # learned before the rewrite changes obj
+        if skim is not None:  # learned before the rewrite changes obj
             layout = skim.learn(_SUMMARY_DELTA, ev.raw, ev.data, ev.event, obj, _SKIM_HOLES)
-        dirty = False
-        if type(gid) is not str:
-            obj["item_id"] = it.id
-            self.fire("schema_fill")
-            dirty = True
-        if type(si) is not int:
-            obj["summary_index"] = part
-            self.fire("schema_fill")
-            dirty = True
-        self._add_summary(it, part, delta)
-        out = self._out(ev, obj, dirty)
-        if layout is not None and skim is not None:
+        out = self._item_event(ev, obj, _SUMMARY_DELTA)
+        if layout is not None and skim is not None and len(out) == 1:
+            it, part = t
             known: _Summary | None = layout.info
             if known is None or known.it is not it or known.part != part or known.item_id != it.id:
                 # first learned, or learned for another item or part (the ids a rewrite
                 # fills in are the template's literals): this event's facts
                 info = layout.info = _Summary(layout, it, part)
-                if dirty and info.seq_slot >= 0 and info.delta_slot >= 0:
+                if info.rewrites and info.seq_slot >= 0 and info.delta_slot >= 0:
                     seq = obj["sequence_number"]
-                    info.out = skim.rewrite(layout, ev.raw, out, obj, ev.event, info.seq_slot, seq, info.delta_slot, delta)
-        return [out]
+                    info.out = skim.rewrite(layout, ev.raw, out[0], obj, ev.event, info.seq_slot, seq, info.delta_slot, delta)
+        return out
 
     def _skimmed_summary(self, s: Skimmed, info: _Summary | None) -> bytes | None:
         """A skimmed reasoning summary delta: :meth:`_summary_target` on the layout's ids,
-        which must name the item and part its template was learned with; then as
-        :meth:`_summary_delta` (the ids it fills in are the template's literals)."""
+        which must name the item and part its template was learned with; then what
+        :meth:`_item_event` does with the parsed one (the ids it fills in are the
+        template's literals)."""
         if info is None or info.delta_slot < 0 or info.seq_slot < 0:
             return None
         if info.rewrites and info.out is None:
@@ -1197,23 +1193,7 @@ class ResponsesRepairer(ApiRepairer):
         if t is None or t[0] is not info.it or t[1] != info.part or info.it.id != info.item_id:
             return None
         self._add_summary(info.it, info.part, delta, s.plain)
-        self._framing = s.raw
-        seq = s.number(info.seq_slot)
-        new = self._renumber(seq)
-        if new != seq:
-            self._firing.clear()  # (sequence) counted here, as count() would
-        out = info.out
-        if out is not None:
-            self.changed += 1
-            self.fired["schema_fill"] += 1
-            if new != seq:
-                self.fired["sequence"] += 1
-            return s.rewrite(out, info.seq_slot, new, info.delta_slot, delta)
-        if new == seq:
-            return s.raw
-        self.changed += 1
-        self.fired["sequence"] += 1
-        return s.render(info.seq_slot, new, info.delta_slot, delta)
+        return self._skim_out(s, info.seq_slot, info.delta_slot, delta, info.out)
 
     def _item_event(self, ev: Event, obj: dict[str, Any], typ: str) -> list[bytes]:
         it = self.items.lookup(obj)

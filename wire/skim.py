@@ -80,7 +80,7 @@ class Layout:
     ``kind`` the repairer filed it under. :attr:`info` is the repairer's own, computed
     once per layout (where its holes are)."""
 
-    __slots__ = ("blank", "consts", "hits", "holes", "info", "kind", "paths", "pieces", "rtl")
+    __slots__ = ("blank", "consts", "hits", "holes", "info", "kind", "paths", "pieces", "rtl", "same")
 
     def __init__(self, kind: str, pieces: list[bytes], holes: list[str], paths: list[tuple[Any, ...]], consts: dict[tuple[Any, ...], Any]) -> None:
         self.kind = kind
@@ -93,6 +93,8 @@ class Layout:
         """Events this layout matched (:meth:`Skim.match`)."""
         self.blank = [0] * (2 * len(holes))
         """A spans list of this layout's size (zeros), copied for each match."""
+        self.same = Rewrite(pieces, list(range(len(holes))))
+        """The rewrite that keeps the layout (:meth:`Skimmed.render` of more than two holes)."""
         self.rtl = -1
         """The last string hole, when only integer holes follow it (Devin's deltas:
         ``..."delta":"…","sequence_number":7}``): in an event that ends the read, its
@@ -100,6 +102,12 @@ class Layout:
         last_s = max((k for k, h in enumerate(holes) if h == "s"), default=-1)
         if 0 <= last_s < len(holes) - 1:
             self.rtl = last_s
+
+    def strings(self, *read: int) -> tuple[int, ...]:
+        """The string holes but those in ``read``: what a repairer's rules do not read of
+        an event, decoded only as a check (the full path's parse fails on what
+        :meth:`Skimmed.text` fails on)."""
+        return tuple(i for i, h in enumerate(self.holes) if h == "s" and i not in read)
 
     def slot(self, *path: Any) -> int:
         """The hole at ``path`` (keys and list positions), or -1 if the layout has none."""
@@ -336,22 +344,7 @@ class Skimmed:
             if slot < other:
                 return b"%b%d%b%b%b" % (src[base:sstart], value, src[send:ostart], canon, src[oend:stop])
             return b"%b%b%b%d%b" % (src[base:ostart], canon, src[oend:sstart], value, src[send:stop])
-        digits = b"%d" % value
-        out: list[bytes] = []
-        at = base
-        for i in range(len(holes)):
-            start = spans[2 * i]
-            end = spans[2 * i + 1]
-            if i == slot:
-                out.append(src[at:start])
-                out.append(digits)
-                at = end
-            elif holes[i] == "s" and 92 in src[start:end]:
-                out.append(src[at:start])
-                out.append(_dumps(decoded if i == text else self.text(i))[1:-1])
-                at = end
-        out.append(src[at:stop])
-        return b"".join(out)
+        return self.rewrite(self.layout.same, slot, value, text, decoded)
 
     def rewrite(self, out: Rewrite, slot: int, value: int, text: int = -1, decoded: str = "") -> bytes:
         """The event as a learned rewrite writes it (:meth:`Skim.rewrite`): the rewrite's
