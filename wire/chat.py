@@ -245,10 +245,8 @@ class _Holes:
         self.c_id: Any = c.get((*_ENTRY, "id"))
         self.c_name: Any = c.get((*_ENTRY, "function", "name"))
         self.c_args: Any = c.get((*_ENTRY, "function", "arguments"))
-        read = (self.content, self.id, self.name, self.args)
-        self.strs = tuple(i for i, t in enumerate(holes) if t == "s" and i not in read)
-        """String holes the chunk's rules do not read: decoded only as a check (the full
-        path's ``loads`` fails on what ``Skimmed.text`` fails on)."""
+        self.strs = layout.strings(self.content, self.id, self.name, self.args)
+        """String holes the chunk's rules do not read: decoded only as a check."""
 
         # what _common found when it learned the layout (a guard: it learns only those)
         self.ok = (
@@ -419,12 +417,13 @@ class ChatRepairer(HoldingRepairer):
         if self._finish is not None and not self._settled:
             return _NOT  # a held finish: this chunk settles it
         said: _Said | None = None
-        if content and self.rules.replay:
-            said = self._said.get(ci)
+        if content:
             if enc is None:
-                enc = content.encode("utf-8", "surrogatepass")
-            if said is not None and said.may_repeat(enc):
-                return _NOT  # rule replay compares it with the text so far
+                enc = content.encode("utf-8", "surrogatepass")  # once, for replay and the verdict
+            if self.rules.replay:
+                said = self._said.get(ci)
+                if said is not None and said.may_repeat(enc):
+                    return _NOT  # rule replay compares it with the text so far
         found: _Call | None = None
         if call:
             if not _blank(id_) or not _blank(name):
@@ -434,12 +433,12 @@ class ChatRepairer(HoldingRepairer):
             if found is None:
                 return _NOT  # a new call: rule tool_index numbers it
         self._choices.add(ci)
-        if content:
+        if content and enc is not None:  # (enc: encoded above)
             if self.rules.replay:
                 if said is None:
                     said = self._said[ci] = _Said()
-                said.add(content, enc if enc is not None else content.encode("utf-8", "surrogatepass"))
-            self.verdict.observe_text(content)
+                said.add(content, enc)
+            self.verdict.observe_text(content, enc)
         if found is None:
             return _SAME
         if args:
@@ -483,11 +482,7 @@ class ChatRepairer(HoldingRepairer):
             return None
         if index == _SAME:
             return s.raw
-        if self._firing:
-            self.count("tool_index")
-        else:  # count("tool_index") without its varargs and set (the only rule here)
-            self.changed += 1
-            self.fired["tool_index"] += 1
+        self.count("tool_index")
         return s.render(h.index, index, h.args, args if args is not None else "")
 
     def end(self) -> list[bytes]:

@@ -96,6 +96,8 @@ _SKIM_HOLES: Final = frozenset({("index",)} | {("delta", key) for key in _VALUE.
 
 _BLANK = Layout("blank", [b"\n"], [], [], {})
 """The layout of a blank line where an event would start (:class:`_Skim`)."""
+_BLANK_LINE = Skimmed(_BLANK, b"\n", [])
+"""Every skimmed blank line (nothing in it is read or changed: one object for all)."""
 
 
 class _Skim(Skim):
@@ -111,7 +113,7 @@ class _Skim(Skim):
 
     def match(self, chunk: bytes, pos: int) -> Skimmed | None:
         if chunk[pos] == 10:
-            return Skimmed(_BLANK, b"\n", [])
+            return _BLANK_LINE
         return super().match(chunk, pos)
 
 
@@ -262,7 +264,7 @@ class MessagesRepairer(HoldingRepairer):
             return
         self._observe(self._index(rec, obj), t, value)
 
-    def _takes_delta(self, index: Any, t: str, value: Any) -> bool:
+    def _takes_delta(self, index: Any, t: str, value: Any, utf8: bytes | None = None) -> bool:
         """A delta (type ``t`` of :data:`_VALUE`, ``value`` its field there) of an open
         block that goes out as it came, at once, recorded (:meth:`_observe`); False,
         having changed nothing, for one that must take the full path. Read from the
@@ -281,19 +283,22 @@ class MessagesRepairer(HoldingRepairer):
         block = self._blocks.get(index)
         if block is None or block.out != index:
             return False
-        self._observe(block, t, value)
+        self._observe(block, t, value, utf8)
         return True
 
-    def _observe(self, block: _Block | None, t: str, value: Any) -> None:
+    def _observe(self, block: _Block | None, t: str, value: Any, utf8: bytes | None = None) -> None:
         """A delta's evidence: a text delta's text for the verdict, a tool_use block's
-        argument delta for the verdict and the block's input (a thinking delta: none)."""
+        argument delta for the verdict and the block's input (a thinking delta: none);
+        ``utf8``: the value's UTF-8, if the caller has it."""
         if t == "text_delta":
             if isinstance(value, str):
-                self.verdict.observe_text(value)
+                self.verdict.observe_text(value, utf8)
         elif t == "input_json_delta" and isinstance(value, str) and value:
-            self.verdict.observe_args(value)
+            if utf8 is None:
+                utf8 = value.encode("utf-8", "surrogatepass")  # once, for the verdict and the block
+            self.verdict.observe_args(value, utf8)
             if block is not None:
-                block.args.append(value)
+                block.args.append(value, utf8)
 
     def _passes_dataless(self) -> bool:
         """An event without data (CPA's third newline, a blank line of its own; a comment)
@@ -319,12 +324,12 @@ class MessagesRepairer(HoldingRepairer):
         plan: tuple[str, int, int, tuple[int, ...]] = layout.info
         t, islot, vslot, others = plan
         try:
-            value = s.text(vslot)
             for i in others:
                 s.text(i)
+            value = s.text(vslot)  # last: s.plain is its bytes
         except ValueError:
             return None
-        if not self._takes_delta(s.number(islot), t, value):
+        if not self._takes_delta(s.number(islot), t, value, s.plain):
             return None
         return s.raw
 
@@ -342,8 +347,7 @@ class MessagesRepairer(HoldingRepairer):
         vslot = layout.slot("delta", key)
         if islot < 0 or vslot < 0 or holes[islot] != "i" or holes[vslot] != "s":
             return None
-        others = tuple(i for i, h in enumerate(holes) if h == "s" and i != vslot)
-        return t, islot, vslot, others
+        return t, islot, vslot, layout.strings(vslot)
 
     def _block_stop(self, rec: Rec, obj: dict[str, Any]) -> None:
         block = self._index(rec, obj)
