@@ -107,6 +107,18 @@ def error_cuts(rec: Recording, cls: type, error: bytes, terminals: Callable[[byt
         assert len(out) >= len(error)
 
 
+def cut(body: bytes, cuts: list[int]) -> list[bytes]:
+    """``body`` cut at the offsets in ``cuts`` (any order, repeats and ends allowed), no
+    empty piece."""
+    pieces, last = [], 0
+    for c in sorted(set(cuts)):
+        if last < c < len(body):
+            pieces.append(body[last:c])
+            last = c
+    pieces.append(body[last:])
+    return [p for p in pieces if p]
+
+
 def skim_facts(api: str, pieces: list[bytes], request: Any, skim: bool,
                rules: Rules | None = None) -> tuple[tuple[Any, ...], int]:
     """Everything a repair of ``pieces`` shows that skimming (wire.skim) could change:

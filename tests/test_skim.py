@@ -14,10 +14,13 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from repairkit import skim_same
-from streamfix.wire.rules import Rules
-from streamfix.wire.skim import MAX_LAYOUTS, Skim
+from repairkit import cut, skim_same
+from streamfix.wire.apis import stream_repairer
+from streamfix.wire.rules import FlowContext, Rules
+from streamfix.wire.skim import MAX_LAYOUTS, MAX_MISSES, MAX_UNUSED, Skim
 from streamfix.wire.sse import SseParser
+from streamfix.wire.stream import EventRepairer, StreamRepair
+from streamfix.wire.verdict import Verdict
 
 from streamfix import bench
 from streamfix.recordings import all_recordings
@@ -216,6 +219,20 @@ def _cuts(body: bytes, rng: random.Random) -> list[bytes]:
     return out
 
 
+def _driver(api: str = "responses", request: dict | None = None) -> tuple[EventRepairer, StreamRepair]:
+    """A repairer (skimming on) and the driver around it, for tests that look inside."""
+    rep = stream_repairer(api, Rules(), FlowContext(model="m", started_at=1, request=request or {}), Verdict())
+    return rep, StreamRepair(rep)
+
+
+def _pieces(body: bytes, cuts: list[int], per_event: bool) -> list[bytes]:
+    """A generated stream as its events, one per read, or cut at ``cuts``."""
+    if per_event:
+        p = SseParser()
+        return [e.raw for e in p.feed(body) + p.close()]
+    return cut(body, cuts)
+
+
 def _same(api: str, request: dict, pieces: list[bytes], rules: Rules | None = None) -> int:
     return skim_same(api, pieces, request, rules)
 
@@ -324,17 +341,7 @@ def responses_streams(draw) -> tuple[bytes, list[int]]:
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None)
 @given(responses_streams(), st.booleans())
 def test_generated_responses_streams_repair_the_same_skimmed(stream, per_event):
-    body, cuts = stream
-    if per_event:
-        p = SseParser()
-        pieces = [e.raw for e in p.feed(body) + p.close()]
-    else:
-        pieces, prev = [], 0
-        for c in [*cuts, len(body)]:
-            if c > prev:
-                pieces.append(body[prev:c])
-                prev = c
-    _same("responses", {"model": "m", "stream": True}, pieces)
+    _same("responses", {"model": "m", "stream": True}, _pieces(*stream, per_event))
 
 
 def test_a_delta_with_a_changing_extra_string_is_skimmed_and_that_string_checked():
@@ -385,13 +392,7 @@ def test_a_summary_delta_is_skimmed_as_the_full_path_rewrites_it():
     skimmed = _same("responses", {"model": "m", "stream": True}, events)
     assert skimmed >= len(texts) - 1  # the first is parsed, and teaches the layout
     # the bytes, by hand
-    from streamfix.wire.apis import stream_repairer
-    from streamfix.wire.rules import FlowContext
-    from streamfix.wire.stream import StreamRepair
-    from streamfix.wire.verdict import Verdict
-
-    rep = stream_repairer("responses", Rules(), FlowContext(model="m", started_at=1, request={}), Verdict())
-    s = StreamRepair(rep)
+    rep, s = _driver()
     outs = [s.feed(e) for e in events[:2]]
     before = dict(rep.fired)  # (the lifecycle event's own fills)
     outs += [s.feed(e) for e in events[2 : 2 + len(texts)]]
@@ -412,13 +413,7 @@ def test_a_summary_delta_for_another_part_or_item_is_not_skimmed_with_the_old_re
     part = framed({"type": "response.reasoning_summary_part.added", "output_index": 0, "item_id": "item_0", "summary_index": 1, "part": {"type": "summary_text", "text": ""}, "sequence_number": 6}, "response.reasoning_summary_part.added")
     after = [framed({"type": SUMMARY, "output_index": 0, "delta": t, "sequence_number": 7 + i}, SUMMARY) for i, t in enumerate([" b", " c", " d"])]
     events = _devin_reasoning([" a", " a2", " a3"], [3, 4, 5], done=False, extra=[part, *after])
-    from streamfix.wire.apis import stream_repairer
-    from streamfix.wire.rules import FlowContext
-    from streamfix.wire.stream import StreamRepair
-    from streamfix.wire.verdict import Verdict
-
-    rep = stream_repairer("responses", Rules(), FlowContext(model="m", started_at=1, request={}), Verdict())
-    s = StreamRepair(rep)
+    rep, s = _driver()
     outs = [s.feed(e) for e in events]
     assert s.skimmed == 4  # a2, a3; then c, d (b is parsed: the part changed)
     assert b'"summary_index":1' in outs[-1] and b'"summary_index":1' in outs[-3]
@@ -479,17 +474,7 @@ def devin_streams(draw) -> tuple[bytes, list[int]]:
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None)
 @given(devin_streams(), st.booleans())
 def test_generated_devin_reasoning_repairs_the_same_skimmed(stream, per_event):
-    body, cuts = stream
-    if per_event:
-        p = SseParser()
-        pieces = [e.raw for e in p.feed(body) + p.close()]
-    else:
-        pieces, prev = [], 0
-        for c in [*cuts, len(body)]:
-            if c > prev:
-                pieces.append(body[prev:c])
-                prev = c
-    _same("responses", {"model": "m", "stream": True}, pieces)
+    _same("responses", {"model": "m", "stream": True}, _pieces(*stream, per_event))
 
 
 def test_a_literal_that_changes_every_event_stops_the_learning():
@@ -497,12 +482,6 @@ def test_a_literal_that_changes_every_event_stops_the_learning():
     layout is new and none is ever matched. After MAX_UNUSED such layouts the kind is no
     longer learned (each try shapes the event, each layout is tested against every
     next event); the repair is the one without skimming."""
-    from streamfix.wire.apis import stream_repairer
-    from streamfix.wire.rules import FlowContext
-    from streamfix.wire.skim import MAX_LAYOUTS, MAX_MISSES, MAX_UNUSED
-    from streamfix.wire.stream import StreamRepair
-    from streamfix.wire.verdict import Verdict
-
     events = [
         framed({"type": "response.created", "sequence_number": 1, "response": {"id": "r", "object": "response", "status": "in_progress", "output": []}}),
         framed({"type": "response.output_item.added", "sequence_number": 2, "output_index": 0, "item": {"id": "msg_1", "type": "message", "status": "in_progress", "content": [], "role": "assistant"}}),
@@ -510,8 +489,7 @@ def test_a_literal_that_changes_every_event_stops_the_learning():
     ]
     for i in range(MAX_MISSES + 20):
         events.append(framed({"x_t": 1000 + i} | delta(4 + i, f" w{i}")))
-    rep = stream_repairer("responses", Rules(), FlowContext(model="m", started_at=1, request={}), Verdict())
-    s = StreamRepair(rep)
+    rep, s = _driver()
     for e in events:
         s.feed(e)
     assert s.skimmed == 0
@@ -521,10 +499,8 @@ def test_a_literal_that_changes_every_event_stops_the_learning():
     assert max(layout.consts[("x_t",)] for layout in rep.skim.layouts) <= 1000 + MAX_UNUSED  # learned no more
     _same("responses", {"model": "m", "stream": True}, events)
     # a kind whose layouts serve events keeps learning new ones (a new item's id)
-    body = bench.STREAMS["responses-claude"]
-    api, _, request, build = body
-    rep = stream_repairer(api, Rules(), FlowContext(model="m", started_at=1, request=request), Verdict())
-    s = StreamRepair(rep)
+    api, _, request, build = bench.STREAMS["responses-claude"]
+    rep, s = _driver(api, request)
     for e in bench.events_of(build()):
         s.feed(e)
     assert rep.skim.tries(TEXT) and rep.skim.tries("response.function_call_arguments.delta")

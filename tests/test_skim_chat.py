@@ -21,7 +21,7 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from repairkit import recordings, skim_facts, skim_same
+from repairkit import cut, recordings, skim_facts, skim_same
 from streamfix.wire.chat import ChatRepairer
 from streamfix.wire.rules import FlowContext, Rules
 from streamfix.wire.stream import StreamRepair
@@ -243,15 +243,6 @@ RULES = st.sampled_from([Rules(), Rules(tool_index=False), Rules(replay=False), 
                          Rules(truncation="off", nonstandard=False)])
 
 
-def _cuts(body: bytes, cuts: list[int]) -> list[bytes]:
-    pieces, last = [], 0
-    for c in sorted(set(cuts)):
-        pieces.append(body[last:c])
-        last = c
-    pieces.append(body[last:])
-    return pieces
-
-
 def test_generated_streams_skim_on_equals_off():
     seen = {"skimmed": 0, "skimmed_streams": 0, "examples": 0}
 
@@ -260,7 +251,7 @@ def test_generated_streams_skim_on_equals_off():
     def prop(body: bytes, rules: Rules, cuts: list[int], nonempty_req: bool) -> None:
         request = REQ if nonempty_req else {}
         n = 0
-        for pieces in (bench.events_of(body), _cuts(body, [c % (len(body) + 1) for c in cuts]), [body]):
+        for pieces in (bench.events_of(body), cut(body, [c % (len(body) + 1) for c in cuts]), [body]):
             n += same(pieces, request, rules)
         seen["skimmed"] += n
         seen["skimmed_streams"] += n > 0
@@ -367,8 +358,8 @@ def test_a_created_that_changes_every_chunk_stops_the_learning():
     from streamfix.wire.skim import MAX_UNUSED
 
     def chunk(n: int, text: str) -> bytes:
-        return b"data: " + json_bytes({"id": "c1", "object": "chat.completion.chunk", "created": 1000 + n, "model": "m",
-                                       "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]}) + b"\n\n"
+        return b"data: " + orjson.dumps({"id": "c1", "object": "chat.completion.chunk", "created": 1000 + n, "model": "m",
+                                         "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]}) + b"\n\n"
 
     evs = [chunk(i, f" w{i}") for i in range(MAX_UNUSED + 12)] + [b"data: [DONE]\n\n"]
     rep = ChatRepairer(Rules(), FlowContext(model="m"), Verdict())
@@ -379,9 +370,3 @@ def test_a_created_that_changes_every_chunk_stops_the_learning():
     assert rep.skim is not None and not rep.skim.tries("chat.text:content")
     assert max(layout.consts[("created",)] for layout in rep.skim.layouts) <= 1000 + MAX_UNUSED  # learned no more
     assert same(evs, {"model": "m", "stream": True}) == 0
-
-
-def json_bytes(obj: Any) -> bytes:
-    import orjson
-
-    return orjson.dumps(obj)
