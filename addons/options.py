@@ -119,7 +119,8 @@ def add_options(loader) -> None:
         """Read the common deltas of a stream without parsing their JSON (wire/skim.py:
         an event in the layout of the last one the full path handled goes through the
         same rules; the output is the same byte for byte, which the tests check). Off:
-        every event is parsed, at about 1.3x the cost per event.""",
+        every event is parsed, and the repair's own work per event is about 2-3 times
+        as much (docs/benchmarks.md, "Skimming").""",
     )
     loader.add_option(
         "streamfix_keep_bodies",
