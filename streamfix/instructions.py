@@ -126,6 +126,7 @@ def run(
     repeats: int,
     only: list[str] | None = None,
     keep: Path | None = None,
+    delay_ms: float = 0.0,
 ) -> dict[str, Any]:
     import httpx
 
@@ -174,7 +175,7 @@ def run(
                     "content-type": "application/json",
                     "accept-encoding": "identity",
                     "x-streamfix-recording": rec,
-                    "x-streamfix-delay-ms": "0",
+                    "x-streamfix-delay-ms": f"{delay_ms:g}",
                 }
                 with httpx.Client(timeout=1200) as client:
 
@@ -222,7 +223,7 @@ def run(
         finally:
             for p in reversed(procs):
                 p.stop()
-    return {"rows": rows, "cores": cores, "labels": [s[0] for s in specs], "against": against}
+    return {"rows": rows, "cores": cores, "labels": [s[0] for s in specs], "against": against, "delay_ms": delay_ms}
 
 
 def report(res: dict[str, Any], repeats: int) -> str:
@@ -232,7 +233,8 @@ def report(res: dict[str, Any], repeats: int) -> str:
         f"machine: {m['nproc']} CPUs, {m['cpu']}; Python {m['python']}; mitmproxy {m['mitmproxy']}; {m['platform']}",
         (
             f"valgrind callgrind, instructions counted for {'exactly one' if repeats == 1 else f'{repeats} (median)'} "
-            "measured request per figure, after one warm-up request; upstream writes back to back"
+            "measured request per figure, after one warm-up request; upstream writes "
+            + (f"{res['delay_ms']:g} ms apart" if res.get("delay_ms") else "back to back")
         ),
     ]
     for label in labels:
@@ -295,12 +297,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, default=None, help="also write the rows to this file")
     ap.add_argument("--proxies", default=None, help="only these proxies (comma-separated labels; passthrough always)")
     ap.add_argument("--keep-dumps", type=Path, default=None, help="keep the callgrind dumps in this directory")
+    ap.add_argument(
+        "--delay-ms",
+        type=float,
+        default=0.0,
+        help="the upstream pauses this long between writes (paced like a model; default 0: back to back)",
+    )
     a = ap.parse_args(argv)
     streams = a.streams or (["responses-claude", "chat"] if a.quick else list(bench.STREAMS))
     modes = ["event"] if a.quick else [s for _, s in MODES]
     t0 = time.monotonic()
     only = a.proxies.split(",") if a.proxies else None
-    res = run(streams, modes, a.floors, [p.resolve() for p in a.against], max(1, a.repeats), only, a.keep_dumps)
+    res = run(streams, modes, a.floors, [p.resolve() for p in a.against], max(1, a.repeats), only, a.keep_dumps, a.delay_ms)
     print(report(res, a.repeats))
     if a.json:
         a.json.write_text(json.dumps({k: v for k, v in res.items() if k != "against"}, indent=1, default=str))
