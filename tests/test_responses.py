@@ -1035,7 +1035,10 @@ def test_one_parse_per_event_and_no_reserialization_of_unchanged(monkeypatch):
     monkeypatch.setattr(stream_mod, "orjson", CountingLoads)
     monkeypatch.setattr(sse_mod, "orjson", CountingLoads)  # Event.json: the one loads per event
     monkeypatch.setattr(responses_mod, "orjson", CountingDumps)
+    # the full path's counts: skimming off (a body read at once skims the events after
+    # the ones that teach a layout: tests/test_stream.py counts the parses with it on)
     rep = ResponsesRepairer(Rules(), rec_ctx(rec), Verdict())
+    rep.skim = None
     repair_body(rep, rec.body)
     assert len(loads) == 15  # one per event
     assert len(dumps) == 10  # 2 filled + 3 synthesized + 5 renumbered; 3 dropped, 2 untouched raw
@@ -1043,7 +1046,9 @@ def test_one_parse_per_event_and_no_reserialization_of_unchanged(monkeypatch):
     loads.clear()
     dumps.clear()
     rec = next(r for r in RECORDINGS if r.name == "responses-claude-text-tool-text")
-    repair_body(ResponsesRepairer(Rules(), rec_ctx(rec), Verdict()), rec.body)
+    rep = ResponsesRepairer(Rules(), rec_ctx(rec), Verdict())
+    rep.skim = None
+    repair_body(rep, rec.body)
     assert len(loads) == 17  # one per event
     # 2 filled + 3 + 2 synthesized + 5 renumbered (the call) + 2 deltas and 3 late closes
     # retargeted + the terminal; nothing raw but the first message's 4 events

@@ -95,12 +95,16 @@ def test_bench_stream_skims_as_it_repairs(how):
 @pytest.mark.parametrize("rules", [Rules(), Rules(tool_header=False), Rules(truncation="off")], ids=["default", "no-tool-header", "no-truncation"])
 def test_small_bench_stream_byte_by_byte_and_two_newlines(rules):
     """Every cut (one byte a read), and the same stream in the usual two-newline framing.
-    One byte a read, no delta is ever whole in a read: only the third LFs are skimmed
-    (each read alone, between events), all but the two before the first delta taught a
-    layout (after message_start and the first content_block_start)."""
-    blanks = bench.events_of(SMALL).count(b"\n")
+    One byte a read, no delta is ever whole in a read, but the read that ends one
+    completes the event the parser holds: it is skimmed as the same event read whole
+    would be, so exactly the events skimmed one per read are, deltas too, not only the
+    third LFs (each read alone, between events)."""
+    evs = bench.events_of(SMALL)
+    blanks = evs.count(b"\n")
     assert blanks > 100
-    assert same([SMALL[i : i + 1] for i in range(len(SMALL))], rules) == blanks - 2
+    skimmed = same([SMALL[i : i + 1] for i in range(len(SMALL))], rules)
+    assert skimmed == same(evs, rules)
+    assert skimmed > blanks + 100
     two = SMALL.replace(b"\n\n\n", b"\n\n")
     for pieces in chunkings(two).values():
         same(pieces, rules)
@@ -181,12 +185,13 @@ def test_a_skimmed_event_is_not_parsed(monkeypatch, skim):
     if skim:
         # parsed: every event but the deltas, and the first delta of each of the three
         # layouts (thinking, text, arguments), which teaches it; skimmed: the other deltas
-        # and the blank lines but the three read with message_start, the first
-        # content_block_start and the first delta (the layout is learned in that read)
+        # and the blank lines but the two read with the first content_block_start and the
+        # first delta (no layout learned yet: those reads go whole); the stream's first
+        # read goes event by event, so message_start's blank line is skimmed
         deltas = sum(1 for e in evs if e.startswith(b"event: content_block_delta"))
         assert deltas > 2000
         assert len(parsed) == data_events - deltas + 3
-        assert s.skimmed == deltas - 3 + blanks - 3
+        assert s.skimmed == deltas - 3 + blanks - 2
     else:
         assert s.skimmed == 0 and len(parsed) == data_events
 

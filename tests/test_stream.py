@@ -345,3 +345,120 @@ def test_reads_feeds_a_real_repair_between_the_owners_first_read_and_end():
     (out,) = r(call)
     assert b'"tool_calls":[{"index":0,' in out and rep.events == 1
     assert r(b"") == [b""] and calls == [head, b""]
+
+
+# --- skimmed events and the reads that cut them (wire.skim) -----------------------------
+
+
+class Skimming(EventRepairer):
+    """Learns the layout of ``{"n":N}`` on the full path and takes such events skimmed,
+    as they came; declines n == ``decline`` (full path), raises on n == ``boom``."""
+
+    def __init__(self, boom=None, decline=None):
+        super().__init__()
+        from streamfix.wire.skim import Skim
+
+        self.skim = Skim()
+        self.boom, self.decline = boom, decline
+        self.full: list[int] = []  # n of each event the full path took
+        self.fast: list[int] = []  # n of each event taken skimmed
+
+    def event(self, ev: Event) -> list[bytes]:
+        obj = self.parse(ev)
+        if obj is not None:
+            self.full.append(obj["n"])
+            if obj["n"] == self.boom:
+                raise RuntimeError("boom")
+            holes = frozenset({("n",), ("s",)}) if "s" in obj else frozenset({("n",)})
+            self.skim.learn("n", ev.raw, ev.data, ev.event, obj, holes)
+        return [ev.raw]
+
+    def skimmed(self, s):
+        n = s.number(0)
+        if n == self.boom:
+            raise RuntimeError("boom")
+        if n == self.decline:
+            return None
+        self.fast.append(n)
+        return s.raw
+
+
+TEN = b"".join(b'data: {"n":%d}\n\n' % i for i in range(10))
+
+
+def _reads(body: bytes, size: int) -> list[bytes]:
+    return [body[i : i + size] for i in range(0, len(body), size)]
+
+
+@pytest.mark.parametrize("size", [1, 5, 11, 16, 25, len(TEN)])
+def test_an_event_a_read_completes_is_skimmed_whole_and_the_first_read_too(size):
+    """Whatever the reads (one byte each, events cut anywhere, the whole body as the
+    first read): the first event teaches the layout on the full path, every later one
+    is skimmed, whole, the one a read completes too (the parser's bytes and the read's)."""
+    rep = Skimming()
+    out, s = run(rep, _reads(TEN, size))
+    assert out == TEN and s.error is None
+    assert rep.full == [0] and rep.fast == list(range(1, 10))
+    assert (s.events, s.skimmed) == (10, 9)
+    assert s.parser is None or s.parser.idle()
+
+
+@pytest.mark.parametrize("size", [1, 5, 11, len(TEN)])
+def test_a_declined_event_takes_the_full_path_wherever_the_reads_cut_it(size):
+    rep = Skimming(decline=4)
+    out, s = run(rep, _reads(TEN, size))
+    assert out == TEN and s.error is None
+    assert rep.full == [0, 4] and rep.fast == [1, 2, 3, 5, 6, 7, 8, 9]
+
+
+@pytest.mark.parametrize("size", [1, 5, 11, 16, len(TEN)])
+def test_a_skimmed_event_that_raises_fails_open_and_loses_nothing(size):
+    """n == 5 raises in ``skimmed``: whether a read holds it whole or completes it, the
+    rest of the stream goes out as it came, byte for byte, and nothing more is repaired."""
+    rep = Skimming(boom=5)
+    out, s = run(rep, _reads(TEN, size))
+    assert out == TEN
+    assert isinstance(s.error, RuntimeError)
+    assert rep.fast == [1, 2, 3, 4]
+
+
+@pytest.mark.parametrize(
+    "first",
+    [b"\xef\xbb\xbfdata: {}\n\n", b"\xef", b"\xef\xbb", b'data: {"n":0}\r\n\r\n', b""],
+    ids=["bom", "bom-1", "bom-2", "cr", "empty"],
+)
+def test_a_first_read_that_does_not_decide_the_fast_path_leaves_the_parser_undecided(first):
+    p = SseParser()
+    assert not p.start(first)
+    assert not p.fast()
+    assert p.feed(first) == SseParser().feed(first)  # as if start had not been asked
+
+
+def test_the_first_read_decides_the_fast_path_as_feed_would():
+    p, q = SseParser(), SseParser()
+    assert p.start(b"da")  # (no BOM starts with "d": decided on two bytes)
+    assert p.fast() and p.idle()
+    assert not p.start(b"data")  # decided: asked again, nothing changes
+    assert p.feed(b'data: {"n":0}\n\nda') == q.feed(b'data: {"n":0}\n\nda')
+    assert p.pending(b'ta: {"n":1}\n\n', 13) == b'data: {"n":1}\n\n'
+    assert not p.idle()
+    p.taken()
+    assert p.idle() and p.close() == []
+
+
+def test_a_large_event_a_read_completes_goes_the_full_way():
+    """An event begun in earlier reads is joined to be matched only up to SEAMED_MAX bytes
+    (else the parser would join it a second time): a larger one of a learned layout takes
+    the full path, a small one cut the same way is skimmed."""
+    from streamfix.wire.stream import SEAMED_MAX
+
+    def ev(n, size):
+        return b'data: {"n":%d,"s":"%s"}\n\n' % (n, b"x" * size)
+
+    big, small = ev(2, SEAMED_MAX), ev(3, 100)
+    body = ev(0, 10) + ev(1, 10) + big + small
+    reads = [ev(0, 10) + ev(1, 10), big[:1000], big[1000:], small[:50], small[50:]]
+    rep = Skimming()
+    out, s = run(rep, reads)
+    assert out == body and s.error is None
+    assert rep.full == [0, 2] and rep.fast == [1, 3]

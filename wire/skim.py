@@ -524,7 +524,10 @@ class Skim:
 
     def missed(self) -> None:
         """A whole event matched no layout (the driver says so; a match tried on an event
-        the read does not hold whole is not a miss)."""
+        the read does not hold whole is not a miss, nor one before any layout is learned:
+        the stream's first read goes event by event to learn them)."""
+        if not self.active:
+            return
         self._misses += 1
         if self._misses >= MAX_MISSES:  # a stream whose events do not keep a layout
             self.active = False

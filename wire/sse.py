@@ -394,6 +394,30 @@ class SseParser:
         """On the fast path (LF framing, decided)."""
         return self._mode == _FAST
 
+    def start(self, chunk: bytes) -> bool:
+        """Before the first byte: True if ``chunk``, the stream's first read, decides the
+        fast path (no BOM can start it, no CR in it), which it then is; the events fed
+        afterwards are those :meth:`feed` would have made of it. Else False, and nothing
+        changed (:meth:`feed` decides)."""
+        if self._mode != _UNDECIDED or self._pend or not chunk:
+            return False
+        if _BOM.startswith(chunk[:3]) or b"\r" in chunk:  # (a BOM, or its first bytes, or a CR)
+            return False
+        self._mode = _FAST
+        self._first = False
+        return True
+
+    def pending(self, chunk: bytes, end: int) -> bytes:
+        """The unfinished event completed by ``chunk[:end]`` (:meth:`seam`'s offset): its
+        bytes, the parser unchanged (:meth:`taken` says it was handled elsewhere)."""
+        return b"".join(self._pend) + chunk[:end]
+
+    def taken(self) -> None:
+        """The unfinished event, completed by the read (:meth:`pending`), was handled
+        without the parser: idle again, as after it."""
+        self._pend.clear()
+        self._pend_lf = False
+
     def seam(self, chunk: bytes, pos: int = 0) -> int:
         """Where in ``chunk`` the event begun before ``pos`` (the pending one, or one starting
         at ``pos`` when idle) ends on the fast path: the offset after its blank line, or -1

@@ -9,7 +9,7 @@ out as it came, and :attr:`StreamRepair.error` says why. Nothing is lost.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 
@@ -18,6 +18,11 @@ from .fired import Fired
 from .foreign import foreign
 from .skim import Skim, Skimmed
 from .sse import Event, SseParser
+
+SEAMED_MAX: Final = 65536
+"""The largest event, begun in an earlier read, that the read ending it may skim (its
+bytes are joined to be matched, and joined again by the parser if they are not): deltas
+are far smaller; a large item or terminal event goes the full way anyway."""
 
 try:
     from mypy_extensions import mypyc_attr
@@ -262,7 +267,9 @@ class StreamRepair:
             out = chunk
         else:
             skim = self.repairer.skim
-            if skim is not None and skim.active and not self.quiet and parser.fast():
+            # event by event while skimming, and in the first read, whose first events
+            # teach the layouts that serve the rest of it
+            if skim is not None and (parser.fast() and skim.active or parser.start(chunk)):
                 out = self._skim(chunk, skim, parser)
             else:
                 out = self._run(parser.feed(chunk), eof=False)
@@ -283,16 +290,23 @@ class StreamRepair:
         n = len(chunk)
         pos = 0
         outs: list[bytes] = []
-        if not parser.idle():  # an event begun in an earlier read: the parser ends it first
+        if not parser.idle():  # an event begun in an earlier read, which this one ends
             pos = parser.seam(chunk)
             if pos < 0:
                 return self._run(parser.feed(chunk), eof=False)
-            outs.append(self._run(parser.feed(chunk[:pos]), eof=False))
+            out = None if self.quiet or parser.buffered + pos > SEAMED_MAX else self._seamed(chunk, pos, skim, parser)
+            if out is None:  # not skimmed: the parser ends it (failed over: the loop sends the rest)
+                outs.append(self._run(parser.feed(chunk[:pos]), eof=False))
+            elif self.parser is None:  # the repairer failed on it: this is all of the read, raw
+                return out
+            else:
+                outs.append(out)
         while pos < n:
             if self.parser is None or not parser.idle():  # failed over, or off the fast path
                 outs.append(self._run(parser.feed(chunk[pos:]), eof=False) if self.parser is not None else chunk[pos:])
                 break
-            s = skim.match(chunk, pos)
+            # (until the API's first event, every event takes the full path: rule no_events listens there)
+            s = None if self.quiet else skim.match(chunk, pos)
             if s is not None:
                 try:
                     out = rep.skimmed(s)
@@ -312,11 +326,35 @@ class StreamRepair:
             end = parser.seam(chunk, pos)  # this one event the full way
             if end < 0:
                 end = n
-            elif s is None:
+            elif s is None and not self.quiet:
                 skim.missed()
             outs.append(self._run(parser.feed(chunk[pos:end] if pos or end < n else chunk), eof=False))
             pos = end
         return outs[0] if len(outs) == 1 else b"".join(outs)
+
+    def _seamed(self, chunk: bytes, pos: int, skim: Skim, parser: SseParser) -> bytes | None:
+        """The event the parser holds unfinished, which ``chunk[:pos]`` ends, skimmed if it
+        has a learned layout and the repairer takes it that way (else None: the parser
+        ends it). Its bytes are the parser's and this read's, joined once; they hold one
+        blank line, at their end, so a match is all of them."""
+        raw = parser.pending(chunk, pos)
+        s = skim.match(raw, 0)
+        if s is None:
+            skim.missed()
+            return None
+        if len(s.raw) != len(raw):
+            return None
+        try:
+            out = self.repairer.skimmed(s)
+        except Exception as e:  # fail open, as in _skim: what is held, the unfinished event, this read
+            self.error = e
+            return self._unsent([], eof=False) + chunk
+        if out is None:
+            return None
+        parser.taken()
+        self.events += 1
+        self.skimmed += 1
+        return out
 
     def undelivered(self) -> tuple[int, int, int]:
         """(held events, their bytes, bytes of the unfinished event): what was received
