@@ -10,12 +10,18 @@ way mitmproxy streams) and a mitmdump with ``addons/repair.py``.
 The upstream (``--serve``, started as its own process) answers every request with a
 Devin-style ``/v1/responses`` turn as unfixed CPA emits it (``streamfix.bench``'s
 builder: reasoning, text and two function calls, which the addon repairs), one event
-per HTTP/1.1 chunk, ``--pace-ms`` apart (20 ms: 50 events/s). Each event's JSON starts
-with a key ``"x_t":<CLOCK_MONOTONIC ns>`` written the moment it is sent (the events keep
-the shape gateways write, ``event:`` and ``data:`` lines only; the repairer keeps keys it
-does not know, also in events it rewrites), so the client (asyncio, in this process)
-reads the send time of every upstream event it receives, and its latency is arrival
-minus send. Events the repairer inserts carry no stamp and are not counted.
+per HTTP/1.1 chunk, ``--pace-ms`` apart (20 ms: 50 events/s), byte for byte as the
+builder makes them. The upstream keeps the moment (CLOCK_MONOTONIC) it sends each delta,
+by the request's ``x-stream`` id, and the client (asyncio, in this process) asks it for
+them after the stream (``GET /sent/<id>``, to the upstream directly): a delta's latency
+is its arrival minus its send (the repairer never adds, reorders or drops a delta of
+this turn, so the k-th delta received is the k-th sent; the client checks the counts).
+The other events (about 10 %: added, done, the terminal) are not timed.
+
+``--stamped`` times every event instead by a key ``"x_t":<ns>`` the upstream writes
+into its JSON as it sends it (the repairer keeps keys it does not know). That makes
+every event a layout no other event has, so nothing is skimmed (``wire/skim.py``):
+the worst case for the addon, which this benchmark measured until 1 December 2026.
 
 Reported per target and concurrency (1, 50, 100, 200 streams): p50 and p99 latency per
 event, and the *added* latency of each proxy (its percentile minus the direct one at
@@ -31,6 +37,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
+import json
+import os
 import random
 import re
 import socket
@@ -58,15 +67,32 @@ def _events() -> list[bytes]:
     return bench.events_of(body)
 
 
+_DELTA = re.compile(rb'"type":"response\.[a-z_]+\.delta"')
+"""A delta event's type in its JSON (the repairer never adds, reorders or drops a delta
+of this turn: the k-th delta out is the k-th delta sent)."""
+SENT: dict[bytes, list[int]] = {}
+"""The upstream's send times (CLOCK_MONOTONIC ns) of each stream's deltas, by the
+stream's ``x-stream`` id, until the client fetches them (``GET /sent/<id>``)."""
+
+
 async def _answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, events: list[bytes], pace: float):
     try:
         head = await reader.readuntil(b"\r\n\r\n")
+        if head.startswith(b"GET /sent/"):  # a stream's send times, as JSON, once
+            sid = head[10 : head.index(b" ", 10)]
+            body = json.dumps(SENT.pop(sid, [])).encode()
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body))
+            await writer.drain()
+            return
         m = re.search(rb"(?i)\r\ncontent-length:\s*(\d+)", head)
         if m:
             await reader.readexactly(int(m.group(1)))
         m = re.search(rb"(?i)\r\nx-pace-ms:\s*([\d.]+)", head)  # the aborts run faster
         if m:
             pace = float(m.group(1)) / 1000
+        m = re.search(rb"(?i)\r\nx-stream:\s*(\S+)", head)
+        sent = SENT.setdefault(m.group(1), []) if m else None
+        stamp = re.search(rb"(?i)\r\nx-stamp:\s*json", head) is not None
         writer.write(
             b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n"
             b"connection: close\r\n\r\n"
@@ -74,8 +100,13 @@ async def _answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, ev
         for i, ev in enumerate(events):
             if i:
                 await asyncio.sleep(pace)
-            head, brace, rest = ev.partition(b"data: {")
-            data = head + brace + b'"x_t":%d,' % time.monotonic_ns() + rest if brace else ev
+            if stamp:  # the send time in the event's JSON: every event a new layout
+                head, brace, rest = ev.partition(b"data: {")
+                data = head + brace + b'"x_t":%d,' % time.monotonic_ns() + rest if brace else ev
+            else:  # the event as CPA sends it, its send time kept here
+                data = ev
+                if sent is not None and _DELTA.search(ev):
+                    sent.append(time.monotonic_ns())
             writer.write(b"%x\r\n%s\r\n" % (len(data), data))
             await writer.drain()
         writer.write(b"0\r\n\r\n")
@@ -100,22 +131,45 @@ async def _serve(port: int, pace_ms: float) -> None:
 REQUEST = b'{"model":"devin/swe-2","stream":true,"input":[{"role":"user","content":"Build the page."}]}'
 
 
-def _request(pace_ms: float | None = None) -> bytes:
+def _request(pace_ms: float | None = None, sid: str = "", stamped: bool = False) -> bytes:
     pace = b"x-pace-ms: %g\r\n" % pace_ms if pace_ms is not None else b""
+    extra = (b"x-stream: %s\r\n" % sid.encode() if sid else b"") + (b"x-stamp: json\r\n" if stamped else b"")
     return (
         b"POST /v1/responses HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
-        b"accept-encoding: identity\r\nconnection: close\r\n%scontent-length: %d\r\n\r\n" % (pace, len(REQUEST))
+        b"accept-encoding: identity\r\nconnection: close\r\n%s%scontent-length: %d\r\n\r\n" % (pace, extra, len(REQUEST))
     ) + REQUEST
 
 
-async def _one_stream(port: int, delay: float, lat: list[float]) -> int:
-    """One streamed request; appends each stamped event's latency (ms); returns events."""
-    await asyncio.sleep(delay)
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    n = 0
-    tail = b""
+_ids = itertools.count()
+
+
+async def _sent(upstream: int, sid: str) -> list[int]:
+    """The upstream's send times of stream ``sid``'s deltas (asked of it directly)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", upstream)
     try:
-        writer.write(_request())
+        writer.write(b"GET /sent/%s HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n" % sid.encode())
+        await writer.drain()
+        head = await reader.readuntil(b"\r\n\r\n")
+        m = re.search(rb"(?i)\r\ncontent-length:\s*(\d+)", head)
+        assert m, head
+        times: list[int] = json.loads(await reader.readexactly(int(m.group(1))))
+        return times
+    finally:
+        writer.close()
+
+
+async def _one_stream(port: int, delay: float, lat: list[float], upstream: int, stamped: bool) -> int:
+    """One streamed request; appends each upstream event's latency (ms): arrival minus
+    send, the send time read from the event's stamp (``stamped``) or, for each delta, from
+    the upstream's record of the stream; returns how many were timed."""
+    await asyncio.sleep(delay)
+    sid = f"{os.getpid()}-{next(_ids)}"
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    arrived: list[int] = []
+    tail = b""
+    pattern = _STAMP if stamped else _DELTA
+    try:
+        writer.write(_request(sid="" if stamped else sid, stamped=stamped))
         await writer.drain()
         while True:
             chunk = await reader.read(65536)
@@ -124,19 +178,27 @@ async def _one_stream(port: int, delay: float, lat: list[float]) -> int:
                 break
             data = tail + chunk
             end = 0
-            for m in _STAMP.finditer(data):
-                lat.append((now - int(m.group(1))) / 1e6)
-                n += 1
+            for m in pattern.finditer(data):
+                arrived.append(now - int(m.group(1)) if stamped else now)
                 end = m.end()
             tail = data[max(end, len(data) - 64) :]
     finally:
         writer.close()
-    return n
+    if stamped:
+        lat.extend(d / 1e6 for d in arrived)
+        return len(arrived)
+    sent = await _sent(upstream, sid)
+    if len(sent) != len(arrived):
+        raise RuntimeError(f"stream {sid}: {len(sent)} deltas sent, {len(arrived)} received")
+    lat.extend((a - t) / 1e6 for a, t in zip(arrived, sent))
+    return len(arrived)
 
 
-async def _load(port: int, streams: int, pace_ms: float) -> tuple[list[float], int]:
+async def _load(port: int, streams: int, pace_ms: float, upstream: int, stamped: bool = False) -> tuple[list[float], int]:
     lat: list[float] = []
-    counts = await asyncio.gather(*(_one_stream(port, random.uniform(0, pace_ms / 1000), lat) for _ in range(streams)))
+    counts = await asyncio.gather(
+        *(_one_stream(port, random.uniform(0, pace_ms / 1000), lat, upstream, stamped) for _ in range(streams))
+    )
     return lat, sum(counts)
 
 
@@ -182,11 +244,11 @@ def _rss_kb(pid: int) -> int:
     return -1
 
 
-def run(quick: bool = False, pace_ms: float = 20.0, aborts: int = 2000) -> dict[str, Any]:
+def run(quick: bool = False, pace_ms: float = 20.0, aborts: int = 2000, stamped: bool = False) -> dict[str, Any]:
     levels = (1, 50) if quick else LEVELS
     ladder = (5, 25) if quick else LADDER
     aborts = 200 if quick else aborts
-    out: dict[str, Any] = {"levels": {}, "ladder": {}, "rss": {}, "pace_ms": pace_ms, "aborts": aborts}
+    out: dict[str, Any] = {"levels": {}, "ladder": {}, "rss": {}, "pace_ms": pace_ms, "aborts": aborts, "stamped": stamped}
     with tempfile.TemporaryDirectory(prefix="streamfix-capacity-") as tmp:
         tmpd = Path(tmp)
         procs: list[bench._Proc] = []
@@ -205,21 +267,22 @@ def run(quick: bool = False, pace_ms: float = 20.0, aborts: int = 2000) -> dict[
                 p, ports[label] = bench.start_proxy(upstream, addon, tmpd, label, procs)
                 pids[label] = p.p.pid
             for port in ports.values():  # warm-up
-                asyncio.run(_load(port, 2, pace_ms))
+                asyncio.run(_load(port, 2, pace_ms, ports["direct"], stamped))
 
             def measure(n: int) -> dict[str, dict[str, float]]:
                 row = {}
                 for label in ("direct", "passthrough", "addon"):
                     t0 = time.monotonic()
                     c0 = bench._cpu_seconds(pids[label]) if label in pids else 0.0
-                    lat, events = asyncio.run(_load(ports[label], n, pace_ms))
+                    lat, events = asyncio.run(_load(ports[label], n, pace_ms, ports["direct"], stamped))
                     cpu = bench._cpu_seconds(pids[label]) - c0 if label in pids else 0.0
                     row[label] = {
                         "p50": _pct(lat, 0.5),
                         "p99": _pct(lat, 0.99),
                         "events": events,
                         "seconds": time.monotonic() - t0,
-                        "cpu_us": cpu / max(events, 1) * 1e6,
+                        # per upstream event, timed or not (each stream sends the whole turn)
+                        "cpu_us": cpu / max(n * len(_events()), 1) * 1e6,
                     }
                 for label in ("passthrough", "addon"):
                     row[label]["added_p50"] = row[label]["p50"] - row["direct"]["p50"]
@@ -263,7 +326,12 @@ def report(r: dict[str, Any]) -> str:
     m = bench.machine()
     lines = [
         f"machine: {m['nproc']} CPUs, {m['cpu']}; Python {m['python']}; mitmproxy {m['mitmproxy']}; {m['platform']}",
-        f"model-paced streams: one event per chunk, {r['pace_ms']:g} ms apart ({1000 / r['pace_ms']:g} events/s)",
+        f"model-paced streams: one event per chunk, {r['pace_ms']:g} ms apart ({1000 / r['pace_ms']:g} events/s); "
+        + (
+            "every event stamped with its send time in its JSON (a new layout each: nothing skimmed)"
+            if r.get("stamped")
+            else "the events as CPA sends them, each delta's send time kept by the upstream"
+        ),
         "",
         "latency per event, ms (added = the proxy's percentile minus direct's at the same concurrency)",
         (
@@ -326,6 +394,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="1 and 50 streams, a short ladder, 200 aborts")
     ap.add_argument("--pace-ms", type=float, default=20.0, help="pause between a stream's events (default 20)")
     ap.add_argument("--aborts", type=int, default=2000)
+    ap.add_argument(
+        "--stamped",
+        action="store_true",
+        help="the send time in each event's JSON (a key no repairer knows: every event a new layout, "
+        "the worst case for skimming) instead of kept by the upstream",
+    )
     ap.add_argument("--serve", action="store_true", help="run the timed upstream (used by the benchmark)")
     ap.add_argument("--port", type=int, default=0)
     a = ap.parse_args(argv)
@@ -336,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
             pass
         return 0
     t0 = time.monotonic()
-    r = run(quick=a.quick, pace_ms=a.pace_ms, aborts=a.aborts)
+    r = run(quick=a.quick, pace_ms=a.pace_ms, aborts=a.aborts, stamped=a.stamped)
     print(report(r))
     print(f"\n(capacity benchmark took {time.monotonic() - t0:.0f} s)")
     return 0

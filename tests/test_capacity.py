@@ -1,0 +1,53 @@
+"""streamfix/capacity.py's clock: the latency of every timed upstream event is measured,
+the send times kept by the upstream line up with the deltas received, and a stamped
+stream times its events from their JSON. Against the timed upstream itself (the direct
+target), in process; the proxies are the benchmark's business."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from streamfix import capacity
+
+
+async def _served(pace_ms: float, streams: int, stamped: bool) -> tuple[list[float], int]:
+    events = capacity._events()
+    server = await asyncio.start_server(
+        lambda r, w: capacity._answer(r, w, events, pace_ms / 1000), "127.0.0.1", 0
+    )
+    port = server.sockets[0].getsockname()[1]
+    async with server:
+        return await capacity._load(port, streams, pace_ms, port, stamped)
+
+
+def test_every_delta_is_timed_by_the_send_times_the_upstream_kept():
+    events = capacity._events()
+    deltas = [e for e in events if capacity._DELTA.search(e)]
+    assert 140 <= len(deltas) < len(events)  # reasoning, text and arguments deltas; not the rest
+    lat, n = asyncio.run(_served(0.5, 3, stamped=False))
+    assert n == len(lat) == 3 * len(deltas)
+    assert all(0 <= x < 1000 for x in lat)
+    assert not capacity.SENT  # each stream's record fetched, and let go
+
+
+def test_a_stamped_stream_times_every_event_with_json_from_its_stamp():
+    events = capacity._events()
+    with_json = [e for e in events if b"data: {" in e]
+    lat, n = asyncio.run(_served(0.5, 2, stamped=True))
+    assert n == len(lat) == 2 * len(with_json)
+    assert all(0 <= x < 1000 for x in lat)
+
+
+def test_a_count_that_does_not_line_up_is_an_error(monkeypatch):
+    """A delta lost (or one too many) between upstream and client would pair every later
+    send time with the wrong arrival: the client refuses the stream instead."""
+    real = capacity._sent
+
+    async def one_short(upstream, sid):
+        return (await real(upstream, sid))[:-1]
+
+    monkeypatch.setattr(capacity, "_sent", one_short)
+    with pytest.raises(RuntimeError, match="deltas sent"):
+        asyncio.run(_served(0.5, 1, stamped=False))
