@@ -4,6 +4,12 @@ A repaired flow's receipt is its verdict first, then the rules that fired with h
 events each changed; the evidence and the linked upstream flow follow on lines of their
 own (mitmweb's comment column shows the first line). Log lines name the method and path,
 never the query string, headers or content.
+
+A finished flow gets one log line: its receipt (the comment's lines joined by ``; ``) and
+the repairer's notes after it, or the notes alone when nothing was changed. Every line
+an addon logs costs mitmproxy a format, a write and an ``add_log`` hook through every
+addon (about 800,000 instructions each, measured: docs/benchmarks.md), so a flow's
+notes are not a line each.
 """
 
 from __future__ import annotations
@@ -48,6 +54,11 @@ def receipt(
     return (f"{head}fixed {fired} ({events}, {api})" if fired else f"{head}fixed {events} ({api})"), why
 
 
+def log_line(lines: list[str], notes: list[str]) -> str:
+    """One log line of a receipt's ``lines`` and the repairer's ``notes``."""
+    return "; ".join(lines + notes)
+
+
 def write(
     flow: http.HTTPFlow,
     st,
@@ -55,14 +66,18 @@ def write(
     changed: bool,
     truncation: str,
     fired: Counter[str] | None = None,
+    notes: list[str] | None = None,
 ) -> bool:
-    """Write a finished flow's receipt (log line, comment lines, the 🔧 mark) and link
-    it to its upstream flow. ``st`` is its :class:`addons.flowstream.FlowState`. Returns
-    whether the flow was repaired."""
+    """Write a finished flow's receipt (one log line with ``notes`` after it, comment
+    lines, the 🔧 mark) and link it to its upstream flow. ``st`` is its
+    :class:`addons.flowstream.FlowState`. Returns whether the flow was repaired."""
+    notes = notes or []
     upstream = links.link_upstream(flow, st.resolver)
     if not changed:
         if upstream is not None:
             comment(flow, f"upstream flow {upstream}")
+        if notes:
+            logger.info(f"streamfix: {where(flow)}: {log_line([], notes)}")
         return False
     flow.marked = ":wrench:"
     # stream repairers keep their Decision; for a JSON body ask the verdict
@@ -71,7 +86,7 @@ def write(
     lines = [head] + ([f"why: {why}"] if why else []) + ([f"upstream flow {upstream}"] if upstream else [])
     if st.verdict.upstream_counts is not None:  # the usage the fill used, with Devin's model
         lines.append(st.verdict.upstream_counts.detail())
-    text = "; ".join(lines)
+    text = log_line(lines, notes)
     if why:
         logger.warning(f"streamfix: {where(flow)}: {text}")
     else:
@@ -83,15 +98,14 @@ def write(
 
 def report(flow: http.HTTPFlow, st, rep: EventRepairer, err: BaseException | None, truncation: str) -> str:
     """A finished stream's notes and receipt, or the line saying its repairer failed and
-    the rest passed through. Returns ``"failed"``, ``"repaired"`` or ``""``."""
-    for n in rep.notes:
-        logger.info(f"streamfix: {where(flow)}: {n}")
+    the rest passed through (one log line each, the repairer's notes in it). Returns
+    ``"failed"``, ``"repaired"`` or ``""``."""
     if err is not None:
         msg = f"repairer failed ({type(err).__name__}: {err}); rest of the flow passed through unchanged"
-        logger.error(f"streamfix: {where(flow)}: {msg}")
+        logger.error(f"streamfix: {where(flow)}: {log_line([msg], rep.notes)}")
         comment(flow, f"streamfix: {msg}")
         return "failed"
-    return "repaired" if write(flow, st, rep, rep.changed > 0, truncation) else ""
+    return "repaired" if write(flow, st, rep, rep.changed > 0, truncation, notes=rep.notes) else ""
 
 
 def why_ended(flow: http.HTTPFlow) -> str:

@@ -373,8 +373,7 @@ class WebSocketRepair:
             return
         assert t.repair is not None
         rep = t.repair.repairer
-        for n in rep.notes:
-            logger.info(f"streamfix: {where}: {n}")
+        notes = rep.notes  # in the turn's one log line, as for an SSE flow (addons/receipts.py)
         if t.repair.error is not None:
             self.failed += 1
             err = t.repair.error
@@ -382,7 +381,7 @@ class WebSocketRepair:
                 f"WebSocket turn {t.n}: repairer failed ({type(err).__name__}: {err}); "
                 f"rest of the WebSocket passed through unchanged"
             )
-            logger.error(f"streamfix: {where}: {line}")
+            logger.error(f"streamfix: {where}: {'; '.join([line, *notes])}")
             _comment(flow, f"streamfix: {line}")
         elif rep.changed:
             self.repaired += 1
@@ -393,10 +392,12 @@ class WebSocketRepair:
             else:
                 head, why = f"fixed {rep.changed} events (responses)", ""
             lines = [f"WebSocket turn {t.n}: {head}"] + ([f"why: {why}"] if why else [])
-            text = "; ".join(lines)
+            text = "; ".join(lines + notes)
             (logger.warning if why else logger.info)(f"streamfix: GET {_path(flow)}: {text}")
             for line in lines:
                 _comment(flow, line)
+        elif notes:
+            logger.info(f"streamfix: {where}: {'; '.join(notes)}")
         self._turn_log(flow, t, closed)
 
     def _turn_log(self, flow: http.HTTPFlow, t: Turn, closed: bool) -> None:

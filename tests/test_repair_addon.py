@@ -12,6 +12,7 @@ import pytest
 from mitmproxy import exceptions, http
 from mitmproxy.test import taddons, tflow
 
+from streamfix import bench
 from streamfix.addons import buffered
 from streamfix.addons import repair as mod
 from streamfix.wire.stream import EventRepairer
@@ -296,6 +297,45 @@ class TestReceipts:
     def test_clean_stream_is_untouched_and_unmarked(self, caplog):
         rec, f, out = self.run_recording("chat-openai-clean", caplog)
         assert out == rec.body and not f.marked and not f.comment
+
+    def test_one_log_line_per_flow_its_receipt_then_the_notes(self, caplog):
+        """Every line costs mitmproxy an add_log hook through every addon (~800k
+        instructions): a finished flow logs one, the receipt with the repairer's notes
+        after it; the comment stays the receipt."""
+        rec, f, out = self.run_recording("responses-claude-text-then-tool", caplog)
+        _, s = bench.repair_in_process("responses", rec.request["body"], [rec.body])
+        notes = s.repairer.notes
+        assert len(notes) >= 2  # (a Claude-path turn: the message closed before the call, its late done events dropped)
+        ours = [r.getMessage() for r in caplog.records if r.getMessage().startswith("streamfix: POST /v1/responses: ")]
+        assert len(ours) == 1, ours
+        head = f.comment.split("\n")[0]
+        assert ours[0] == "streamfix: POST /v1/responses: " + "; ".join(f.comment.split("\n") + notes)
+        assert head.startswith("fixed ") and not any(n in f.comment for n in notes)
+
+    def test_an_unchanged_flow_with_notes_logs_them_in_one_line(self, caplog):
+        """Nothing repaired (a data line that is not JSON passes as it came, noted): one
+        line of notes, no receipt, no mark."""
+        from streamfix.recordings import load
+
+        rec = load("chat-openai-clean")
+        first, sep, rest = rec.body.partition(b"\n\n")
+        body = first + sep + b"data: {oops\n\ndata: [1\n\n" + rest
+        addon = mod.Repair()
+        with taddons.context(addon):
+            req = http.Request.make("POST", "http://127.0.0.1:8317" + rec.request["path"], rec.request_body,
+                                    {"content-type": "application/json"})
+            f = tflow.tflow(req=req, resp=http.Response.make(rec.status, b"", rec.headers))
+            f.response.raw_content = None
+            hooks(addon, f)
+            with caplog.at_level(logging.INFO, logger="streamfix"):
+                out = drive(f.response.stream, [body])
+                addon.response(f)
+        assert out == body and not f.marked and not f.comment
+        ours = [r.getMessage() for r in caplog.records if r.getMessage().startswith("streamfix: POST ")]
+        assert ours == [
+            "streamfix: POST /v1/chat/completions: event data is not JSON (5 bytes), passed through; "
+            "event data is not JSON (2 bytes), passed through"
+        ]
 
     def test_usage_at_cap_with_whole_call_is_complete(self, caplog):
         """usage == cap, but the last output is a call whose arguments parse: not cut."""
