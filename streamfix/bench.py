@@ -468,6 +468,18 @@ STREAMS: dict[str, tuple[str, str, dict[str, Any], Callable[[], bytes]]] = {
 }
 
 
+def turn_stream() -> bytes:
+    """A short Devin turn on unfixed CPA's ``/v1/responses`` (166 events: reasoning, text,
+    two calls; the capacity benchmark's): what a flow costs beyond its events shows here."""
+    return devin_responses_stream(calls=(60, 30), reasoning=20, text=40, keepalive_every=0)
+
+
+SHORT_STREAMS: dict[str, tuple[str, str, dict[str, Any], Callable[[], bytes]]] = {
+    "turn": ("responses", "/v1/responses", RESPONSES_REQUEST, turn_stream),
+}
+"""Streams only the instruction benchmark runs, when named (``--streams turn``)."""
+
+
 def events_of(body: bytes) -> list[bytes]:
     """The body cut into its events' raw bytes (one write each, as CPA sends them)."""
     p = SseParser()
@@ -648,7 +660,7 @@ def start_proxy(
 def _write_recordings(root: Path) -> dict[str, tuple[str, bytes, int]]:
     """Bench recordings for the replay upstream: name -> (path, body, events)."""
     out = {}
-    for name, (api, path, request, build) in STREAMS.items():
+    for name, (api, path, request, build) in {**STREAMS, **SHORT_STREAMS}.items():
         body = build()
         for mode, chunk in (("event", "event"), ("batched", "bytes:16384")):
             rec = root / f"bench-{name}-{mode}"

@@ -63,8 +63,7 @@ _STAMP = re.compile(rb'"x_t":(\d+),')
 
 # --- the timed upstream ---------------------------------------------------------------
 def _events() -> list[bytes]:
-    body = bench.devin_responses_stream(calls=(60, 30), reasoning=20, text=40, keepalive_every=0)
-    return bench.events_of(body)
+    return bench.events_of(bench.turn_stream())
 
 
 _DELTA = re.compile(rb'"type":"response\.[a-z_]+\.delta"')

@@ -45,6 +45,7 @@ from . import bench
 
 ROOT = bench.ROOT
 MODES = (("1 event/write", "event"), ("16 KiB writes", "batched"))
+ALL_STREAMS = {**bench.STREAMS, **bench.SHORT_STREAMS}
 
 
 def valgrind() -> tuple[str, str]:
@@ -167,7 +168,7 @@ def run(
                 cores[c.label] = m.group(1) if m else ""
 
             def one(c: Counted, name: str, suffix: str) -> dict[str, Any]:
-                _api, path, request, _build = bench.STREAMS[name]
+                _api, path, request, _build = ALL_STREAMS[name]
                 rec = f"bench-{name}-{suffix}"
                 _, original, n_events = recs[rec]
                 body = json.dumps(request).encode()
@@ -206,7 +207,7 @@ def run(
             expect = {
                 name: bench._masked(
                     bench.repair_in_process(
-                        bench.STREAMS[name][0], bench.STREAMS[name][2], bench.events_of(recs[f"bench-{name}-event"][1])
+                        ALL_STREAMS[name][0], ALL_STREAMS[name][2], bench.events_of(recs[f"bench-{name}-event"][1])
                     )[0]
                 )
                 for name in streams
@@ -288,7 +289,13 @@ def report(res: dict[str, Any], repeats: int) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m streamfix.instructions", description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="two streams (responses-claude, chat), one event per write")
-    ap.add_argument("--streams", nargs="*", default=None, help=f"bench streams (default all: {', '.join(bench.STREAMS)})")
+    ap.add_argument(
+        "--streams",
+        nargs="*",
+        default=None,
+        help=f"bench streams (default all: {', '.join(bench.STREAMS)}; also {', '.join(bench.SHORT_STREAMS)}, "
+        "a short turn: what a flow costs beyond its events)",
+    )
     ap.add_argument("--floors", action="store_true", help="also the bench addon's floors (identity, parse, json)")
     ap.add_argument(
         "--against", action="append", type=Path, default=[], help="also the repair addon of this checkout (A/B)"
