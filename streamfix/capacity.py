@@ -150,7 +150,8 @@ async def _sent(upstream: int, sid: str) -> list[int]:
         await writer.drain()
         head = await reader.readuntil(b"\r\n\r\n")
         m = re.search(rb"(?i)\r\ncontent-length:\s*(\d+)", head)
-        assert m, head
+        if not m:
+            raise RuntimeError(f"the upstream's send times came without a length: {head!r}")
         times: list[int] = json.loads(await reader.readexactly(int(m.group(1))))
         return times
     finally:
