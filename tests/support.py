@@ -64,12 +64,26 @@ def child_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Proc:
     """A child process with its stdout+stderr collected line by line."""
 
     def __init__(
-        self, cmd: Sequence[str], *, cwd: Path = ROOT, env: dict[str, str] | None = None, new_session: bool = False
+        self,
+        cmd: Sequence[str],
+        *,
+        cwd: Path = ROOT,
+        env: dict[str, str] | None = None,
+        new_session: bool = False,
+        default_sigint: bool = False,
     ) -> None:
+        """``default_sigint``: the child starts with SIGINT at its default, as a terminal's
+        foreground job does, even if this process ignores it (a background job of a
+        non-interactive shell, ``cmd &``, inherits SIGINT ignored, and so would the child:
+        Python then installs no KeyboardInterrupt handler)."""
         self.cmd = list(cmd)
         self.p = subprocess.Popen(
             self.cmd,
@@ -79,6 +93,7 @@ class Proc:
             cwd=cwd,
             env=env if env is not None else child_env(),
             start_new_session=new_session,
+            preexec_fn=_default_sigint if default_sigint else None,
         )
         self.lines: list[str] = []
         self.times: list[float] = []

@@ -55,6 +55,7 @@ class Sidecar:
                 [str(ROOT / "scripts" / "sidecar"), "--listen", f"127.0.0.1:{self.port}"],
                 env=child_env(HOME=str(home)),
                 new_session=True,
+                default_sigint=True,  # Ctrl-C reaches it as in a terminal, however this test runs
             )
             try:
                 # bootstrap may have to install the venv first: generous
