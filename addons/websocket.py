@@ -44,7 +44,7 @@ from mitmproxy import contentviews, ctx, exceptions, http
 from mitmproxy.contentviews import Contentview, Metadata
 
 from streamfix.addons import check as checkmode
-from streamfix.addons import shared, turnlog
+from streamfix.addons import receipts, shared, turnlog
 from streamfix.wire.apis import api_for_path
 from streamfix.wire.contract import StreamChecker
 from streamfix.wire.responses import ResponsesRepairer
@@ -381,7 +381,7 @@ class WebSocketRepair:
                 f"WebSocket turn {t.n}: repairer failed ({type(err).__name__}: {err}); "
                 f"rest of the WebSocket passed through unchanged"
             )
-            logger.error(f"streamfix: {where}: {'; '.join([line, *notes])}")
+            logger.error(f"streamfix: {where}: {receipts.log_line([line], notes)}")
             _comment(flow, f"streamfix: {line}")
         elif rep.changed:
             self.repaired += 1
@@ -392,12 +392,12 @@ class WebSocketRepair:
             else:
                 head, why = f"fixed {rep.changed} events (responses)", ""
             lines = [f"WebSocket turn {t.n}: {head}"] + ([f"why: {why}"] if why else [])
-            text = "; ".join(lines + notes)
+            text = receipts.log_line(lines, notes)
             (logger.warning if why else logger.info)(f"streamfix: GET {_path(flow)}: {text}")
             for line in lines:
                 _comment(flow, line)
         elif notes:
-            logger.info(f"streamfix: {where}: {'; '.join(notes)}")
+            logger.info(f"streamfix: {where}: {receipts.log_line([], notes)}")
         self._turn_log(flow, t, closed)
 
     def _turn_log(self, flow: http.HTTPFlow, t: Turn, closed: bool) -> None:

@@ -342,7 +342,7 @@ class StreamRepair:
         if s is None:
             skim.missed()
             return None
-        if len(s.raw) != len(raw):
+        if len(s.raw) != len(raw):  # (cannot be, as said; were it, taken() would lose the rest)
             return None
         try:
             out = self.repairer.skimmed(s)
