@@ -25,7 +25,8 @@ async def _served(pace_ms: float, streams: int, stamped: bool) -> tuple[list[flo
 def test_every_delta_is_timed_by_the_send_times_the_upstream_kept():
     events = capacity._events()
     deltas = [e for e in events if capacity._DELTA.search(e)]
-    assert 140 <= len(deltas) < len(events)  # reasoning, text and arguments deltas; not the rest
+    # the turn's builder: 20 reasoning, 40 text, 60 + 30 argument deltas; 166 events in all
+    assert (len(deltas), len(events)) == (20 + 40 + 60 + 30, 166)
     lat, n = asyncio.run(_served(0.5, 3, stamped=False))
     assert n == len(lat) == 3 * len(deltas)
     assert all(0 <= x < 1000 for x in lat)
@@ -35,6 +36,7 @@ def test_every_delta_is_timed_by_the_send_times_the_upstream_kept():
 def test_a_stamped_stream_times_every_event_with_json_from_its_stamp():
     events = capacity._events()
     with_json = [e for e in events if b"data: {" in e]
+    assert len(with_json) == 165  # all but the body's extra trailing LF, an event of its own
     lat, n = asyncio.run(_served(0.5, 2, stamped=True))
     assert n == len(lat) == 2 * len(with_json)
     assert all(0 <= x < 1000 for x in lat)
