@@ -53,3 +53,30 @@ def test_a_count_that_does_not_line_up_is_an_error(monkeypatch):
     monkeypatch.setattr(capacity, "_sent", one_short)
     with pytest.raises(RuntimeError, match="deltas sent"):
         asyncio.run(_served(0.5, 1, stamped=False))
+
+
+def _trial(direct: float, passthrough: float, addon: float) -> dict[str, dict[str, float]]:
+    """One trial's p99s (the other figures fixed: they are combined the same way)."""
+    return {
+        label: {"p50": 1.0, "p99": p99, "events": 100, "seconds": 3.0, "cpu_us": cpu}
+        for label, p99, cpu in (("direct", direct, 0.0), ("passthrough", passthrough, 120.0), ("addon", addon, 140.0))
+    }
+
+
+def test_a_rung_is_the_median_of_its_trials_so_one_stall_does_not_decide_it():
+    # trial 1: the addon's mitmdump paused (a full collection); trial 3: passthrough's
+    row = capacity.combine([_trial(2, 10, 70), _trial(3, 13, 23), _trial(4, 30, 29)])
+    assert row["direct"]["p99"] == 3
+    assert (row["passthrough"]["p99"], row["addon"]["p99"]) == (13, 29)
+    # added per trial, each against its own trial's direct: passthrough 8, 10, 26; addon 68, 20, 25
+    p, a = row["passthrough"], row["addon"]
+    assert (p["added_p99"], p["added_p99_lo"], p["added_p99_hi"]) == (10, 8, 26)
+    assert (a["added_p99"], a["added_p99_lo"], a["added_p99_hi"]) == (25, 20, 68)
+    assert (p["added_p50"], a["added_p50"]) == (0, 0)
+    assert (p["cpu_us"], a["cpu_us"]) == (120, 140)
+
+
+def test_one_trial_is_that_trial():
+    row = capacity.combine([_trial(2, 10, 70)])
+    assert (row["passthrough"]["added_p99"], row["addon"]["added_p99"]) == (8, 68)
+    assert row["addon"]["added_p99_lo"] == row["addon"]["added_p99_hi"] == 68
