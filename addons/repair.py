@@ -39,6 +39,7 @@ from streamfix.addons.flowstream import ORIGINAL, FlowState, FlowStream  # noqa:
 from streamfix.addons.links import CLIENT_FLOW, UPSTREAM_FLOW  # noqa: E402, F401  (re-exported)
 from streamfix.addons.receipts import comment, receipt, where  # noqa: E402
 from streamfix.addons.drain import Drain  # noqa: E402  (graceful drain on SIGTERM)
+from streamfix.addons.freeze import Freeze  # noqa: E402  (full collections skip the startup state)
 from streamfix.addons.listeners import Listeners  # noqa: E402  (no open proxy)
 from streamfix.addons.metrics import Metrics  # noqa: E402  (Prometheus metrics, health)
 from streamfix.addons.salvage import Salvage  # noqa: E402  (held bytes delivered when an upstream fails)
@@ -361,5 +362,6 @@ addons = [
     Gateway(),  # a gateway that does not answer: a 502 in the API's error shape
     Metrics(),  # streamfix_metrics: Prometheus and health (no hooks while off)
     Drain(),  # SIGTERM: stop accepting, let the streams in flight finish
+    Freeze(),  # after the others' running: the startup state frozen for the collector
     options.Guard(__file__),  # last: checks the --set values of the options the others registered
 ]
