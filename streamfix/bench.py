@@ -1078,9 +1078,11 @@ def report(inproc: list[dict[str, Any]], mitm: list[dict[str, Any]], r_in: int, 
             f"(c) mitmdump CPU, model-paced {SLOW_PACE_MS:.0f} ms apart: all {slow['streams']} streams at once through each proxy",
             "| events | passthrough µs/ev (user + sys) | repair µs/ev (user + sys) | repair/passthrough |",
             "|---:|---:|---:|---:|",
-            f"| {slow['events']} | {slow['passthrough_us']:.1f} ({slow['passthrough_user_us']:.1f} + "
-            f"{slow['passthrough_sys_us']:.1f}) | {slow['repair_us']:.1f} ({slow['repair_user_us']:.1f} + "
-            f"{slow['repair_sys_us']:.1f}) | {slow['ratio']:.2f} |",
+            (
+                f"| {slow['events']} | {slow['passthrough_us']:.1f} ({slow['passthrough_user_us']:.1f} + "
+                f"{slow['passthrough_sys_us']:.1f}) | {slow['repair_us']:.1f} ({slow['repair_user_us']:.1f} + "
+                f"{slow['repair_sys_us']:.1f}) | {slow['ratio']:.2f} |"
+            ),
         ]
     mem = EXTRA.get("memory")
     if mem:

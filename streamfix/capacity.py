@@ -27,10 +27,11 @@ Reported per target and concurrency (1, 50, 100, 200 streams): p50 and p99 laten
 event, and the *added* latency of each proxy (its percentile minus the direct one at
 the same concurrency). Every concurrency is measured ``--trials`` times (3) per target,
 in rotating order, and reported as the median (the ladder also gives the lowest and
-highest): one stream's window of a few seconds holds a full garbage collection of
-mitmdump or not, and that one pause decides a single trial's p99. Capacity: the most
-concurrent streams (on a ladder) at 50 events/s whose median p99 added latency stays
-under 50 ms, addon and passthrough, and their ratio. Memory: mitmdump's RSS before and after 2,000 client aborts at random points.
+highest): a trial lasts a few seconds, so one pause of a mitmdump in it (a full garbage
+collection) decides that trial's p99. Capacity: the most concurrent streams (on a
+ladder) at 50 events/s whose median p99 added latency stays under 50 ms, addon and
+passthrough, and their ratio. Memory: mitmdump's RSS before and after 2,000 client
+aborts at random points.
 
 Upstream, proxies and client share the machine's CPUs; the figures are only comparable
 within one run (``docs/benchmarks.md`` says how to read them).
@@ -305,7 +306,8 @@ def run(
             def measure(n: int) -> dict[str, dict[str, float]]:
                 runs = []
                 for t in range(trials):
-                    order = TARGETS[t % 3 :] + TARGETS[: t % 3]  # no target always first after a pause
+                    k = t % len(TARGETS)
+                    order = TARGETS[k:] + TARGETS[:k]  # no target always first
                     one: dict[str, dict[str, float]] = {}
                     for label in order:
                         t0 = time.monotonic()

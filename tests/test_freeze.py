@@ -8,11 +8,9 @@ import weakref
 from pathlib import Path
 
 import pytest
-from mitmproxy.test import taddons
-
-from streamfix.addons.freeze import Freeze
-
 import support
+from mitmproxy.test import taddons
+from streamfix.addons.freeze import Freeze
 
 
 @pytest.fixture
