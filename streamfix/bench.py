@@ -102,8 +102,8 @@ _WORDS = (  # noqa: SIM905  (prose reads better than a list of words)
 # --- synthetic CPA streams ----------------------------------------------------------
 def _deltas(rng: random.Random, n: int) -> list[str]:
     """n token-sized text deltas (1-4 words each). The first has no leading space, as a
-    model's text begins (every sample in ``../shared/reference/samples``: ``"Creating the
-    file"``, then ``" now."``); with one, any later delta that began with the same word
+    model's text begins (in each of the 28 recordings with text, e.g. ``recordings/responses-devin-toolcall``:
+    ``"Creating the file"``, then ``" now."``); with one, any later delta that began with the same word
     was a prefix of the text, which rule replay holds until the next delta."""
     words = [" ".join(rng.choice(_WORDS) for _ in range(rng.randint(1, 4))) for _ in range(n)]
     return [w if i == 0 else " " + w for i, w in enumerate(words)]
