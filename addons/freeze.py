@@ -51,6 +51,8 @@ class Freeze:
 
         if ctx.options.streamfix_gc_freeze:
             self.freeze()
+        else:
+            logger.debug("streamfix: garbage collector left as it is (streamfix_gc_freeze off)")
 
     def configure(self, updated: set[str]) -> None:
         from mitmproxy import ctx
