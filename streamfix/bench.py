@@ -102,9 +102,10 @@ _WORDS = (  # noqa: SIM905  (prose reads better than a list of words)
 # --- synthetic CPA streams ----------------------------------------------------------
 def _deltas(rng: random.Random, n: int) -> list[str]:
     """n token-sized text deltas (1-4 words each). The first has no leading space, as a
-    model's text begins (in each of the 28 recordings with text, e.g. ``recordings/responses-devin-toolcall``:
-    ``"Creating the file"``, then ``" now."``); with one, any later delta that began with the same word
-    was a prefix of the text, which rule replay holds until the next delta."""
+    model's text begins (in each of the 28 recordings with text, e.g.
+    ``recordings/responses-devin-toolcall``: ``"Creating the file"``, then ``" now."``);
+    with one, any later delta that began with the same word was a prefix of the text,
+    which rule replay holds until the next delta."""
     words = [" ".join(rng.choice(_WORDS) for _ in range(rng.randint(1, 4))) for _ in range(n)]
     return [w if i == 0 else " " + w for i, w in enumerate(words)]
 
@@ -787,22 +788,14 @@ def _slow_paced(proxies: dict[str, Any], recs: dict[str, Any]) -> dict[str, Any]
     with concurrent.futures.ThreadPoolExecutor(len(jobs)) as pool:
         list(pool.map(one, jobs))
     events = sum(recs[f"bench-{name}-event"][2] for name in STREAMS)
-    split = {
-        label: [b - a for a, b in zip(cpu0[label], _cpu_split(proc.p.pid))] for label, (proc, _) in proxies.items()
-    }
-    cpu = {label: sum(us) for label, us in split.items()}
-    return {
-        "streams": len(STREAMS),
-        "events": events,
-        "repair_us": cpu["repair"] / events * 1e6,
-        "passthrough_us": cpu["passthrough"] / events * 1e6,
-        "ratio": cpu["repair"] / cpu["passthrough"] if cpu["passthrough"] else float("nan"),
+    out: dict[str, Any] = {"streams": len(STREAMS), "events": events}
+    for label, (proc, _) in proxies.items():
         # user and system time apart: the paced excess is in user time (caches, not syscalls)
-        "repair_user_us": split["repair"][0] / events * 1e6,
-        "repair_sys_us": split["repair"][1] / events * 1e6,
-        "passthrough_user_us": split["passthrough"][0] / events * 1e6,
-        "passthrough_sys_us": split["passthrough"][1] / events * 1e6,
-    }
+        user, sys_ = (b - a for a, b in zip(cpu0[label], _cpu_split(proc.p.pid)))
+        out[f"{label}_us"] = (user + sys_) / events * 1e6
+        out[f"{label}_user_us"], out[f"{label}_sys_us"] = user / events * 1e6, sys_ / events * 1e6
+    out["ratio"] = out["repair_us"] / out["passthrough_us"] if out["passthrough_us"] else float("nan")
+    return out
 
 
 def _memory(proxies: dict[str, Any], recs: dict[str, Any]) -> list[dict[str, Any]]:

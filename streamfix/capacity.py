@@ -83,18 +83,26 @@ SENT: dict[bytes, list[int]] = {}
 stream's ``x-stream`` id, until the client fetches them (``GET /sent/<id>``)."""
 
 
+def _length(head: bytes) -> int | None:
+    """The ``content-length`` of an HTTP/1.1 head, if it has one."""
+    m = re.search(rb"(?i)\r\ncontent-length:\s*(\d+)", head)
+    return int(m.group(1)) if m else None
+
+
 async def _answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, events: list[bytes], pace: float):
     try:
         head = await reader.readuntil(b"\r\n\r\n")
         if head.startswith(b"GET /sent/"):  # a stream's send times, as JSON, once
             sid = head[10 : head.index(b" ", 10)]
             body = json.dumps(SENT.pop(sid, [])).encode()
-            writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body))
+            writer.write(
+                b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body)
+            )
             await writer.drain()
             return
-        m = re.search(rb"(?i)\r\ncontent-length:\s*(\d+)", head)
-        if m:
-            await reader.readexactly(int(m.group(1)))
+        length = _length(head)
+        if length is not None:
+            await reader.readexactly(length)
         m = re.search(rb"(?i)\r\nx-pace-ms:\s*([\d.]+)", head)  # the aborts run faster
         if m:
             pace = float(m.group(1)) / 1000
@@ -144,7 +152,8 @@ def _request(pace_ms: float | None = None, sid: str = "", stamped: bool = False)
     extra = (b"x-stream: %s\r\n" % sid.encode() if sid else b"") + (b"x-stamp: json\r\n" if stamped else b"")
     return (
         b"POST /v1/responses HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
-        b"accept-encoding: identity\r\nconnection: close\r\n%s%scontent-length: %d\r\n\r\n" % (pace, extra, len(REQUEST))
+        b"accept-encoding: identity\r\nconnection: close\r\n%s%scontent-length: %d\r\n\r\n"
+        % (pace, extra, len(REQUEST))
     ) + REQUEST
 
 
@@ -158,10 +167,10 @@ async def _sent(upstream: int, sid: str) -> list[int]:
         writer.write(b"GET /sent/%s HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n" % sid.encode())
         await writer.drain()
         head = await reader.readuntil(b"\r\n\r\n")
-        m = re.search(rb"(?i)\r\ncontent-length:\s*(\d+)", head)
-        if not m:
+        length = _length(head)
+        if length is None:
             raise RuntimeError(f"the upstream's send times came without a length: {head!r}")
-        times: list[int] = json.loads(await reader.readexactly(int(m.group(1))))
+        times: list[int] = json.loads(await reader.readexactly(length))
         return times
     finally:
         writer.close()
@@ -203,7 +212,9 @@ async def _one_stream(port: int, delay: float, lat: list[float], upstream: int, 
     return len(arrived)
 
 
-async def _load(port: int, streams: int, pace_ms: float, upstream: int, stamped: bool = False) -> tuple[list[float], int]:
+async def _load(
+    port: int, streams: int, pace_ms: float, upstream: int, stamped: bool = False
+) -> tuple[list[float], int]:
     lat: list[float] = []
     counts = await asyncio.gather(
         *(_one_stream(port, random.uniform(0, pace_ms / 1000), lat, upstream, stamped) for _ in range(streams))
@@ -263,9 +274,7 @@ def combine(runs: list[dict[str, dict[str, float]]]) -> dict[str, dict[str, floa
     row: dict[str, dict[str, float]] = {}
     for label in runs[0]:
         row[label] = {k: statistics.median(r[label][k] for r in runs) for k in runs[0][label]}
-    for label in ("passthrough", "addon"):
-        if label not in row:
-            continue
+    for label in TARGETS[1:]:
         for q in ("p50", "p99"):
             added = [r[label][q] - r["direct"][q] for r in runs]
             row[label][f"added_{q}"] = statistics.median(added)
@@ -303,6 +312,8 @@ def run(
             for port in ports.values():  # warm-up
                 asyncio.run(_load(port, 2, pace_ms, ports["direct"], stamped))
 
+            per_stream = len(_events())  # upstream events each stream sends
+
             def measure(n: int) -> dict[str, dict[str, float]]:
                 runs = []
                 for t in range(trials):
@@ -320,7 +331,7 @@ def run(
                             "events": events,
                             "seconds": time.monotonic() - t0,
                             # per upstream event, timed or not (each stream sends the whole turn)
-                            "cpu_us": cpu / max(n * len(_events()), 1) * 1e6,
+                            "cpu_us": cpu / max(n * per_stream, 1) * 1e6,
                         }
                     runs.append(one)
                 return combine(runs)
@@ -365,7 +376,7 @@ def report(r: dict[str, Any]) -> str:
         f"model-paced streams: one event per chunk, {r['pace_ms']:g} ms apart ({1000 / r['pace_ms']:g} events/s); "
         + (
             "every event stamped with its send time in its JSON (a new layout each: nothing skimmed)"
-            if r.get("stamped")
+            if r["stamped"]
             else "the events as CPA sends them, each delta's send time kept by the upstream"
         ),
         "",
@@ -382,7 +393,7 @@ def report(r: dict[str, Any]) -> str:
             f"| {n} | {d['p50']:.1f} | {d['p99']:.1f} | {p['p50']:.1f} | {p['p99']:.1f} | {a['p50']:.1f} | "
             f"{a['p99']:.1f} | {p['added_p50']:+.1f} / {a['added_p50']:+.1f} | {p['added_p99']:+.1f} / {a['added_p99']:+.1f} |"
         )
-    trials = r.get("trials", 1)
+    trials = r["trials"]
     lines += [
         "",
         f"capacity ladder: p99 added latency (ms) per concurrency; budget {BUDGET_MS:g} ms"
@@ -398,7 +409,8 @@ def report(r: dict[str, Any]) -> str:
             lines.append(
                 "| | "
                 + " | ".join(
-                    f"{row[label]['added_p99_lo']:.0f}..{row[label]['added_p99_hi']:.0f}" for row in r["ladder"].values()
+                    f"{row[label]['added_p99_lo']:.0f}..{row[label]['added_p99_hi']:.0f}"
+                    for row in r["ladder"].values()
                 )
                 + " |"
             )

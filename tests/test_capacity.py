@@ -14,9 +14,7 @@ from streamfix import capacity
 
 async def _served(pace_ms: float, streams: int, stamped: bool) -> tuple[list[float], int]:
     events = capacity._events()
-    server = await asyncio.start_server(
-        lambda r, w: capacity._answer(r, w, events, pace_ms / 1000), "127.0.0.1", 0
-    )
+    server = await asyncio.start_server(lambda r, w: capacity._answer(r, w, events, pace_ms / 1000), "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     async with server:
         return await capacity._load(port, streams, pace_ms, port, stamped)
