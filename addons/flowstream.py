@@ -140,4 +140,3 @@ class FlowStream:
         state) would wait for a full garbage collection."""
         self.on_eof = None
         self.on_progress = None
-

@@ -145,9 +145,7 @@ class Listeners:
 
     # --- the regular-mode listener's credentials -----------------------------------
     def _guarded(self, flow: http.HTTPFlow) -> bool:
-        return (self.validator is not None or self.refusing) and isinstance(
-            flow.client_conn.proxy_mode, FORWARD_MODES
-        )
+        return (self.validator is not None or self.refusing) and isinstance(flow.client_conn.proxy_mode, FORWARD_MODES)
 
     def http_connect(self, flow: http.HTTPFlow) -> None:
         if self._guarded(flow) and self._check(flow):

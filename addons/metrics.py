@@ -166,37 +166,79 @@ class Registry:
         self.code = Bounded("code", CODE_LABEL_LIMIT)
         for b in (models, keys, self.code):
             b.overflow = self._overflowed
-        self.turns = Counter("streamfix_turns", "Finished client turns (one per turn log line)",
-                             ["api", "transport", "ended", "model"], registry=r)
-        self.rule_events = Counter("streamfix_rule_events", "Events a repair rule changed",
-                                   ["api", "rule"], registry=r)
-        self.verdicts = Counter("streamfix_verdicts", "Truncation verdicts by outcome and the evidence "
-                                "source that says it", ["api", "outcome", "source"], registry=r)
-        self.tokens = Counter("streamfix_tokens", "Tokens told to the client (leg=client, after repairs) and "
-                              "reported by the upstream (leg=upstream, Devin's usage)",
-                              ["leg", "kind", "key", "model"], registry=r)
-        self.violations = Counter("streamfix_check_violations", "Stream contract violations seen in check mode",
-                                  ["api", "rule"], registry=r)
-        self.in_flight = Gauge("streamfix_streams_in_flight", "Client streams open now (sse: streamed responses; "
-                               "websocket: open sockets)", ["transport"], registry=r)
-        self.requests = Gauge("streamfix_requests_in_flight", "Client requests between their request and the end "
-                              "of their response", registry=r)
-        self.salvaged = Counter("streamfix_salvaged_flows", "Streams cut by the upstream whose held bytes were "
-                                "delivered before the connection closed", ["api"], registry=r)
+        self.turns = Counter(
+            "streamfix_turns",
+            "Finished client turns (one per turn log line)",
+            ["api", "transport", "ended", "model"],
+            registry=r,
+        )
+        self.rule_events = Counter("streamfix_rule_events", "Events a repair rule changed", ["api", "rule"], registry=r)
+        self.verdicts = Counter(
+            "streamfix_verdicts",
+            "Truncation verdicts by outcome and the evidence source that says it",
+            ["api", "outcome", "source"],
+            registry=r,
+        )
+        self.tokens = Counter(
+            "streamfix_tokens",
+            "Tokens told to the client (leg=client, after repairs) and "
+            "reported by the upstream (leg=upstream, Devin's usage)",
+            ["leg", "kind", "key", "model"],
+            registry=r,
+        )
+        self.violations = Counter(
+            "streamfix_check_violations", "Stream contract violations seen in check mode", ["api", "rule"], registry=r
+        )
+        self.in_flight = Gauge(
+            "streamfix_streams_in_flight",
+            "Client streams open now (sse: streamed responses; websocket: open sockets)",
+            ["transport"],
+            registry=r,
+        )
+        self.requests = Gauge(
+            "streamfix_requests_in_flight",
+            "Client requests between their request and the end of their response",
+            registry=r,
+        )
+        self.salvaged = Counter(
+            "streamfix_salvaged_flows",
+            "Streams cut by the upstream whose held bytes were delivered before the connection closed",
+            ["api"],
+            registry=r,
+        )
         self.salvaged_bytes = Counter("streamfix_salvaged_bytes", "Bytes delivered by salvage", registry=r)
-        self.failed_open = Counter("streamfix_failed_open", "Flows passed through unrepaired after a repairer "
-                                   "error", ["api"], registry=r)
-        self.ttfb = Histogram("streamfix_ttfb_seconds", "Time from the client's request to the first response byte",
-                              ["api", "transport"], buckets=TTFB_BUCKETS, registry=r)
-        self.duration = Histogram("streamfix_turn_duration_seconds", "Time from the client's request to the end "
-                                  "of the turn", ["api", "transport"], buckets=DURATION_BUCKETS, registry=r)
-        self.last_answer = Gauge("streamfix_gateway_last_answer_timestamp_seconds", "When the gateway last "
-                                 "answered (Unix time; 0: not yet)", registry=r)
-        Gauge("streamfix_draining", "1 while the sidecar drains (SIGTERM received)",
-              registry=r).set_function(lambda: 1.0 if draining() else 0.0)
+        self.failed_open = Counter(
+            "streamfix_failed_open", "Flows passed through unrepaired after a repairer error", ["api"], registry=r
+        )
+        self.ttfb = Histogram(
+            "streamfix_ttfb_seconds",
+            "Time from the client's request to the first response byte",
+            ["api", "transport"],
+            buckets=TTFB_BUCKETS,
+            registry=r,
+        )
+        self.duration = Histogram(
+            "streamfix_turn_duration_seconds",
+            "Time from the client's request to the end of the turn",
+            ["api", "transport"],
+            buckets=DURATION_BUCKETS,
+            registry=r,
+        )
+        self.last_answer = Gauge(
+            "streamfix_gateway_last_answer_timestamp_seconds",
+            "When the gateway last answered (Unix time; 0: not yet)",
+            registry=r,
+        )
+        Gauge("streamfix_draining", "1 while the sidecar drains (SIGTERM received)", registry=r).set_function(
+            lambda: 1.0 if draining() else 0.0
+        )
         self._children: dict[tuple, Any] = {}
-        self.overflow = Counter("streamfix_label_overflow", "Label values folded into 'other' (the bound was "
-                                "reached)", ["label"], registry=r)
+        self.overflow = Counter(
+            "streamfix_label_overflow",
+            "Label values folded into 'other' (the bound was reached)",
+            ["label"],
+            registry=r,
+        )
         from importlib.metadata import PackageNotFoundError, version
 
         def _v(name: str) -> str:

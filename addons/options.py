@@ -141,8 +141,7 @@ def check_choices(opts, updated: set[str]) -> None:
         )
     if "streamfix_truncation" in updated and opts.streamfix_truncation not in TRUNCATION_CHOICES:
         raise exceptions.OptionsError(
-            f"streamfix_truncation must be one of {', '.join(TRUNCATION_CHOICES)}, "
-            f"not {opts.streamfix_truncation!r}"
+            f"streamfix_truncation must be one of {', '.join(TRUNCATION_CHOICES)}, not {opts.streamfix_truncation!r}"
         )
 
 

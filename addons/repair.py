@@ -150,7 +150,9 @@ class Repair:
                 logger.exception("streamfix: correlator bookkeeping failed; upstream evidence off for this flow")
         st = self.flows[flow.id] = FlowState(api, fctx, verdict)
         if shared.has_turn_sinks():
-            st.key = turnlog.client_label(lambda n: redact_addon.original_header(flow, n), redact_addon.original_path(flow))
+            st.key = turnlog.client_label(
+                lambda n: redact_addon.original_header(flow, n), redact_addon.original_path(flow)
+            )
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         st = self.flows.get(flow.id)
@@ -257,7 +259,9 @@ class Repair:
         if self.checked:
             logger.info(f"streamfix: {self.checked} flows checked, {self.violating} with contract violations")
         if self.repaired or self.failed:
-            logger.info(f"streamfix: {self.repaired} flows repaired, {self.failed} passed through after a repairer error")
+            logger.info(
+                f"streamfix: {self.repaired} flows repaired, {self.failed} passed through after a repairer error"
+            )
 
     # --- helpers -----------------------------------------------------------------
     def _forget(self, flow: http.HTTPFlow) -> FlowState | None:

@@ -87,7 +87,9 @@ def render_message(msg: Message, indent: str = "") -> list[str]:
         shown = f"0x{data.hex()}" if isinstance(data, bytes) else str(data)
         if isinstance(data, bytes) and len(data) > 64:
             shown = f"0x{data[:64].hex()}... ({len(data)} bytes)"
-        lines.append(f"{indent}# unknown field {uf.field_number} ({_WIRE_TYPES.get(uf.wire_type, uf.wire_type)}): {shown}")
+        lines.append(
+            f"{indent}# unknown field {uf.field_number} ({_WIRE_TYPES.get(uf.wire_type, uf.wire_type)}): {shown}"
+        )
     return lines
 
 

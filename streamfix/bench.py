@@ -932,8 +932,6 @@ def bench_mitmdump(repeats: int, paced: bool = True, memory_only: bool = False) 
     return rows
 
 
-
-
 def bench_floors(repeats: int) -> list[dict[str, Any]]:
     """mitmdump CPU per event, one event per write back to back, for each floor of
     ``bench_addon.py`` and for the repair addon, one mitmdump each, in rotating order:
@@ -1007,7 +1005,9 @@ def report_floors(rows: list[dict[str, Any]], repeats: int) -> str:
         us = r["us"]
         base = us["stream"]
         cells = [f"{us[label]:.1f} ({us[label] / base:.2f})" for label in us]
-        out.append(f"| {r['stream']} | {r['events']} | " + " | ".join(cells) + f" | {'ok' if r['bodies_ok'] else 'DIFF'} |")
+        out.append(
+            f"| {r['stream']} | {r['events']} | " + " | ".join(cells) + f" | {'ok' if r['bodies_ok'] else 'DIFF'} |"
+        )
     return "\n".join(out)
 
 

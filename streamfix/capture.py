@@ -162,8 +162,12 @@ def main(argv: list[str] | None = None) -> int:
     pick = ap.add_mutually_exclusive_group()
     pick.add_argument("--index", type=int, help="which client flow, counting from 0 (when the file has several)")
     pick.add_argument("--id", help="which client flow, by mitmproxy flow id")
-    ap.add_argument("--out", type=Path, default=ROOT if CHECKOUT is not None else Path("recordings"),
-                    help="where recordings live (default: %(default)s)")
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=ROOT if CHECKOUT is not None else Path("recordings"),
+        help="where recordings live (default: %(default)s)",
+    )
     ap.add_argument("--force", action="store_true", help="replace an existing recording of that name")
     a = ap.parse_args(argv)
 

@@ -1,13 +1,13 @@
 """The ``streamfix`` command (``pip install .``, pipx): one entry for what a user runs.
 
-    streamfix sidecar [--upstream URL] [-- MITMDUMP ARGS]   the sidecar (scripts/sidecar in a checkout)
-    streamfix demo [NAME ...]          each recording raw and repaired, side by side
-    streamfix check FILE ...           the offline checker
-    streamfix usage PATH ...           the turn log summed per key, model and day
-    streamfix capture FLOW NAME        a saved flow into a recording
-    streamfix recordings list          the recordings that come with it
-    streamfix replay [--port N]        the replay upstream alone (unrepaired streams)
-    streamfix addon-path [--all]       the -s script(s) for your own mitmdump/mitmweb
+streamfix sidecar [--upstream URL] [-- MITMDUMP ARGS]   the sidecar (scripts/sidecar in a checkout)
+streamfix demo [NAME ...]          each recording raw and repaired, side by side
+streamfix check FILE ...           the offline checker
+streamfix usage PATH ...           the turn log summed per key, model and day
+streamfix capture FLOW NAME        a saved flow into a recording
+streamfix recordings list          the recordings that come with it
+streamfix replay [--port N]        the replay upstream alone (unrepaired streams)
+streamfix addon-path [--all]       the -s script(s) for your own mitmdump/mitmweb
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def usage() -> str:
     lines = ["usage: streamfix COMMAND [ARGS]  (streamfix COMMAND --help for each)", ""]
     lines += [f"  {name:12} {help}" for name, (_, help) in COMMANDS.items()]
     lines.append(f"  {'addon-path':12} print the -s script for your own mitmdump/mitmweb (--all: every script)")
-    lines += ["", "  mitmdump --mode reverse:http://127.0.0.1:8317@127.0.0.1:8318 -s \"$(streamfix addon-path)\""]
+    lines += ["", '  mitmdump --mode reverse:http://127.0.0.1:8317@127.0.0.1:8318 -s "$(streamfix addon-path)"']
     return "\n".join(lines)
 
 

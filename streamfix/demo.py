@@ -36,8 +36,12 @@ def events(body: bytes) -> list[str]:
 def fetch(client: httpx.Client, base: str, rec: Recording) -> bytes:
     r = rec.request
     path = f"/rec/{rec.name}{r['path']}"
-    with client.stream(r.get("method", "POST"), base + path, content=rec.request_body,
-                       headers={"content-type": "application/json", "x-streamfix-delay-ms": "0"}) as resp:
+    with client.stream(
+        r.get("method", "POST"),
+        base + path,
+        content=rec.request_body,
+        headers={"content-type": "application/json", "x-streamfix-delay-ms": "0"},
+    ) as resp:
         return resp.read()
 
 
@@ -55,7 +59,7 @@ def inline(a: str, b: str, context: int = 40) -> str:
         else:
             out.append(("[-" + a[i1:i2] + "-]" if i2 > i1 else "") + ("{+" + b[j1:j2] + "+}" if j2 > j1 else ""))
     text = "".join(out)
-    return text if out[0].startswith(("[-", "{+")) else "…" + text[max(0, len(out[0]) - context):]
+    return text if out[0].startswith(("[-", "{+")) else "…" + text[max(0, len(out[0]) - context) :]
 
 
 def diff_events(raw: list[str], fixed: list[str]) -> list[str]:
@@ -81,7 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "mitmdump.log"
         replay, upstream = procs.start_replay()
-        mitm, port = procs.start_mitmdump(upstream, confdir=Path(tmp), log=log, args=["--set", "termlog_verbosity=info"])
+        mitm, port = procs.start_mitmdump(
+            upstream, confdir=Path(tmp), log=log, args=["--set", "termlog_verbosity=info"]
+        )
         with procs.running(mitm, replay), httpx.Client(timeout=30) as client:
             for rec in recs:
                 raw = fetch(client, upstream, rec)

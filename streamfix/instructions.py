@@ -81,7 +81,9 @@ class Counted:
         self.dumps = dumps
 
     def _ctl(self, *args: str) -> None:
-        r = subprocess.run([self.ctl, *args, str(self.proc.p.pid)], capture_output=True, text=True, timeout=300, check=False)
+        r = subprocess.run(
+            [self.ctl, *args, str(self.proc.p.pid)], capture_output=True, text=True, timeout=300, check=False
+        )
         if r.returncode != 0 or "OK" not in r.stdout:
             raise RuntimeError(f"callgrind_control {' '.join(args)} failed for {self.label}: {r.stdout}{r.stderr}")
 
@@ -104,9 +106,7 @@ class Counted:
         return int(m.group(1)), got
 
 
-def _start(
-    label: str, upstream: str, tmpd: Path, procs: list[bench._Proc], vg: str, ctl: str, **kw: Any
-) -> Counted:
+def _start(label: str, upstream: str, tmpd: Path, procs: list[bench._Proc], vg: str, ctl: str, **kw: Any) -> Counted:
     addon = kw.pop("addon")
     args = kw.pop("args", ())
     dumps = tmpd / "dumps"
@@ -151,7 +151,13 @@ def run(
             if floors:
                 for f in ("identity", "parse", "json"):
                     specs.append(
-                        (f, {"addon": ROOT / "streamfix" / "bench_addon.py", "args": ("--set", f"streamfix_bench_floor={f}")})
+                        (
+                            f,
+                            {
+                                "addon": ROOT / "streamfix" / "bench_addon.py",
+                                "args": ("--set", f"streamfix_bench_floor={f}"),
+                            },
+                        )
                     )
             specs.append(("repair", {"addon": ROOT / "addons" / "repair.py"}))
             if compiled:
@@ -246,9 +252,7 @@ def report(res: dict[str, Any], repeats: int) -> str:
     out += [
         "",
         "instructions per upstream event (and as a ratio to passthrough, stream = True)",
-        "| stream | upstream writes | events | events/read | "
-        + " | ".join(labels)
-        + " | bodies |",
+        "| stream | upstream writes | events | events/read | " + " | ".join(labels) + " | bodies |",
         "|---|---|---:|---:|" + "---:|" * len(labels) + "---|",
     ]
     cells: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
@@ -280,8 +284,7 @@ def report(res: dict[str, Any], repeats: int) -> str:
             c, p = by["repair"]["ir"] - pt, by["repair-pure"]["ir"] - pt
             n = by["passthrough"]["events"]
             out.append(
-                f"  {stream}, {mode_name[mode]}: compiled +{c / n:,.0f}, pure +{p / n:,.0f} per event "
-                f"({c / p:.2f}x)"
+                f"  {stream}, {mode_name[mode]}: compiled +{c / n:,.0f}, pure +{p / n:,.0f} per event ({c / p:.2f}x)"
             )
     return "\n".join(out)
 
@@ -315,7 +318,9 @@ def main(argv: list[str] | None = None) -> int:
     modes = ["event"] if a.quick else [s for _, s in MODES]
     t0 = time.monotonic()
     only = a.proxies.split(",") if a.proxies else None
-    res = run(streams, modes, a.floors, [p.resolve() for p in a.against], max(1, a.repeats), only, a.keep_dumps, a.delay_ms)
+    res = run(
+        streams, modes, a.floors, [p.resolve() for p in a.against], max(1, a.repeats), only, a.keep_dumps, a.delay_ms
+    )
     print(report(res, a.repeats))
     if a.json:
         a.json.write_text(json.dumps({k: v for k, v in res.items() if k != "against"}, indent=1, default=str))

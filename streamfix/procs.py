@@ -72,22 +72,36 @@ def start_replay(recordings: Path | None = None) -> tuple[subprocess.Popen, str]
 
 
 def mitmdump_command(upstream: str, port: int, args: Sequence[str] = (), confdir: Path | None = None) -> list[str]:
-    cmd = [tool("mitmdump"), "--mode", f"reverse:{upstream}@127.0.0.1:{port}", "-s", str(addons_dir() / "repair.py"),
-           "--set", "connection_strategy=lazy"]  # as the sidecar: a dead upstream is a 502 (addons/gateway.py)
+    cmd = [
+        tool("mitmdump"),
+        "--mode",
+        f"reverse:{upstream}@127.0.0.1:{port}",
+        "-s",
+        str(addons_dir() / "repair.py"),
+        "--set",
+        "connection_strategy=lazy",
+    ]  # as the sidecar: a dead upstream is a 502 (addons/gateway.py)
     if confdir is not None:
         cmd += ["--set", f"confdir={confdir}"]
     return cmd + list(args)
 
 
 def start_mitmdump(
-    upstream: str, port: int | None = None, args: Sequence[str] = (), confdir: Path | None = None, log: Path | None = None
+    upstream: str,
+    port: int | None = None,
+    args: Sequence[str] = (),
+    confdir: Path | None = None,
+    log: Path | None = None,
 ) -> tuple[subprocess.Popen, int]:
     """mitmdump with the repair addon in reverse mode in front of ``upstream``."""
     port = port or free_port()
     out = open(log, "wb") if log is not None else subprocess.DEVNULL
     p = subprocess.Popen(
         mitmdump_command(upstream, port, args, confdir),
-        stdout=out, stderr=subprocess.STDOUT, cwd=ROOT if CHECKOUT else None, env=child_env(),
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        cwd=ROOT if CHECKOUT else None,
+        env=child_env(),
     )
     try:
         wait_port(port, proc=p)

@@ -83,12 +83,16 @@ def check_upstream(url: str) -> str | None:
     u = urlsplit(url)
     if u.scheme not in ("http", "https") or not u.netloc:
         bare = url.split("://", 1)[-1]
-        return (f"--upstream {url}: give the scheme, e.g. --upstream http://{bare} (CPA serves plain "
-                f"HTTP on 8317; without a scheme mitmproxy would speak HTTPS to it)")
+        return (
+            f"--upstream {url}: give the scheme, e.g. --upstream http://{bare} (CPA serves plain "
+            f"HTTP on 8317; without a scheme mitmproxy would speak HTTPS to it)"
+        )
     if u.path not in ("", "/") or u.query or u.fragment:
         base = f"{u.scheme}://{u.netloc}"
-        return (f"--upstream {url}: the gateway's address has no path: use --upstream {base} "
-                f"(clients keep {u.path.rstrip('/') or '/'} in their base URL, http://LISTEN{u.path.rstrip('/')})")
+        return (
+            f"--upstream {url}: the gateway's address has no path: use --upstream {base} "
+            f"(clients keep {u.path.rstrip('/') or '/'} in their base URL, http://LISTEN{u.path.rstrip('/')})"
+        )
     try:
         u.port
     except ValueError:
@@ -176,7 +180,7 @@ def set_specs(extra: list[str]) -> list[str]:
         if arg == "--set" and i + 1 < len(extra):
             specs.append(extra[i + 1])
         elif arg.startswith("--set="):
-            specs.append(arg[len("--set="):])
+            specs.append(arg[len("--set=") :])
     return specs
 
 
@@ -211,20 +215,31 @@ def main(argv: list[str] | None = None, prog: str = "scripts/sidecar") -> int:
         i = argv.index("--")
         argv, extra = argv[:i], argv[i + 1 :]
     ap = argparse.ArgumentParser(
-        prog=prog, description=__doc__.split("\n")[0], epilog=EPILOG,
+        prog=prog,
+        description=__doc__.split("\n")[0],
+        epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    ap.add_argument("--upstream", help="the gateway (CPA) address, scheme://host:port without a path, e.g. "
-                    "http://127.0.0.1:8317; default: a built-in upstream replaying recordings/ on a free port "
-                    "(the banner says which: requests sent there directly show the unrepaired streams)")
+    ap.add_argument(
+        "--upstream",
+        help="the gateway (CPA) address, scheme://host:port without a path, e.g. "
+        "http://127.0.0.1:8317; default: a built-in upstream replaying recordings/ on a free port "
+        "(the banner says which: requests sent there directly show the unrepaired streams)",
+    )
     ap.add_argument("--listen", default="127.0.0.1:8318", help="where clients connect (default %(default)s)")
-    ap.add_argument("--upstream-proxy", metavar="HOST:PORT",
-                    help="also listen as the regular proxy CPA uses for its upstream (docs/upstream-leg.md)")
+    ap.add_argument(
+        "--upstream-proxy",
+        metavar="HOST:PORT",
+        help="also listen as the regular proxy CPA uses for its upstream (docs/upstream-leg.md)",
+    )
     ap.add_argument("--web", action="store_true", help="run mitmweb instead of mitmdump")
     ap.add_argument("--keep-bodies", action="store_true", help="keep original and repaired bodies on each flow")
-    ap.add_argument("--upstream-proxy-auth", metavar="USER:PASS",
-                    help="credentials the --upstream-proxy listener requires (streamfix_upstream_proxyauth; "
-                    "required beyond loopback; also USER:PASS from config.yaml, or @HTPASSWD)")
+    ap.add_argument(
+        "--upstream-proxy-auth",
+        metavar="USER:PASS",
+        help="credentials the --upstream-proxy listener requires (streamfix_upstream_proxyauth; "
+        "required beyond loopback; also USER:PASS from config.yaml, or @HTPASSWD)",
+    )
     ap.add_argument("--options", action="store_true", help="list streamfix's options (--set NAME=VALUE) and exit")
     a = ap.parse_args(argv)
     if a.options:
@@ -242,10 +257,13 @@ def main(argv: list[str] | None = None, prog: str = "scripts/sidecar") -> int:
         extra = ["--set", f"streamfix_upstream_proxyauth={a.upstream_proxy_auth}", *extra]
     if a.upstream_proxy and not _loopback(a.upstream_proxy.rpartition(":")[0] or "127.0.0.1") \
             and not _has_proxyauth(extra):  # fmt: skip
-        print(f"scripts/sidecar: refusing to start: --upstream-proxy {a.upstream_proxy} is reachable beyond "
-              "loopback and would forward anything for anyone; give it credentials (--upstream-proxy-auth "
-              "USER:PASS, or streamfix_upstream_proxyauth in mitmproxy's config.yaml; CPA's proxy-url then "
-              "is http://USER:PASS@HOST:PORT) or bind it to 127.0.0.1 (docs/operations.md)", file=sys.stderr)
+        print(
+            f"scripts/sidecar: refusing to start: --upstream-proxy {a.upstream_proxy} is reachable beyond "
+            "loopback and would forward anything for anyone; give it credentials (--upstream-proxy-auth "
+            "USER:PASS, or streamfix_upstream_proxyauth in mitmproxy's config.yaml; CPA's proxy-url then "
+            "is http://USER:PASS@HOST:PORT) or bind it to 127.0.0.1 (docs/operations.md)",
+            file=sys.stderr,
+        )
         return 2
 
     # SIGTERM (systemd, docker stop) is handled from here on: one that comes before
@@ -269,16 +287,28 @@ def main(argv: list[str] | None = None, prog: str = "scripts/sidecar") -> int:
     if upstream:
         why = answers(upstream)
         if why is not None:
-            print(f"streamfix: warning: nothing answers at {upstream} ({why}); starting anyway: clients get "
-                  "HTTP 502 until the gateway is up", file=sys.stderr, flush=True)
+            print(
+                f"streamfix: warning: nothing answers at {upstream} ({why}); starting anyway: clients get "
+                "HTTP 502 until the gateway is up",
+                file=sys.stderr,
+                flush=True,
+            )
         elif (fix := wrong_scheme(upstream)) is not None:
-            print(f"streamfix: warning: the gateway at {upstream} {fix}; every request will fail",
-                  file=sys.stderr, flush=True)
+            print(
+                f"streamfix: warning: the gateway at {upstream} {fix}; every request will fail",
+                file=sys.stderr,
+                flush=True,
+            )
     else:
         replay, upstream = start_replay()
-    print(BANNER.format(listen=a.listen, upstream=upstream,
-                        demo=f" (built-in replay of recordings/; unrepaired streams straight from {upstream})"
-                        if replay else ""), flush=True)
+    print(
+        BANNER.format(
+            listen=a.listen,
+            upstream=upstream,
+            demo=f" (built-in replay of recordings/; unrepaired streams straight from {upstream})" if replay else "",
+        ),
+        flush=True,
+    )
     cmd = mitm_command(upstream, a.listen, a.upstream_proxy, a.web, a.keep_bodies, extra)
     # its own process group: a terminal's Ctrl-C reaches only us, and mitmdump gets exactly
     # one SIGINT (ours); a second one during its shutdown kills it (exit -2, no done hooks)
@@ -298,6 +328,7 @@ def main(argv: list[str] | None = None, prog: str = "scripts/sidecar") -> int:
     finally:
         if replay is not None:
             stop(replay)
+
 
 def _loopback(host: str) -> bool:
     import ipaddress

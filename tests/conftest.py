@@ -19,6 +19,7 @@ def pytest_report_header(config):
 
     return f"streamfix protocol core: {streamfix.wire._core.describe()}"
 
+
 _SUMMARIES: list[str] = []
 
 

@@ -149,6 +149,7 @@ def start(
     exe = binary(version)
     if exe is None:
         raise FileNotFoundError(missing_reason(version))
+
     def write(d: Path, port: int) -> dict[str, str]:
         (d / "config.yaml").write_text(config(port, d / "auths", provider, upstream, proxy_url, alias))
         return env or {}
@@ -224,7 +225,11 @@ def capture(version: str, provider: str, script: str, recording: Path, name: str
     try:
         mitm, port = start_mitmdump(cpa.url, tmp / "conf", "--set", "streamfix_keep_bodies=true", "-w", str(flow))
         try:
-            headers = {k: v for k, v in req.get("headers", {}).items() if k in ("content-type", "accept", "user-agent", "originator")}
+            headers = {
+                k: v
+                for k, v in req.get("headers", {}).items()
+                if k in ("content-type", "accept", "user-agent", "originator")
+            }
             headers["authorization"] = f"Bearer {CLIENT_KEY}"
             r = fetch(f"http://127.0.0.1:{port}{req['path']}", body=json.dumps(body).encode(), headers=headers)
             assert r.status == 200, r.body[:300]

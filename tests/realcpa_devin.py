@@ -51,7 +51,9 @@ def missing_reason() -> str:
 def config(port: int, auth_dir: Path, proxy_url: str) -> str:
     """config.yaml: no provider entries (the Devin credential is a file in auth-dir), the
     sidecar's regular listener as the global proxy, no outbound call of CPA's own."""
-    return realcpa.config_head(port, auth_dir, proxy_url) + f"""\
+    return (
+        realcpa.config_head(port, auth_dir, proxy_url)
+        + f"""\
 oauth-model-alias:
   devin:
     - name: "{UPSTREAM_MODEL}"
@@ -61,6 +63,7 @@ oauth-model-alias:
       alias: "{realcpa.MODEL}"
       fork: true
 """
+    )
 
 
 def ca_bundle(mitm_ca: Path, out: Path) -> Path:
@@ -81,6 +84,7 @@ def start(proxy_url: str, cert_file: Path, token: str, timeout: float = 30.0) ->
     exe = realcpa.binary(BUILD)
     if exe is None:
         raise FileNotFoundError(missing_reason())
+
     def write(d: Path, port: int) -> dict[str, str]:
         (d / "auths" / "devin.json").write_text(json.dumps({"type": "devin", "devin_session_token": token}))
         (d / "config.yaml").write_text(config(port, d / "auths", proxy_url))

@@ -15,15 +15,22 @@ from streamfix.wire.verdict import Verdict
 from streamfix.recordings import Recording, all_recordings
 
 
-def make(cls: type, request: dict | None = None, rules: Rules | None = None,
-         verdict: Verdict | None = None) -> EventRepairer:
+def make(
+    cls: type, request: dict | None = None, rules: Rules | None = None, verdict: Verdict | None = None
+) -> EventRepairer:
     v = verdict if verdict is not None else Verdict()
     v.request(request)
     return cls(rules or Rules(), FlowContext(request=request), v)
 
 
-def run(cls: type, body: bytes, request: dict | None = None, rules: Rules | None = None,
-        verdict: Verdict | None = None, cuts: list[int] | None = None) -> tuple[bytes, Any]:
+def run(
+    cls: type,
+    body: bytes,
+    request: dict | None = None,
+    rules: Rules | None = None,
+    verdict: Verdict | None = None,
+    cuts: list[int] | None = None,
+) -> tuple[bytes, Any]:
     """Repair ``body`` fed in pieces cut at ``cuts``; returns (output, repairer)."""
     rep = make(cls, request, rules, verdict)
     s = StreamRepair(rep)
@@ -41,8 +48,14 @@ def recordings(api: str) -> list[Recording]:
     return [r for r in all_recordings() if r.api == api]
 
 
-def repair_recording(rec: Recording, cls: type, json_fn: Callable, body: bytes | None = None,
-                     rules: Rules | None = None, cuts: list[int] | None = None) -> bytes:
+def repair_recording(
+    rec: Recording,
+    cls: type,
+    json_fn: Callable,
+    body: bytes | None = None,
+    rules: Rules | None = None,
+    cuts: list[int] | None = None,
+) -> bytes:
     """The recording's body repaired the way the addon does it (stream or JSON)."""
     body = rec.body if body is None else body
     req = rec.request.get("body")
@@ -119,8 +132,9 @@ def cut(body: bytes, cuts: list[int]) -> list[bytes]:
     return [p for p in pieces if p]
 
 
-def skim_facts(api: str, pieces: list[bytes], request: Any, skim: bool,
-               rules: Rules | None = None) -> tuple[tuple[Any, ...], int]:
+def skim_facts(
+    api: str, pieces: list[bytes], request: Any, skim: bool, rules: Rules | None = None
+) -> tuple[tuple[Any, ...], int]:
     """Everything a repair of ``pieces`` shows that skimming (wire.skim) could change:
     bytes, notes, counts, fired rules, decision, the verdict's digest, events, error,
     what is undelivered, the fault; and how many events were skimmed."""
@@ -133,8 +147,18 @@ def skim_facts(api: str, pieces: list[bytes], request: Any, skim: bool,
         rep.skim = None
     s = StreamRepair(rep)
     out = b"".join([s.feed(c) for c in pieces] + [s.close()])
-    facts = (out, list(rep.notes), rep.changed, dict(rep.fired), repr(getattr(rep, "decision", None)), v.digest(),
-             s.events, repr(s.error), s.undelivered(), rep.fault() if hasattr(rep, "fault") else None)
+    facts = (
+        out,
+        list(rep.notes),
+        rep.changed,
+        dict(rep.fired),
+        repr(getattr(rep, "decision", None)),
+        v.digest(),
+        s.events,
+        repr(s.error),
+        s.undelivered(),
+        rep.fault() if hasattr(rep, "fault") else None,
+    )
     return facts, s.skimmed
 
 

@@ -18,16 +18,18 @@ REQ = {"model": "devin/swe-2", "stream": True, "max_tokens": 400, "messages": []
 
 def chunk(delta=None, finish=None, usage=None, choices=None, index=0):
     obj = dict(BASE)
-    obj["choices"] = choices if choices is not None else [
-        {"index": index, "delta": delta or {}, "finish_reason": finish}]
+    obj["choices"] = (
+        choices if choices is not None else [{"index": index, "delta": delta or {}, "finish_reason": finish}]
+    )
     if usage is not None:
         obj["usage"] = usage
     return obj
 
 
 def header(i, id_="write_file_0#a1", name="write_file", args=""):
-    return chunk({"tool_calls": [{"index": i, "id": id_, "type": "function",
-                                  "function": {"name": name, "arguments": args}}]})
+    return chunk(
+        {"tool_calls": [{"index": i, "id": id_, "type": "function", "function": {"name": name, "arguments": args}}]}
+    )
 
 
 def args(i, text):
@@ -48,13 +50,23 @@ def fix(*objs, request=REQ, rules=None, verdict=None):
 
 
 def tool_entries(evs):
-    return [tc for e in evs if isinstance(e, dict) for ch in e.get("choices", [])
-            for tc in ch.get("delta", {}).get("tool_calls", [])]
+    return [
+        tc
+        for e in evs
+        if isinstance(e, dict)
+        for ch in e.get("choices", [])
+        for tc in ch.get("delta", {}).get("tool_calls", [])
+    ]
 
 
 def finish_reasons(evs):
-    return [ch["finish_reason"] for e in evs if isinstance(e, dict)
-            for ch in e.get("choices", []) if ch.get("finish_reason") is not None]
+    return [
+        ch["finish_reason"]
+        for e in evs
+        if isinstance(e, dict)
+        for ch in e.get("choices", [])
+        if ch.get("finish_reason") is not None
+    ]
 
 
 def openai_assemble(body: bytes):
@@ -83,18 +95,40 @@ def test_tool_index_rule_off_leaves_the_defect():
 
 
 def test_tool_index_several_calls_in_order_of_first_appearance():
-    evs, _, _ = fix(header(2, "a"), args(2, "{}"), header(4, "b", "read_file"), args(4, "{}"),
-                    header(5, "c"), args(5, "{}"), finish(), DONE)
+    evs, _, _ = fix(
+        header(2, "a"),
+        args(2, "{}"),
+        header(4, "b", "read_file"),
+        args(4, "{}"),
+        header(5, "c"),
+        args(5, "{}"),
+        finish(),
+        DONE,
+    )
     assert [tc["index"] for tc in tool_entries(evs)] == [0, 0, 1, 1, 2, 2]
 
 
 def test_tool_index_per_choice():
-    two = [{"index": 0, "delta": {"tool_calls": [{"index": 3, "id": "a", "type": "function",
-                                                  "function": {"name": "f", "arguments": "{}"}}]},
-            "finish_reason": None},
-           {"index": 1, "delta": {"tool_calls": [{"index": 7, "id": "b", "type": "function",
-                                                  "function": {"name": "g", "arguments": "{}"}}]},
-            "finish_reason": None}]
+    two = [
+        {
+            "index": 0,
+            "delta": {
+                "tool_calls": [
+                    {"index": 3, "id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+                ]
+            },
+            "finish_reason": None,
+        },
+        {
+            "index": 1,
+            "delta": {
+                "tool_calls": [
+                    {"index": 7, "id": "b", "type": "function", "function": {"name": "g", "arguments": "{}"}}
+                ]
+            },
+            "finish_reason": None,
+        },
+    ]
     evs, _, _ = fix(chunk(choices=two), DONE)
     assert [tc["index"] for tc in tool_entries(evs)] == [0, 0]
 
@@ -110,8 +144,14 @@ def test_tool_index_makes_openai_python_assemble_the_call():
 
 
 def test_index_reuse_for_a_second_call_gets_the_next_ordinal():
-    evs, _, _ = fix(header(0, "call_A", "get_weather"), args(0, '{"city":"Oslo"}'),
-                    header(0, "call_B", "get_time"), args(0, '{"tz":"UTC"}'), finish(), DONE)
+    evs, _, _ = fix(
+        header(0, "call_A", "get_weather"),
+        args(0, '{"city":"Oslo"}'),
+        header(0, "call_B", "get_time"),
+        args(0, '{"tz":"UTC"}'),
+        finish(),
+        DONE,
+    )
     assert [tc["index"] for tc in tool_entries(evs)] == [0, 0, 1, 1]
     assert tool_entries(evs)[2]["id"] == "call_B"  # a new call keeps its header
 
@@ -132,8 +172,9 @@ def test_resent_header_with_same_name_is_stripped():
 
 
 def test_resent_header_rule_off_leaves_the_name_twice():
-    evs, _, out = fix(header(2), args(2, '{"path":'), header(2), args(2, '"a"}'), finish(), DONE,
-                      rules=Rules(tool_header=False))
+    evs, _, out = fix(
+        header(2), args(2, '{"path":'), header(2), args(2, '"a"}'), finish(), DONE, rules=Rules(tool_header=False)
+    )
     assert [e.get("function", {}).get("name") for e in tool_entries(evs)].count("write_file") == 2
     # and openai-python then concatenates the name and the id
     tc = openai_assemble(out).choices[0].message.tool_calls[0]
@@ -148,8 +189,9 @@ def test_resent_header_assembles_once_in_openai_python():
 
 
 def test_late_name_header_is_held_and_completed():
-    body = sse(header(1, name=""), args(1, '{"path":'), b": keep-alive", header(1), args(1, '"a"}'),
-               finish(), DONE).replace(b"data: : keep-alive", b": keep-alive")
+    body = sse(
+        header(1, name=""), args(1, '{"path":'), b": keep-alive", header(1), args(1, '"a"}'), finish(), DONE
+    ).replace(b"data: : keep-alive", b": keep-alive")
     out, rep = run(ChatRepairer, body, REQ)
     evs = events(out)
     entries = tool_entries(evs)
@@ -163,6 +205,7 @@ def test_late_name_header_is_held_and_completed():
 def test_late_name_is_held_while_streaming():
     rep = ChatRepairer(Rules(), FlowContext(request=REQ), Verdict())
     from streamfix.wire.stream import StreamRepair
+
     s = StreamRepair(rep)
     assert s.feed(sse(chunk({"role": "assistant"}))) != b""
     assert s.feed(sse(header(1, name=""), args(1, "{"))) == b""  # held
@@ -176,15 +219,15 @@ def test_late_name_rule_off_passes_the_nameless_header():
 
 
 def test_late_name_and_late_id_replace_cpa_fallback_id():
-    evs, _, _ = fix(header(1, id_="call_1", name=""), header(1, id_="edit_0#x", name="edit"), args(1, "{}"),
-                    finish(), DONE)
+    evs, _, _ = fix(
+        header(1, id_="call_1", name=""), header(1, id_="edit_0#x", name="edit"), args(1, "{}"), finish(), DONE
+    )
     first = tool_entries(evs)[0]
     assert (first["id"], first["function"]["name"]) == ("edit_0#x", "edit")
 
 
 def test_late_id_after_a_named_header_keeps_the_first_id():
-    evs, _, _ = fix(header(1, id_="call_1"), args(1, "{"), header(1, id_="edit_0#x"), args(1, "}"),
-                    finish(), DONE)
+    evs, _, _ = fix(header(1, id_="call_1"), args(1, "{"), header(1, id_="edit_0#x"), args(1, "}"), finish(), DONE)
     entries = tool_entries(evs)
     assert entries[0]["id"] == "call_1"
     assert "id" not in entries[2] and "name" not in entries[2]["function"]
@@ -201,6 +244,7 @@ def test_name_hold_is_bounded():
     many = [chunk({"content": f"x{i}"}) for i in range(chat.HOLD_LIMIT + 5)]  # no delta repeats the text
     rep = ChatRepairer(Rules(), FlowContext(request=REQ), Verdict())
     from streamfix.wire.stream import StreamRepair
+
     s = StreamRepair(rep)
     out = s.feed(sse(header(1, name=""), *many))
     assert out.count(b"data: ") == chat.HOLD_LIMIT + 6  # released, nothing lost
@@ -281,6 +325,7 @@ def test_usage_only_chunk_after_finish_is_counted_and_order_kept():
 def test_finish_without_usage_is_held_until_the_next_event():
     rep = ChatRepairer(Rules(), FlowContext(request=REQ), Verdict())
     from streamfix.wire.stream import StreamRepair
+
     s = StreamRepair(rep)
     assert s.feed(sse(chunk(finish="stop"))) == b""
     assert s.feed(b": ping\n\n") == b""  # comments do not settle it
@@ -333,8 +378,16 @@ def test_multi_choice_truncation_is_not_applied():
 def test_evidence_reported_to_the_verdict():
     v = Verdict()
     direct = Verdict()
-    fix(chunk({"reasoning_content": "think"}), chunk({"content": "Hello"}), header(1), args(1, '{"a":'),
-        args(1, "1}"), finish(completion=7), DONE, verdict=v)
+    fix(
+        chunk({"reasoning_content": "think"}),
+        chunk({"content": "Hello"}),
+        header(1),
+        args(1, '{"a":'),
+        args(1, "1}"),
+        finish(completion=7),
+        DONE,
+        verdict=v,
+    )
     direct.observe_text("Hello")
     direct.observe_args('{"a":')
     direct.observe_args("1}")
@@ -372,7 +425,8 @@ def test_stream_without_finish_ends_with_an_error_chunk():
     out, rep = run(ChatRepairer, body + b'data: {"id":"c', REQ)
     assert out == body + b':data: {"id":"c\n\n' + (
         b'data: {"error":{"message":"The upstream stream ended without a finish_reason.",'
-        b'"type":"server_error","param":null,"code":null}}\n\n')
+        b'"type":"server_error","param":null,"code":null}}\n\n'
+    )
     assert any("ended it with an error chunk" in n for n in rep.notes)
     for end in (b"data: [DONE]\n\n", sse({"error": {"message": "x"}}), sse(chunk({}, "stop"))):
         assert run(ChatRepairer, body + end, REQ)[0] == body + end
@@ -392,10 +446,20 @@ def test_crlf_events_keep_their_line_ends():
 
 # --- non-stream -----------------------------------------------------------------------------------
 def completion(tool_calls, finish_reason="tool_calls", completion_tokens=58):
-    return {"id": "interaction_1", "object": "chat.completion", "created": 1789000000, "model": "devin/swe-2",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": None, "tool_calls": tool_calls},
-                         "finish_reason": finish_reason}],
-            "usage": {"prompt_tokens": 10, "completion_tokens": completion_tokens, "total_tokens": 10 + completion_tokens}}
+    return {
+        "id": "interaction_1",
+        "object": "chat.completion",
+        "created": 1789000000,
+        "model": "devin/swe-2",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": None, "tool_calls": tool_calls},
+                "finish_reason": finish_reason,
+            }
+        ],
+        "usage": {"prompt_tokens": 10, "completion_tokens": completion_tokens, "total_tokens": 10 + completion_tokens},
+    }
 
 
 def call(id_, arguments="{}", name="f"):
@@ -449,8 +513,13 @@ NAMES = [r.name for r in CHAT]
 
 
 def test_the_recordings_are_there():
-    assert {"chat-devin-truncated-toolcall", "chat-devin-index1", "chat-devin-late-header",
-            "chat-openai-clean", "chat-devin-nonstream"} <= set(NAMES)
+    assert {
+        "chat-devin-truncated-toolcall",
+        "chat-devin-index1",
+        "chat-devin-late-header",
+        "chat-openai-clean",
+        "chat-devin-nonstream",
+    } <= set(NAMES)
 
 
 @pytest.mark.parametrize("rec", CHAT, ids=NAMES)
@@ -497,6 +566,7 @@ def test_fail_open_when_the_verdict_raises_loses_and_duplicates_nothing():
         raise RuntimeError("resolver down")
 
     from streamfix.wire.stream import StreamRepair
+
     body = sse(chunk({"content": "a"}), header(1, name=""), args(1, "{}"), chunk(finish="stop"), DONE)
     for cut in range(0, len(body), 7):
         rep = ChatRepairer(Rules(), FlowContext(request=REQ), Verdict(resolver=boom))

@@ -31,7 +31,7 @@ SAMPLE = base64.b64decode(
 )
 # the sample's F4 gzip variant (flag 0x01, 40 gzip bytes)
 SAMPLE_GZIP_F4 = bytes.fromhex(
-    "0100000028" "1f8b0800000000000203" "93120a2fca2cc9cc4b57c8cc4b49add0cb28c9cd01003bc46bea14000000"
+    "01000000281f8b080000000000020393120a2fca2cc9cc4b57c8cc4b49add0cb28c9cd01003bc46bea14000000"
 )
 
 

@@ -24,7 +24,13 @@ def probe(cwd: Path, **env: str) -> tuple[str, str]:
     e = {k: v for k, v in os.environ.items() if k != core.PURE_ENV}
     e["PYTHONPATH"] = str(cwd)
     r = subprocess.run(
-        [sys.executable, "-c", PROBE], cwd=cwd, env={**e, **env}, capture_output=True, text=True, timeout=60, check=False
+        [sys.executable, "-c", PROBE],
+        cwd=cwd,
+        env={**e, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert r.returncode == 0, r.stderr
     said, sse_file = r.stdout.strip().splitlines()

@@ -35,8 +35,13 @@ def conversation(i: int, kind: str) -> tuple[list[bytes], list[str], list[str]]:
     frames.append(frame(tool_calls=[tc(id=b"write_file_0#a1", name=b"write_file", arguments_json=args[0].encode())]))
     frames += [frame(tool_calls=[tc(arguments_json=a.encode())]) for a in args[1:]]
     frames.append(frame(stop_reason=STOP[kind], delta_tokens=7))
-    frames.append(frame(usage=pb.ModelUsage(prompt_tokens=100 + i, output_tokens=40 + i, cache_read_tokens=5,
-                                               model=f"m{i}".encode())))
+    frames.append(
+        frame(
+            usage=pb.ModelUsage(
+                prompt_tokens=100 + i, output_tokens=40 + i, cache_read_tokens=5, model=f"m{i}".encode()
+            )
+        )
+    )
     frames.append(encode_end_stream())
     return frames, text, args
 

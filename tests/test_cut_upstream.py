@@ -107,6 +107,7 @@ def _tool_use_start(index, id_, name):
 def _json_delta(index, part):
     return {"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": part}}
 
+
 CAP = {"model": "m", "stream": True, "max_tokens": 100, "messages": []}
 
 # name -> (path, request, events, how many events reach the client before the cut)
@@ -391,7 +392,9 @@ def test_cut_upstream_loses_nothing(proxy, request, case: str, cut: str) -> None
         # the held events arrive repaired as far as a cut stream allows (hand-written)
         assert got == b"".join(SALVAGED[case])
         assert got.startswith(want)
-        m = mitm.wait_for(r"(\d+) bytes the repair still held .* sent before the connection closed", timeout=10, start=start)
+        m = mitm.wait_for(
+            r"(\d+) bytes the repair still held .* sent before the connection closed", timeout=10, start=start
+        )
         turn = _last_turn(mitm.turns, f"/{case}/{cut}{path}")
         assert turn["salvaged"] == int(m.group(1)) == len(got) - len(want) > 0, turn
     elif salvage:
@@ -399,7 +402,9 @@ def test_cut_upstream_loses_nothing(proxy, request, case: str, cut: str) -> None
         # arrive byte for byte (no rule changed them), and the unfinished one as it came
         assert want == b"".join(events[:delivered])
         assert got == b"".join(events)
-        m = mitm.wait_for(r"(\d+) bytes the repair still held .* sent before the connection closed", timeout=10, start=start)
+        m = mitm.wait_for(
+            r"(\d+) bytes the repair still held .* sent before the connection closed", timeout=10, start=start
+        )
         turn = _last_turn(mitm.turns, f"/{case}/{cut}{path}")
         assert turn["salvaged"] == int(m.group(1)) == len(got) - len(want) > 0, turn
     else:

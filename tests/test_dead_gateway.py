@@ -31,8 +31,20 @@ def dead(tmp_path_factory):
     dead_port, listen = free_port(), free_port()
     log = tmp / "turns.jsonl"
     proc = Proc(
-        [sys.executable, "-m", "streamfix.sidecar", "--upstream", f"http://127.0.0.1:{dead_port}",
-         "--listen", f"127.0.0.1:{listen}", "--", "--set", f"streamfix_log={log}", "--set", f"confdir={tmp / 'conf'}"],
+        [
+            sys.executable,
+            "-m",
+            "streamfix.sidecar",
+            "--upstream",
+            f"http://127.0.0.1:{dead_port}",
+            "--listen",
+            f"127.0.0.1:{listen}",
+            "--",
+            "--set",
+            f"streamfix_log={log}",
+            "--set",
+            f"confdir={tmp / 'conf'}",
+        ],
         env=child_env(HOME=str(tmp / "home")),
     )
     try:
@@ -120,8 +132,21 @@ def test_launcher_warns_of_https_to_a_plain_http_gateway(tmp_path: Path) -> None
     replay, base = start_replay()
     listen = free_port()
     wrong = base.replace("http://", "https://")
-    proc = Proc([sys.executable, "-m", "streamfix.sidecar", "--upstream", wrong, "--listen", f"127.0.0.1:{listen}",
-                 "--", "--set", f"confdir={tmp_path}"], env=child_env(HOME=str(tmp_path)))
+    proc = Proc(
+        [
+            sys.executable,
+            "-m",
+            "streamfix.sidecar",
+            "--upstream",
+            wrong,
+            "--listen",
+            f"127.0.0.1:{listen}",
+            "--",
+            "--set",
+            f"confdir={tmp_path}",
+        ],
+        env=child_env(HOME=str(tmp_path)),
+    )
     try:
         proc.wait_for(rf"warning: the gateway at {wrong} speaks plain HTTP, not TLS: use --upstream {base}", 60)
     finally:
@@ -156,9 +181,21 @@ def test_a_sigterm_at_startup_leaves_no_mitmdump_behind(tmp_path: Path) -> None:
 
     listen = free_port()
     p = subprocess.Popen(
-        [sys.executable, "-m", "streamfix.sidecar", "--upstream", f"http://127.0.0.1:{free_port()}",
-         "--listen", f"127.0.0.1:{listen}", "--", "--set", f"confdir={tmp_path}"],
-        env=child_env(HOME=str(tmp_path)), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "streamfix.sidecar",
+            "--upstream",
+            f"http://127.0.0.1:{free_port()}",
+            "--listen",
+            f"127.0.0.1:{listen}",
+            "--",
+            "--set",
+            f"confdir={tmp_path}",
+        ],
+        env=child_env(HOME=str(tmp_path)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
     )
     try:
         seen = b""

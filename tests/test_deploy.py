@@ -95,7 +95,7 @@ def test_compose_file_has_streamfix_beside_cpa():
     assert mitm_conf["streamfix_upstream_proxyauth"] == f"{proxy.username}:{proxy.password}"
     # the launcher takes this command line and builds the listeners from it
     i = cmd.index("--")
-    mitm = sidecar.mitm_command("http://cpa:8317", cmd[cmd.index("--listen") + 1], listen, False, False, cmd[i + 1:])
+    mitm = sidecar.mitm_command("http://cpa:8317", cmd[cmd.index("--listen") + 1], listen, False, False, cmd[i + 1 :])
     assert mitm[mitm.index("--mode") + 1] == "reverse:http://cpa:8317@0.0.0.0:8318"
     assert "regular@0.0.0.0:8080" in mitm
     # the Dockerfile's CMD and the compose command agree, and it runs deploy/install.sh
@@ -110,11 +110,11 @@ def test_the_launcher_accepts_the_compose_command_only_with_credentials(tmp_path
     i = cmd.index("--")
     from streamfix import sidecar
 
-    assert sidecar._has_proxyauth(cmd[i + 1:]) is False
+    assert sidecar._has_proxyauth(cmd[i + 1 :]) is False
     conf = tmp_path / "mitmproxy"
     conf.mkdir()
     shutil.copy(DEPLOY / "mitmproxy-config.example.yaml", conf / "config.yaml")
-    args = [a.replace("confdir=/data/mitmproxy", f"confdir={conf}") for a in cmd[i + 1:]]
+    args = [a.replace("confdir=/data/mitmproxy", f"confdir={conf}") for a in cmd[i + 1 :]]
     assert sidecar._has_proxyauth(args) is True
 
 

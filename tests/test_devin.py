@@ -96,7 +96,8 @@ def test_unknown_fields_do_not_break_parsing():
         + b"\xa0\x06\x07"  # 100: varint 7 (unknown)
         + b"\xaa\x06\x03abc"  # 101: bytes (unknown)
         + b"\xb5\x06\x01\x02\x03\x04"  # 102: fixed32 (unknown)
-        + b"\xb9\x06" + bytes(8)  # 103: fixed64 (unknown)
+        + b"\xb9\x06"
+        + bytes(8)  # 103: fixed64 (unknown)
         + b"\x28\x0a"  # 5: FUNCTION_CALL
         + b"\x32\x06\x1a\x02{}\x40\x01"  # 6: tool call with an unknown field 8
     )

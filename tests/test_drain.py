@@ -77,8 +77,13 @@ async def ws_turn(chain: Chain, scenario: str, conv: str, started: asyncio.Event
     async with aiohttp.ClientSession(trust_env=False) as s, s.ws_connect(url) as ws:
 
         def create(sc: str, cv: str) -> str:
-            return orjson.dumps({"type": "response.create", "model": "devin/swe-2", "input": [
-                {"role": "user", "content": f"Go. [scenario:{sc}] [conv:{cv}] [delay:{FRAME_MS}]"}]}).decode()
+            return orjson.dumps(
+                {
+                    "type": "response.create",
+                    "model": "devin/swe-2",
+                    "input": [{"role": "user", "content": f"Go. [scenario:{sc}] [conv:{cv}] [delay:{FRAME_MS}]"}],
+                }
+            ).decode()
 
         await ws.send_str(create(scenario, conv))
         while True:

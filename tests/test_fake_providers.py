@@ -68,7 +68,9 @@ def test_http_endpoints_and_what_they_record(fake):
 
 def test_a_tool_result_gets_the_followup(fake):
     fake.fake.default = "probe"
-    first = _post(fake, "/v1/messages", {"model": "c", "max_tokens": 99, "messages": [{"role": "user", "content": "go"}]})
+    first = _post(
+        fake, "/v1/messages", {"model": "c", "max_tokens": 99, "messages": [{"role": "user", "content": "go"}]}
+    )
     assert first.json()["content"][-1]["type"] == "tool_use"
     msgs = [{"role": "user", "content": "go"},
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "ok"}]}]  # fmt: skip

@@ -251,8 +251,15 @@ EXPECT = {
 }  # fmt: skip
 
 
-async def ask(client: httpx.AsyncClient, chain: Chain, api: str, scenario: str, conv: str, delay: int | None = None,
-              cap: int | None = None) -> bytes:
+async def ask(
+    client: httpx.AsyncClient,
+    chain: Chain,
+    api: str,
+    scenario: str,
+    conv: str,
+    delay: int | None = None,
+    cap: int | None = None,
+) -> bytes:
     marks = f"[scenario:{scenario}] [conv:{conv}]" + (f" [delay:{delay}]" if delay is not None else "")
     r = await client.post(chain.base + PATHS[api], json=request_body(api, f"Please do it. {marks}", cap))
     assert r.status_code == 200, r.text
@@ -281,7 +288,9 @@ async def test_concurrent_conversations_are_matched_by_content(chain):
     jobs = [(api, scenarios[i], f"conc{i}-{api}") for api in ("chat", "responses", "messages") for i in range(7)]
     async with client() as c:
         bodies = await asyncio.gather(*(ask(c, chain, api, sc, conv, delay=15) for api, sc, conv in jobs))
-    wrong = [(api, sc, terminal(api, b)) for (api, sc, _), b in zip(jobs, bodies) if terminal(api, b) != EXPECT[api][sc]]
+    wrong = [
+        (api, sc, terminal(api, b)) for (api, sc, _), b in zip(jobs, bodies) if terminal(api, b) != EXPECT[api][sc]
+    ]
     assert not wrong
 
 
@@ -437,8 +446,18 @@ def devin_usage(chain: Chain, conv: str) -> tuple[int, int, int, int]:
     return u["input_tokens"], u["output_tokens"], u["cached_tokens"], u["input_tokens"] + u["output_tokens"]
 
 
-async def ask_usage(c: httpx.AsyncClient, chain: Chain, api: str, conv: str, devin: str, cpa: str | None,
-                    prompt_tokens: int, scenario: str = "stop", stream: bool = True, delay: int | None = None) -> bytes:
+async def ask_usage(
+    c: httpx.AsyncClient,
+    chain: Chain,
+    api: str,
+    conv: str,
+    devin: str,
+    cpa: str | None,
+    prompt_tokens: int,
+    scenario: str = "stop",
+    stream: bool = True,
+    delay: int | None = None,
+) -> bytes:
     marks = f"[scenario:{scenario}] [conv:{conv}] [usage:{devin}] [prompt_tokens:{prompt_tokens}]"
     marks += (f" [cpa_usage:{cpa}]" if cpa else "") + (f" [delay:{delay}]" if delay is not None else "")
     body = request_body(api, f"Count it. {marks}", stream=stream)

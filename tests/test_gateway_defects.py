@@ -189,16 +189,22 @@ def test_reasoning_summary_on_done_and_terminal_from_what_was_streamed():
     body = (
         _ev("response.created", sequence_number=0, response={"id": "r", "created_at": 1, "model": "m"})
         + _ev("response.output_item.added", sequence_number=1, output_index=0, item=rs)
-        + _ev("response.reasoning_summary_part.added", sequence_number=2, **sd,
-              part={"type": "summary_text", "text": ""})
+        + _ev(
+            "response.reasoning_summary_part.added", sequence_number=2, **sd, part={"type": "summary_text", "text": ""}
+        )
         + _ev("response.reasoning_summary_text.delta", sequence_number=3, **sd, delta="Plan")
         + _ev("response.reasoning_summary_text.delta", sequence_number=4, **sd, delta=" it.")
         + _ev("response.output_item.done", sequence_number=5, output_index=0, item=rs)
         + _ev(
             "response.completed",
             sequence_number=6,
-            response={"id": "r", "created_at": 1, "model": "m", "output": [rs],
-                      "usage": {"input_tokens": 1, "output_tokens": 1, "total_tokens": 2}},
+            response={
+                "id": "r",
+                "created_at": 1,
+                "model": "m",
+                "output": [rs],
+                "usage": {"input_tokens": 1, "output_tokens": 1, "total_tokens": 2},
+            },
         )
     )
     rec = Recording("t", None, {"api": "responses", "started_at": 1, "request": {"body": {}}}, body)
@@ -230,10 +236,19 @@ def test_reasoning_summary_in_a_json_body():
 
 def _chat_body(contents: list[str], end: bool = True) -> bytes:
     def chunk(delta, finish=None):
-        return b"data: " + orjson.dumps(
-            {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
-             "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-        ) + b"\n\n"
+        return (
+            b"data: "
+            + orjson.dumps(
+                {
+                    "id": "c",
+                    "object": "chat.completion.chunk",
+                    "created": 1,
+                    "model": "m",
+                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+                }
+            )
+            + b"\n\n"
+        )
 
     body = chunk({"role": "assistant", "content": ""}) + b"".join(chunk({"content": c}) for c in contents)
     return body + (chunk({}, "stop") + b"data: [DONE]\n\n" if end else b"")
@@ -254,8 +269,10 @@ def _responses_body(deltas: list[str], end: bool = True) -> bytes:
         evs += [
             ("response.output_text.done", {**base, "text": text}),
             ("response.output_item.done", {"output_index": 0, "item": item}),
-            ("response.completed",
-             {"response": {"id": "r", "created_at": 1, "model": "m", "output": [item], "usage": usage}}),
+            (
+                "response.completed",
+                {"response": {"id": "r", "created_at": 1, "model": "m", "output": [item], "usage": usage}},
+            ),
         ]
     return b"".join(_ev(t, sequence_number=i, **kw) for i, (t, kw) in enumerate(evs))
 
@@ -263,8 +280,11 @@ def _responses_body(deltas: list[str], end: bool = True) -> bytes:
 def _texts(api: str, out: bytes) -> list[str]:
     """What the client is streamed, delta by delta (chat: non-empty contents)."""
     if api == "chat":
-        return [e["choices"][0]["delta"]["content"] for e in json_events(out)
-                if e.get("choices") and e["choices"][0]["delta"].get("content")]
+        return [
+            e["choices"][0]["delta"]["content"]
+            for e in json_events(out)
+            if e.get("choices") and e["choices"][0]["delta"].get("content")
+        ]
     return [e["delta"] for e in json_events(out) if e["type"] == "response.output_text.delta"]
 
 
@@ -279,18 +299,26 @@ EDGES = {
     # deltas -> what the client is streamed
     "repeat, chunked otherwise": (TEXT + ["The", " build passed on", " all targets."], TEXT),
     "repeat, one delta": (TEXT + ["The build passed on all targets."], TEXT),
-    "diverges at the last char": (TEXT + ["The build", " passed on all targets!"],
-                                  TEXT + ["The build", " passed on all targets!"]),
-    "repeat that goes on": (TEXT + ["The build passed", " on all targets. Done."],
-                            TEXT + ["The build passed", " on all targets. Done."]),
-    "a text that starts ha ha": (["ha ha", ", the build", " passed on all targets.", "ha ha", "!"],
-                                 ["ha ha", ", the build", " passed on all targets.", "ha ha", "!"]),
+    "diverges at the last char": (
+        TEXT + ["The build", " passed on all targets!"],
+        TEXT + ["The build", " passed on all targets!"],
+    ),
+    "repeat that goes on": (
+        TEXT + ["The build passed", " on all targets. Done."],
+        TEXT + ["The build passed", " on all targets. Done."],
+    ),
+    "a text that starts ha ha": (
+        ["ha ha", ", the build", " passed on all targets.", "ha ha", "!"],
+        ["ha ha", ", the build", " passed on all targets.", "ha ha", "!"],
+    ),
     "a phrase repeated": (["ha"] + [" ha"] * 7, ["ha"] + [" ha"] * 7),
     "a phrase repeated, spaces apart": (["ha", " "] * 12, ["ha", " "] * 12),
     "a rule of dashes": (["--"] * 20, ["--"] * 20),
     "too short to tell": (["ab", "cd", "ab", "cd"], ["ab", "cd", "ab", "cd"]),
-    "diverges, then repeats": (TEXT + ["The", " end."] + ["The build passed on all targets.The end."],
-                               TEXT + ["The", " end."]),
+    "diverges, then repeats": (
+        TEXT + ["The", " end."] + ["The build passed on all targets.The end."],
+        TEXT + ["The", " end."],
+    ),
 }
 
 

@@ -18,8 +18,11 @@ def chunk(*parts, finish=None, usage=None, candidates=None):
     cand = {"content": {"parts": list(parts), "role": "model"}, "index": 0}
     if finish is not None:
         cand["finishReason"] = finish
-    obj = {"candidates": candidates if candidates is not None else [cand],
-           "modelVersion": "devin/swe-2", "responseId": "interaction_1"}
+    obj = {
+        "candidates": candidates if candidates is not None else [cand],
+        "modelVersion": "devin/swe-2",
+        "responseId": "interaction_1",
+    }
     if usage is not None:
         obj["usageMetadata"] = {"promptTokenCount": 10, "candidatesTokenCount": usage, "totalTokenCount": 10 + usage}
     return obj
@@ -33,8 +36,13 @@ CALL = {"functionCall": {"name": "write_file", "args": {}, "id": "write_file_0#a
 
 
 def reasons(out):
-    return [c.get("finishReason") for e in events(out) if isinstance(e, dict)
-            for c in e.get("candidates", []) if "finishReason" in c]
+    return [
+        c.get("finishReason")
+        for e in events(out)
+        if isinstance(e, dict)
+        for c in e.get("candidates", [])
+        if "finishReason" in c
+    ]
 
 
 def fix(*objs, request=REQ, rules=None, verdict=None):
@@ -77,8 +85,15 @@ def test_upstream_content_filter_becomes_safety():
     assert reasons(out) == ["SAFETY"]
 
 
-@pytest.mark.parametrize("native, outcome", [("MAX_TOKENS", "max_tokens"), ("SAFETY", "content_filter"),
-                                             ("RECITATION", "content_filter"), ("MALFORMED_FUNCTION_CALL", "unknown")])
+@pytest.mark.parametrize(
+    "native, outcome",
+    [
+        ("MAX_TOKENS", "max_tokens"),
+        ("SAFETY", "content_filter"),
+        ("RECITATION", "content_filter"),
+        ("MALFORMED_FUNCTION_CALL", "unknown"),
+    ],
+)
 def test_native_finish_reasons_left_alone(native, outcome):
     b = sse(chunk(text("a")), chunk(text(""), finish=native, usage=400))
     out, rep = run(GeminiRepairer, b, REQ)
@@ -107,8 +122,10 @@ def test_hold_after_finish_is_bounded():
 
 
 def test_several_candidates_are_not_rewritten():
-    two = [{"content": {"parts": [text("a")], "role": "model"}, "index": 0, "finishReason": "STOP"},
-           {"content": {"parts": [text("b")], "role": "model"}, "index": 1, "finishReason": "STOP"}]
+    two = [
+        {"content": {"parts": [text("a")], "role": "model"}, "index": 0, "finishReason": "STOP"},
+        {"content": {"parts": [text("b")], "role": "model"}, "index": 1, "finishReason": "STOP"},
+    ]
     b = sse(chunk(candidates=two, usage=400))
     out, rep = run(GeminiRepairer, b, REQ)
     assert out == b and any("candidates" in n for n in rep.notes)
@@ -192,7 +209,7 @@ def test_fail_open_when_the_verdict_raises_loses_and_duplicates_nothing():
         raise RuntimeError("resolver down")
 
     b = sse(chunk(text("a")), chunk(text(""), finish="STOP"), {"usageMetadata": {"candidatesTokenCount": 1}})
-    b = b.replace(b"\n\ndata: {\"usage", b"\n\n: ping\n\ndata: {\"usage")
+    b = b.replace(b'\n\ndata: {"usage', b'\n\n: ping\n\ndata: {"usage')
     for cut in range(0, len(b), 9):
         s = StreamRepair(GeminiRepairer(Rules(), FlowContext(request=REQ), Verdict(resolver=boom)))
         out = s.feed(b[:cut]) + s.feed(b[cut:]) + s.close()

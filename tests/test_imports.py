@@ -14,12 +14,13 @@ OLD = re.compile(r"^\s*(from|import) (wire|addons)\b(?!\s*=)", re.M)
 
 
 def test_no_top_level_wire_or_addons_imports() -> None:
-    files = subprocess.run(["git", "ls-files", "*.py"], cwd=ROOT, check=True, capture_output=True,
-                           text=True).stdout.split()
+    files = subprocess.run(
+        ["git", "ls-files", "*.py"], cwd=ROOT, check=True, capture_output=True, text=True
+    ).stdout.split()
     bad = []
     for name in files:
         for m in OLD.finditer((ROOT / name).read_text()):
-            line = (ROOT / name).read_text()[m.start():].splitlines()[0].strip()
+            line = (ROOT / name).read_text()[m.start() :].splitlines()[0].strip()
             bad.append(f"{name}: {line}")
     assert not bad, "run scripts/dev/rename-imports:\n" + "\n".join(bad)
 

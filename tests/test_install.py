@@ -39,13 +39,30 @@ def installed(tmp_path_factory):
     env["PIP_CACHE_DIR"] = os.environ.get("PIP_CACHE_DIR", str(Path.home() / ".cache" / "pip"))
     (tmp / "home").mkdir()
     wheels = tmp / "wheels"
-    run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--disable-pip-version-check", "-w", str(wheels),
-         str(ROOT)], cwd=tmp, env=env)
+    run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--disable-pip-version-check",
+            "-w",
+            str(wheels),
+            str(ROOT),
+        ],
+        cwd=tmp,
+        env=env,
+    )
     (wheel,) = wheels.glob("streamfix-*.whl")
     venv = tmp / "venv"
     run([sys.executable, "-m", "venv", str(venv)], cwd=tmp, env=env)
-    run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(wheel)],
-        cwd=tmp, env=env)
+    run(
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(wheel)],
+        cwd=tmp,
+        env=env,
+    )
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     return tmp, venv, env
 
@@ -81,8 +98,12 @@ def test_the_command(installed) -> None:
     assert [Path(p).name for p in every] == ["repair.py", "upstream.py", "views.py", "sseview.py"]
     # the user's own mitmdump with the installed addon (no checkout on sys.path)
     (tmp / "empty.flow").touch()
-    r = run(["mitmdump", "-n", "-r", str(tmp / "empty.flow"), "-s", str(path), "--set", "streamfix_status=off"],
-            cwd=tmp, env=env, timeout=120)
+    r = run(
+        ["mitmdump", "-n", "-r", str(tmp / "empty.flow"), "-s", str(path), "--set", "streamfix_status=off"],
+        cwd=tmp,
+        env=env,
+        timeout=120,
+    )
     assert f"{len(RULE_OPTIONS) - 1} of {len(RULE_OPTIONS)} rules on (off: status)" in r.stdout, r.stdout
     assert str(ROOT) not in r.stdout + r.stderr
 
@@ -101,9 +122,15 @@ def test_sidecar_repairs(installed) -> None:
     try:
         proc.wait_for(rf"listening at 127\.0\.0\.1:{port}", timeout=120)
         rec = load(DEMO)
-        got = fetch(f"http://127.0.0.1:{port}{rec.request['path']}", body=rec.request_body,
-                    headers={"content-type": "application/json", "accept-encoding": "identity",
-                             "x-streamfix-recording": rec.name})
+        got = fetch(
+            f"http://127.0.0.1:{port}{rec.request['path']}",
+            body=rec.request_body,
+            headers={
+                "content-type": "application/json",
+                "accept-encoding": "identity",
+                "x-streamfix-recording": rec.name,
+            },
+        )
         assert got.status == 200
         assert_same(got.body, live_expected(rec, got))
         assert got.body != rec.body

@@ -20,15 +20,28 @@ def ev(obj, nl=3) -> bytes:
     return b"event: " + obj["type"].encode() + b"\ndata: " + orjson.dumps(obj) + b"\n" * nl
 
 
-START = {"type": "message_start", "message": {"id": "interaction_1", "type": "message", "role": "assistant",
-                                              "content": [], "model": "devin/swe-2", "stop_reason": None,
-                                              "stop_sequence": None, "usage": {"input_tokens": 0, "output_tokens": 0}}}
+START = {
+    "type": "message_start",
+    "message": {
+        "id": "interaction_1",
+        "type": "message",
+        "role": "assistant",
+        "content": [],
+        "model": "devin/swe-2",
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {"input_tokens": 0, "output_tokens": 0},
+    },
+}
 STOP = {"type": "message_stop"}
 
 
 def block_start(i, type_="text", **cb):
-    base = {"text": {"type": "text", "text": ""}, "thinking": {"type": "thinking", "thinking": ""},
-            "tool_use": {"type": "tool_use", "id": "write_file_0#a1", "name": "write_file", "input": {}}}[type_]
+    base = {
+        "text": {"type": "text", "text": ""},
+        "thinking": {"type": "thinking", "thinking": ""},
+        "tool_use": {"type": "tool_use", "id": "write_file_0#a1", "name": "write_file", "input": {}},
+    }[type_]
     return {"type": "content_block_start", "index": i, "content_block": {**base, **cb}}
 
 
@@ -45,8 +58,11 @@ def block_stop(i):
 
 
 def message_delta(reason="tool_use", out=58):
-    return {"type": "message_delta", "delta": {"stop_reason": reason, "stop_sequence": None},
-            "usage": {"input_tokens": 10, "output_tokens": out}}
+    return {
+        "type": "message_delta",
+        "delta": {"stop_reason": reason, "stop_sequence": None},
+        "usage": {"input_tokens": 10, "output_tokens": out},
+    }
 
 
 def body(*objs, nl=3):
@@ -111,8 +127,15 @@ def test_truncation_sets_max_tokens():
 
 
 def test_truncation_off_leaves_tool_use():
-    out, rep = fix(START, block_start(0, "tool_use"), part(0, CUT), block_stop(0), message_delta(out=400), STOP,
-                   rules=Rules(truncation="off"))
+    out, rep = fix(
+        START,
+        block_start(0, "tool_use"),
+        part(0, CUT),
+        block_stop(0),
+        message_delta(out=400),
+        STOP,
+        rules=Rules(truncation="off"),
+    )
     assert assemble(out)["stop_reason"] == "tool_use" and rep.decision.truncated
 
 
@@ -142,9 +165,21 @@ def test_text_at_cap_becomes_max_tokens():
 
 def test_evidence_reported():
     v, direct = Verdict(), Verdict()
-    fix(START, block_start(0, "thinking"), block_stop(0), block_start(1), text(1, "Hi"), block_stop(1),
-        block_start(2, "tool_use"), part(2, '{"a":'), part(2, "1}"), block_stop(2), message_delta(out=9), STOP,
-        verdict=v)
+    fix(
+        START,
+        block_start(0, "thinking"),
+        block_stop(0),
+        block_start(1),
+        text(1, "Hi"),
+        block_stop(1),
+        block_start(2, "tool_use"),
+        part(2, '{"a":'),
+        part(2, "1}"),
+        block_stop(2),
+        message_delta(out=9),
+        STOP,
+        verdict=v,
+    )
     direct.observe_text("Hi")
     direct.observe_args('{"a":')
     direct.observe_args("1}")
@@ -153,10 +188,23 @@ def test_evidence_reported():
 
 # --- tool_header: re-sent tool_use blocks -----------------------------------------------------------
 def late_name(name_first="", id_first="write_file_0#a1", id_again="write_file_0#a1"):
-    return (START, block_start(0), text(0, "Reading."), block_stop(0),
-            block_start(1, "tool_use", name=name_first, id=id_first), part(1, '{"path":'), block_stop(1),
-            block_start(2, "tool_use", id=id_again), part(2, '"a.txt"}'), block_stop(2),
-            block_start(3), text(3, "Done."), block_stop(3), message_delta(out=30), STOP)
+    return (
+        START,
+        block_start(0),
+        text(0, "Reading."),
+        block_stop(0),
+        block_start(1, "tool_use", name=name_first, id=id_first),
+        part(1, '{"path":'),
+        block_stop(1),
+        block_start(2, "tool_use", id=id_again),
+        part(2, '"a.txt"}'),
+        block_stop(2),
+        block_start(3),
+        text(3, "Done."),
+        block_stop(3),
+        message_delta(out=30),
+        STOP,
+    )
 
 
 def test_late_name_blocks_are_merged():
@@ -187,16 +235,33 @@ def test_late_name_with_cpa_fallback_id_takes_the_real_id():
 
 
 def test_a_second_whole_call_with_the_same_id_is_not_merged():
-    out, _ = fix(START, block_start(0, "tool_use"), part(0, WHOLE), block_stop(0),
-                 block_start(1, "tool_use"), part(1, WHOLE), block_stop(1), message_delta(out=30), STOP,
-                 rules=Rules(truncation="off"))
+    out, _ = fix(
+        START,
+        block_start(0, "tool_use"),
+        part(0, WHOLE),
+        block_stop(0),
+        block_start(1, "tool_use"),
+        part(1, WHOLE),
+        block_stop(1),
+        message_delta(out=30),
+        STOP,
+        rules=Rules(truncation="off"),
+    )
     assert datas(out).count(block_start(1, "tool_use")) == 1
 
 
 def test_a_different_call_is_not_merged():
-    objs = (START, block_start(0, "tool_use"), part(0, '{"a":'), block_stop(0),
-            block_start(1, "tool_use", id="read_file_1#b2", name="read_file"), part(1, "{}"), block_stop(1),
-            message_delta(out=30), STOP)
+    objs = (
+        START,
+        block_start(0, "tool_use"),
+        part(0, '{"a":'),
+        block_stop(0),
+        block_start(1, "tool_use", id="read_file_1#b2", name="read_file"),
+        part(1, "{}"),
+        block_stop(1),
+        message_delta(out=30),
+        STOP,
+    )
     b = body(*objs)
     out, _ = run(MessagesRepairer, b, REQ, Rules(truncation="off"))
     assert out == b
@@ -238,8 +303,7 @@ def test_nameless_start_hold_is_bounded_and_loses_nothing():
 
 
 def test_name_never_arriving_is_released_at_message_delta():
-    out, rep = fix(START, block_start(0, "tool_use", name=""), part(0, "{}"), block_stop(0),
-                   message_delta(out=3), STOP)
+    out, rep = fix(START, block_start(0, "tool_use", name=""), part(0, "{}"), block_stop(0), message_delta(out=3), STOP)
     assert assemble(out)["content"][0]["name"] == ""
     assert any("never arrived" in n for n in rep.notes)
 
@@ -275,9 +339,16 @@ def test_comments_bad_json_pass_raw():
 
 # --- non-stream ---------------------------------------------------------------------------------
 def message(content, stop_reason="tool_use", out=58):
-    return {"id": "interaction_1", "type": "message", "role": "assistant", "model": "devin/swe-2",
-            "content": content, "stop_reason": stop_reason, "stop_sequence": None,
-            "usage": {"input_tokens": 10, "output_tokens": out}}
+    return {
+        "id": "interaction_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "devin/swe-2",
+        "content": content,
+        "stop_reason": stop_reason,
+        "stop_sequence": None,
+        "usage": {"input_tokens": 10, "output_tokens": out},
+    }
 
 
 def repair_json(obj, rules=None, request=REQ):
@@ -305,12 +376,14 @@ def test_json_native_left_alone():
 
 
 def test_json_duplicate_fallback_ids():
-    changed, obj = repair_json(message([{"type": "text", "text": "x"}, tool("toolu_interactions"),
-                                        tool("toolu_interactions")], out=3))
+    changed, obj = repair_json(
+        message([{"type": "text", "text": "x"}, tool("toolu_interactions"), tool("toolu_interactions")], out=3)
+    )
     assert changed
     assert [b["id"] for b in obj["content"] if b["type"] == "tool_use"] == ["toolu_interactions", "toolu_1"]
-    changed, _ = repair_json(message([tool("toolu_interactions"), tool("toolu_interactions")], out=3),
-                             Rules(tool_index=False))
+    changed, _ = repair_json(
+        message([tool("toolu_interactions"), tool("toolu_interactions")], out=3), Rules(tool_index=False)
+    )
     assert not changed
 
 
@@ -353,8 +426,9 @@ def test_recording_any_chunking(rec):
 @pytest.mark.parametrize("rec", [r for r in MSG if r.streaming], ids=lambda r: r.name)
 def test_no_error_stream_becomes_success(rec):
     err = b'event: error\ndata: {"type":"error","error":{"type":"api_error","message":"stream_truncated"}}\n\n'
-    error_cuts(rec, MessagesRepairer, err,
-               lambda b: sum(d["type"] in ("message_delta", "message_stop") for d in datas(b)))
+    error_cuts(
+        rec, MessagesRepairer, err, lambda b: sum(d["type"] in ("message_delta", "message_stop") for d in datas(b))
+    )
 
 
 def test_fail_open_when_the_verdict_raises_loses_and_duplicates_nothing():

@@ -134,9 +134,10 @@ async def run_turns(chain: Chain) -> int:
 
         await asyncio.gather(*(one(*j) for j in jobs))
     url = chain.base.replace("http://", "ws://", 1) + "/v1/responses"
-    async with aiohttp.ClientSession(trust_env=False) as s, s.ws_connect(
-        url, headers={"authorization": f"Bearer {KEYS[0]}"}
-    ) as ws:
+    async with (
+        aiohttp.ClientSession(trust_env=False) as s,
+        s.ws_connect(url, headers={"authorization": f"Bearer {KEYS[0]}"}) as ws,
+    ):
         for i, scenario in enumerate(["stop", "max_tokens_text"]):
             create = {"type": "response.create", "model": MODELS[0],
                       "input": [{"role": "user", "content": f"Go. [scenario:{scenario}] [conv:pmws{i}]"}]}  # fmt: skip

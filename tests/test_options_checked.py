@@ -40,6 +40,7 @@ def mitmdump(tmp: Path, *sets: str, addons: tuple[Path, ...] = (REPAIR_ADDON,)) 
 
 def runs(tmp: Path, cases: dict[str, tuple]) -> dict[str, subprocess.CompletedProcess]:
     """Several mitmdump runs at once (each its own confdir)."""
+
     def one(item):
         key, (sets, addons) = item
         d = tmp / re.sub(r"\W", "_", key)
@@ -54,10 +55,22 @@ def runs(tmp: Path, cases: dict[str, tuple]) -> dict[str, subprocess.CompletedPr
 def test_bools_as_users_write_them(tmp_path: Path) -> None:
     """Every spelling of false switches its rule off, every spelling of true (and the bare
     ``--set name``) keeps it on, and the addon runs: the startup line says so."""
-    false = ["streamfix_status=off", "streamfix_item_id=0", "streamfix_sequence=False", "streamfix_usage=no",
-             "streamfix_replay=OFF", "streamfix_tool_index=false"]
-    true = ["streamfix_status", "streamfix_item_id=on", "streamfix_sequence=yes", "streamfix_usage=1",
-            "streamfix_replay=TRUE", "streamfix_tool_index=true"]
+    false = [
+        "streamfix_status=off",
+        "streamfix_item_id=0",
+        "streamfix_sequence=False",
+        "streamfix_usage=no",
+        "streamfix_replay=OFF",
+        "streamfix_tool_index=false",
+    ]
+    true = [
+        "streamfix_status",
+        "streamfix_item_id=on",
+        "streamfix_sequence=yes",
+        "streamfix_usage=1",
+        "streamfix_replay=TRUE",
+        "streamfix_tool_index=true",
+    ]
     got = runs(tmp_path, {"false": (false, (REPAIR_ADDON,)), "true": (true, (REPAIR_ADDON,))})
     for key, r in got.items():
         out = r.stdout + r.stderr
@@ -73,14 +86,18 @@ def test_bools_as_users_write_them(tmp_path: Path) -> None:
 
 
 WRONG = {
-    "bad bool": (["streamfix_status=maybe"],
-                 "streamfix_status=maybe: not a boolean; use true/false, on/off, yes/no or 1/0"),
+    "bad bool": (
+        ["streamfix_status=maybe"],
+        "streamfix_status=maybe: not a boolean; use true/false, on/off, yes/no or 1/0",
+    ),
     "typo": (["streamfix_stauts=false"], "unknown option streamfix_stauts; did you mean streamfix_status?"),
     "bad choice": (["streamfix_truncation=of"], "streamfix_truncation=of: must be one of incomplete, completed, off"),
     "choice without value": (["streamfix_mode"], "streamfix_mode without a value: must be one of repair, check"),
     "websocket choice": (["streamfix_websocket=refused"], "must be one of repair, refuse, pass"),
-    "evidence": (["streamfix_evidence=usage,stop_reason"],
-                 "unknown streamfix_evidence source(s) 'stop_reason'; known: "),
+    "evidence": (
+        ["streamfix_evidence=usage,stop_reason"],
+        "unknown streamfix_evidence source(s) 'stop_reason'; known: ",
+    ),
 }
 
 
@@ -107,22 +124,34 @@ def test_each_mistake_stops_mitmdump_with_its_message(tmp_path: Path) -> None:
 def test_the_right_spelling_of_another_scripts_option_is_no_error(tmp_path: Path) -> None:
     """A name that only the second script registers is not reported as unknown while the
     first one loads."""
-    r = mitmdump(tmp_path, "streamfix_upstream=off", "streamfix_upstream_patch_max_tokens=no",
-                 addons=(REPAIR_ADDON, UPSTREAM_ADDON))
+    r = mitmdump(
+        tmp_path,
+        "streamfix_upstream=off",
+        "streamfix_upstream_patch_max_tokens=no",
+        addons=(REPAIR_ADDON, UPSTREAM_ADDON),
+    )
     out = r.stdout + r.stderr
     assert r.returncode == 0 and re.search(STARTUP, out), out
     assert "unknown option" not in out, out
 
 
 def launcher(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "streamfix.sidecar", *args], capture_output=True, text=True,
-                          timeout=60, env=child_env(), cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "streamfix.sidecar", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=child_env(),
+        cwd=ROOT,
+    )
 
 
 LAUNCHER_WRONG = {
     "no scheme": (["--upstream", "127.0.0.1:8317"], "give the scheme, e.g. --upstream http://127.0.0.1:8317"),
-    "base URL": (["--upstream", "http://127.0.0.1:8317/v1"],
-                 "the gateway's address has no path: use --upstream http://127.0.0.1:8317"),
+    "base URL": (
+        ["--upstream", "http://127.0.0.1:8317/v1"],
+        "the gateway's address has no path: use --upstream http://127.0.0.1:8317",
+    ),
     "listen": (["--listen", "8318"], "--listen 8318: give HOST:PORT"),
     **{k: (["--", "--set", sets[0]], msg) for k, (sets, msg) in WRONG.items()},
     "--set=": (["--", "--set=streamfix_status=nein"], "streamfix_status=nein: not a boolean"),
@@ -142,15 +171,31 @@ def test_launcher_exits_2_before_starting_anything(case: str) -> None:
 
 def test_scripts_sidecar_is_the_same_launcher() -> None:
     """The README's command itself (bootstrap, then the launcher) exits 2 on a typo."""
-    r = subprocess.run([str(ROOT / "scripts" / "sidecar"), "--", "--set", "streamfix_truncaton=off"],
-                       capture_output=True, text=True, timeout=600, env=child_env(), cwd=ROOT)
+    r = subprocess.run(
+        [str(ROOT / "scripts" / "sidecar"), "--", "--set", "streamfix_truncaton=off"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=child_env(),
+        cwd=ROOT,
+    )
     assert r.returncode == 2, r.stdout + r.stderr
     assert "did you mean streamfix_truncation?" in r.stderr
 
 
 def test_bool_words() -> None:
-    for word, value in [("true", True), ("on", True), ("yes", True), ("1", True), ("false", False),
-                        ("off", False), ("no", False), ("0", False), ("Off", False), ("YES", True)]:
+    for word, value in [
+        ("true", True),
+        ("on", True),
+        ("yes", True),
+        ("1", True),
+        ("false", False),
+        ("off", False),
+        ("no", False),
+        ("0", False),
+        ("Off", False),
+        ("YES", True),
+    ]:
         assert options.parse_value("streamfix_status", bool, None, [word]) is value, word
     assert options.parse_value("streamfix_status", bool, None, []) is True
     assert options.parse_value("streamfix_status", bool, None, ["toggle"], current=True) is False
@@ -163,8 +208,13 @@ def test_every_option_is_registered_with_tidy_help_and_in_the_readme() -> None:
     spaces (mitmproxy keeps a triple-quoted text's indentation), listed in the README's
     option table, and shown by ``scripts/sidecar --options``."""
     registered = {n: o for n, o in sidecar.registered_options().items() if n.startswith("streamfix")}
-    assert {"streamfix_status", "streamfix_upstream", "streamfix_upstream_hosts",
-            "streamfix_upstream_patch_max_tokens", "streamfix_websocket"} <= set(registered)
+    assert {
+        "streamfix_status",
+        "streamfix_upstream",
+        "streamfix_upstream_hosts",
+        "streamfix_upstream_patch_max_tokens",
+        "streamfix_websocket",
+    } <= set(registered)
     for name, o in registered.items():
         assert "  " not in o.help, (name, o.help)
     readme = (ROOT / "README.md").read_text()
@@ -182,9 +232,23 @@ def test_every_option_is_registered_with_tidy_help_and_in_the_readme() -> None:
 @pytest.mark.e2e
 def test_mitmdump_options_help_has_no_runs_of_spaces(tmp_path: Path) -> None:
     """``mitmdump -s addons/repair.py -s addons/upstream.py --options``, as the README says."""
-    r = subprocess.run([tool("mitmdump"), "--set", f"confdir={tmp_path}", "-s", str(REPAIR_ADDON), "-s",
-                        str(UPSTREAM_ADDON), "--options"], capture_output=True, text=True, timeout=60,
-                       env=child_env(), cwd=ROOT)
+    r = subprocess.run(
+        [
+            tool("mitmdump"),
+            "--set",
+            f"confdir={tmp_path}",
+            "-s",
+            str(REPAIR_ADDON),
+            "-s",
+            str(UPSTREAM_ADDON),
+            "--options",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=child_env(),
+        cwd=ROOT,
+    )
     assert r.returncode == 0, r.stderr
     blocks = re.split(r"\n(?=\S)", r.stdout)
     ours = [b for b in blocks if re.search(r"^streamfix\w*:", b, re.M)]
@@ -210,6 +274,9 @@ def test_config_file_values_are_checked_too(tmp_path: Path) -> None:
         (d / "confdir").mkdir(parents=True)
         (d / "confdir" / "config.yaml").write_text(text)
     ok = mitmdump(good)
-    assert ok.returncode == 0 and f"{len(RULE_OPTIONS) - 2} of {len(RULE_OPTIONS)} rules on (off: status, item_id)" in ok.stdout, ok.stdout + ok.stderr
+    assert (
+        ok.returncode == 0
+        and f"{len(RULE_OPTIONS) - 2} of {len(RULE_OPTIONS)} rules on (off: status, item_id)" in ok.stdout
+    ), ok.stdout + ok.stderr
     no = mitmdump(bad)
     assert no.returncode != 0 and "streamfix_status=maybe: not a boolean" in no.stdout + no.stderr

@@ -35,8 +35,9 @@ def test_just_alone_lists_the_recipes_without_just_on_path() -> None:
     just = Path(sys.executable).parent / "just"
     if not just.exists():
         pytest.skip("rust-just is not in this venv")
-    r = subprocess.run([str(just)], cwd=ROOT, capture_output=True, text=True, timeout=60,
-                       env={**os.environ, "PATH": "/usr/bin:/bin"})
+    r = subprocess.run(
+        [str(just)], cwd=ROOT, capture_output=True, text=True, timeout=60, env={**os.environ, "PATH": "/usr/bin:/bin"}
+    )
     assert r.returncode == 0, r.stderr
     assert "Available recipes" in r.stdout and "demo" in r.stdout
     assert ".venv/bin/just" in README.read_text()  # the README says how to run it
@@ -105,8 +106,12 @@ def test_quick_start_from_a_fresh_clone(tmp_path: Path) -> None:
     finally:
         proc.stop()
     # the sidecar installed the runtime only, not the test extras
-    pip = subprocess.run([str(clone / ".venv" / "bin" / "python"), "-m", "pip", "list", "--format=freeze"],
-                         capture_output=True, text=True, timeout=120)
+    pip = subprocess.run(
+        [str(clone / ".venv" / "bin" / "python"), "-m", "pip", "list", "--format=freeze"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert re.search(r"^mitmproxy==", pip.stdout, re.M)
     for extra in ("pytest", "playwright", "atheris", "grpcio-tools"):
         assert not re.search(rf"^{extra}==", pip.stdout, re.M | re.I), extra

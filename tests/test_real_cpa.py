@@ -144,7 +144,7 @@ def no_crash(stacks: Stacks) -> Iterator[None]:
     marks = {k: len(st.mitm.lines) for k, st in stacks.started.items()}
     yield
     for k, st in stacks.started.items():
-        new = "\n".join(st.mitm.lines[marks.get(k, 0):])
+        new = "\n".join(st.mitm.lines[marks.get(k, 0) :])
         assert "has crashed" not in new and "Traceback" not in new, f"mitmdump in front of {k}:\n{new}"
 
 
@@ -213,8 +213,11 @@ def test_raw_claude_responses_item_order(stacks, request, version):
     if version == "v7.2.89":
         assert call_added < call_done < msg_done
         # both items claim output_index 0 and 1 as Claude block indexes: here they are 0, 1
-        assert [e["type"] for e in evs[msg_done - 2: msg_done + 1]] == [
-            "response.output_text.done", "response.content_part.done", "response.output_item.done"]
+        assert [e["type"] for e in evs[msg_done - 2 : msg_done + 1]] == [
+            "response.output_text.done",
+            "response.content_part.done",
+            "response.output_item.done",
+        ]
     else:
         assert msg_done < call_added < call_done
     assert evs[-1]["type"] == "response.completed"
@@ -253,7 +256,12 @@ def test_raw_interactions_chat_defects(stacks, request, version):
     a text step), finish_reason never says length; max_tokens does reach the provider."""
     st = stacks.get(request, version, "interactions")
     evs = events(st.post("cpa", "chat", "thinking_text_tool"))
-    idx = {tc["index"] for e in evs for ch in e.get("choices", []) for tc in (ch.get("delta") or {}).get("tool_calls") or []}
+    idx = {
+        tc["index"]
+        for e in evs
+        for ch in e.get("choices", [])
+        for tc in (ch.get("delta") or {}).get("tool_calls") or []
+    }
     assert idx == {2}
     cut = events(st.post("cpa", "chat", "cut_tool", cap=300))
     finishes = [ch["finish_reason"] for e in cut for ch in e.get("choices", []) if ch.get("finish_reason")]
@@ -457,7 +465,9 @@ def test_upstream_error_mid_stream(stacks, request, version, provider, api):
             assert _terminal_types(raw) == ["error"] and events(raw)[-1]["sequence_number"] == 0
     elif api == "chat":
         errors = [e for e in events(got) if "error" in e]
-        finishes = [ch.get("finish_reason") for e in events(got) for ch in e.get("choices", []) if ch.get("finish_reason")]
+        finishes = [
+            ch.get("finish_reason") for e in events(got) for ch in e.get("choices", []) if ch.get("finish_reason")
+        ]
         assert not finishes
         assert bool(errors) is (provider not in SILENT_CHAT_END)
     else:

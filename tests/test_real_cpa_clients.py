@@ -64,7 +64,8 @@ _NO_MODEL = {
 }
 _JSON_NO_ID = {
     # non-stream Responses body: function_call output items without id and status
-    f"aisdk{g}/responses{JSON}": "throws Invalid JSON response" for g in (5, 6, 7)
+    f"aisdk{g}/responses{JSON}": "throws Invalid JSON response"
+    for g in (5, 6, 7)
 }
 RAW: dict[tuple[str, str], dict[str, str]] = {
     ("v7.2.89", "claude"): {**_CHAT_INDEX, **_NO_MODEL},
@@ -149,7 +150,9 @@ def test_real_clients(stacks: Stacks, request, record_property, version, provide
         got = _run_all(st, {"raw": st.cpa.url, "sidecar": st.proxy}, Path(tmp))
     names = rows(provider)
     table = "\n".join(f"{n:32} raw: {got[('raw', n)]:45} sidecar: {got[('sidecar', n)]}" for n in names)
-    record_property("terminal_summary", f"real CPA {version}, {provider} path: clients raw and through the sidecar\n{table}")
+    record_property(
+        "terminal_summary", f"real CPA {version}, {provider} path: clients raw and through the sidecar\n{table}"
+    )
     assert {n: got[("sidecar", n)] for n in names} == dict.fromkeys(names, OK), table
     want_raw = RAW.get((version, provider), {})
     assert {n: got[("raw", n)] for n in names} == {n: want_raw.get(n, OK) for n in names}, table

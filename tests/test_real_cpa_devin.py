@@ -198,7 +198,10 @@ async def test_cpa_sends_its_devin_call_through_the_sidecar_and_trusts_its_ca(ch
     assert r.status_code == 200
     (seen,) = chain.seen(conv)
     assert (seen["host"], seen["path"], seen["content_type"]) == (
-        rd.DEVIN_HOST, "/exa.api_server_pb.ApiServerService/GetChatMessage", "application/connect+proto")
+        rd.DEVIN_HOST,
+        "/exa.api_server_pb.ApiServerService/GetChatMessage",
+        "application/connect+proto",
+    )
     assert seen["authorization"] and seen["token_in_metadata"] and seen["model"] == rd.UPSTREAM_MODEL
     chain.mitm.wait_for(r"streamfix: upstream GetChatMessage: Devin StopReason 2 STOP_PATTERN", 10, start)
 

@@ -69,7 +69,11 @@ def test_standin_matches_v7_2_140(stacks, request, script, api, stream):
         assert [e.decode() for e in masked(real).split(b"\n\n")] == [e.decode() for e in masked(mine).split(b"\n\n")]
     assert masked(real) == masked(mine)
     if api == "messages" and stream:  # the one masked difference: CPA's input-token estimate
-        assert events(real)[0]["message"]["usage"]["input_tokens"] > 0 == events(mine)[0]["message"]["usage"]["input_tokens"]
+        assert (
+            events(real)[0]["message"]["usage"]["input_tokens"]
+            > 0
+            == events(mine)[0]["message"]["usage"]["input_tokens"]
+        )
 
 
 def test_v7_2_89_differs_from_the_standin(stacks, request):

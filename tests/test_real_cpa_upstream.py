@@ -72,7 +72,9 @@ def _turn(leg, request, version: str, host: str, bundle: Path, flow: bool = Fals
         pytest.skip(realcpa.missing_reason(version))
     if not SYSTEM_ROOTS.exists():
         pytest.skip(f"no system CA bundle at {SYSTEM_ROOTS}")
-    cpa = realcpa.start(version, "claude", f"https://{host}", proxy_url=leg["proxy"], env={"SSL_CERT_FILE": str(bundle)})
+    cpa = realcpa.start(
+        version, "claude", f"https://{host}", proxy_url=leg["proxy"], env={"SSL_CERT_FILE": str(bundle)}
+    )
     show_logs_on_failure(request, {f"CPA {version}": cpa.proc, "mitmdump": leg["mitm"]})
     try:
         n = len(leg["mitm"].lines)

@@ -180,7 +180,9 @@ class TestStreaming:
 
 
 class TestNotOurs:
-    @pytest.mark.parametrize("path", ["/v1/models", "/v1/embeddings", "/exa.api_server_pb.ApiServerService/GetChatMessage"])
+    @pytest.mark.parametrize(
+        "path", ["/v1/models", "/v1/embeddings", "/exa.api_server_pb.ApiServerService/GetChatMessage"]
+    )
     def test_other_paths_untouched(self, addon, path):
         with taddons.context(addon):
             f = make_flow(path=path)
@@ -262,8 +264,12 @@ class TestReceipts:
         with taddons.context(addon) as tctx:
             if options:
                 tctx.configure(addon, **options)
-            req = http.Request.make("POST", "http://127.0.0.1:8317" + rec.request["path"], rec.request_body,
-                                    {"content-type": "application/json"})
+            req = http.Request.make(
+                "POST",
+                "http://127.0.0.1:8317" + rec.request["path"],
+                rec.request_body,
+                {"content-type": "application/json"},
+            )
             resp = http.Response.make(rec.status, b"", rec.headers)
             f = tflow.tflow(req=req, resp=resp)
             f.response.raw_content = None
@@ -326,8 +332,12 @@ class TestReceipts:
         body = first + sep + b"data: {oops\n\ndata: [1\n\n" + rest
         addon = mod.Repair()
         with taddons.context(addon):
-            req = http.Request.make("POST", "http://127.0.0.1:8317" + rec.request["path"], rec.request_body,
-                                    {"content-type": "application/json"})
+            req = http.Request.make(
+                "POST",
+                "http://127.0.0.1:8317" + rec.request["path"],
+                rec.request_body,
+                {"content-type": "application/json"},
+            )
             f = tflow.tflow(req=req, resp=http.Response.make(rec.status, b"", rec.headers))
             f.response.raw_content = None
             hooks(addon, f)

@@ -29,8 +29,9 @@ def test_client_abort_is_one_line_not_a_traceback() -> None:
         replay.wait_count("the client closed the connection", 3, timeout=20)
         time.sleep(0.5)
         assert "Traceback" not in replay.output and "Error handling request" not in replay.output, replay.output
-        got = fetch(base + "/v1/responses", body=body, headers={"content-type": "application/json",
-                                                                 "x-streamfix-delay-ms": "0"})
+        got = fetch(
+            base + "/v1/responses", body=body, headers={"content-type": "application/json", "x-streamfix-delay-ms": "0"}
+        )
         assert got.status == 200 and b"response.completed" in got.body
     finally:
         replay.stop()

@@ -48,7 +48,9 @@ def test_held_bytes_go_to_the_client_before_mitmproxys_error_handling():
     salvage._install()
     held = Held([b"data: {}\n\n", b"data: {"])
     layer = _layer(held)
-    gen = HttpStream.handle_protocol_error(layer, ResponseProtocolError(1, "peer closed", ErrorCode.GENERIC_SERVER_ERROR))
+    gen = HttpStream.handle_protocol_error(
+        layer, ResponseProtocolError(1, "peer closed", ErrorCode.GENERIC_SERVER_ERROR)
+    )
     first, second = next(gen), next(gen)
     for cmd, want in ((first, b"data: {}\n\n"), (second, b"data: {")):
         assert isinstance(cmd, SendHttp) and cmd.connection == "client"
@@ -62,7 +64,9 @@ def test_left_alone_when_not_streaming_or_not_ours():
     held = Held([b"x"])
     for layer in (_layer(held, streaming=False), _layer(True), _layer(None)):
         layer.flow.error = None
-        gen = HttpStream.handle_protocol_error(layer, ResponseProtocolError(1, "peer closed", ErrorCode.GENERIC_SERVER_ERROR))
+        gen = HttpStream.handle_protocol_error(
+            layer, ResponseProtocolError(1, "peer closed", ErrorCode.GENERIC_SERVER_ERROR)
+        )
         try:
             cmd = next(gen)
         except (StopIteration, AttributeError):  # mitmproxy's own path needs a real layer

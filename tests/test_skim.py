@@ -104,7 +104,15 @@ def test_layouts_are_per_shape_and_bounded():
     # another item id: literal in the layout, so not this layout
     assert skim.match(framed(delta(6, "x", item="msg_2")), 0) is None
     # keys in another order, an extra key, no event line: not this layout
-    reordered = {"type": TEXT, "item_id": "msg_1", "sequence_number": 6, "output_index": 0, "content_index": 0, "delta": "x", "logprobs": []}
+    reordered = {
+        "type": TEXT,
+        "item_id": "msg_1",
+        "sequence_number": 6,
+        "output_index": 0,
+        "content_index": 0,
+        "delta": "x",
+        "logprobs": [],
+    }
     assert skim.match(framed(reordered), 0) is None
     assert skim.match(framed(delta(6, "x", obfuscation="ab")), 0) is None
     assert skim.match(framed(delta(6, "x"), event=None), 0) is None
@@ -299,9 +307,31 @@ def responses_streams(draw) -> tuple[bytes, list[int]]:
         return framed(obj, obj["type"] if event else None)
 
     out = [
-        ev({"type": "response.created", "sequence_number": 1, "response": {"id": "r1", "object": "response", "status": "in_progress", "output": []}}),
-        ev({"type": "response.output_item.added", "sequence_number": 2, "output_index": 0, "item": {"id": "msg_1", "type": "message", "status": "in_progress", "content": [], "role": "assistant"}}),
-        ev({"type": "response.content_part.added", "sequence_number": 3, "item_id": "msg_1", "output_index": 0, "content_index": 0, "part": {"type": "output_text", "annotations": [], "text": ""}}),
+        ev(
+            {
+                "type": "response.created",
+                "sequence_number": 1,
+                "response": {"id": "r1", "object": "response", "status": "in_progress", "output": []},
+            }
+        ),
+        ev(
+            {
+                "type": "response.output_item.added",
+                "sequence_number": 2,
+                "output_index": 0,
+                "item": {"id": "msg_1", "type": "message", "status": "in_progress", "content": [], "role": "assistant"},
+            }
+        ),
+        ev(
+            {
+                "type": "response.content_part.added",
+                "sequence_number": 3,
+                "item_id": "msg_1",
+                "output_index": 0,
+                "content_index": 0,
+                "part": {"type": "output_text", "annotations": [], "text": ""},
+            }
+        ),
     ]
     seq = 3
     call_open = False
@@ -313,9 +343,31 @@ def responses_streams(draw) -> tuple[bytes, list[int]]:
             raw = ev(delta(seq, text))
         elif kind == 7 and not call_open:
             call_open = True
-            raw = ev({"type": "response.output_item.added", "sequence_number": seq, "output_index": 1, "item": {"id": "fc_1", "type": "function_call", "status": "in_progress", "call_id": "c1", "name": "f", "arguments": ""}})
+            raw = ev(
+                {
+                    "type": "response.output_item.added",
+                    "sequence_number": seq,
+                    "output_index": 1,
+                    "item": {
+                        "id": "fc_1",
+                        "type": "function_call",
+                        "status": "in_progress",
+                        "call_id": "c1",
+                        "name": "f",
+                        "arguments": "",
+                    },
+                }
+            )
         elif kind == 8 and call_open:
-            raw = ev({"type": "response.function_call_arguments.delta", "sequence_number": seq, "item_id": "fc_1", "output_index": 1, "delta": text})
+            raw = ev(
+                {
+                    "type": "response.function_call_arguments.delta",
+                    "sequence_number": seq,
+                    "item_id": "fc_1",
+                    "output_index": 1,
+                    "delta": text,
+                }
+            )
         elif kind == 9:
             raw = b": keep-alive\n\n"
         elif kind == 10:  # the same delta with a byte mangled
@@ -326,10 +378,21 @@ def responses_streams(draw) -> tuple[bytes, list[int]]:
         elif kind == 11:
             raw = ev(delta(seq, text), event=False)
         else:
-            raw = ev(delta(seq, text, content_index=draw(st.sampled_from([0, 1]))) | {"content_index": draw(st.sampled_from([0, 1]))})
+            raw = ev(
+                delta(seq, text, content_index=draw(st.sampled_from([0, 1])))
+                | {"content_index": draw(st.sampled_from([0, 1]))}
+            )
         out.append(raw)
     if draw(st.booleans()):
-        out.append(ev({"type": "response.completed", "sequence_number": seq + 1, "response": {"id": "r1", "object": "response", "status": "completed", "output": []}}))
+        out.append(
+            ev(
+                {
+                    "type": "response.completed",
+                    "sequence_number": seq + 1,
+                    "response": {"id": "r1", "object": "response", "status": "completed", "output": []},
+                }
+            )
+        )
         for _ in range(draw(st.integers(0, 3))):  # what a gateway sends after its terminal
             seq += draw(st.sampled_from([1, -1]))
             out.append(ev(delta(seq, draw(_TRICKY))))
@@ -348,16 +411,48 @@ def test_a_delta_with_a_changing_extra_string_is_skimmed_and_that_string_checked
     """OpenAI's deltas carry ``obfuscation``, a string that changes every event: a hole
     too, decoded as a check only; the text's bytes handed on are the delta's, not its."""
     events = [
-        framed({"type": "response.created", "sequence_number": 1, "response": {"id": "r", "object": "response", "status": "in_progress", "output": []}}),
-        framed({"type": "response.output_item.added", "sequence_number": 2, "output_index": 0, "item": {"id": "msg_1", "type": "message", "status": "in_progress", "content": [], "role": "assistant"}}),
-        framed({"type": "response.content_part.added", "sequence_number": 3, "item_id": "msg_1", "output_index": 0, "content_index": 0, "part": {"type": "output_text", "annotations": [], "text": ""}}),
+        framed(
+            {
+                "type": "response.created",
+                "sequence_number": 1,
+                "response": {"id": "r", "object": "response", "status": "in_progress", "output": []},
+            }
+        ),
+        framed(
+            {
+                "type": "response.output_item.added",
+                "sequence_number": 2,
+                "output_index": 0,
+                "item": {"id": "msg_1", "type": "message", "status": "in_progress", "content": [], "role": "assistant"},
+            }
+        ),
+        framed(
+            {
+                "type": "response.content_part.added",
+                "sequence_number": 3,
+                "item_id": "msg_1",
+                "output_index": 0,
+                "content_index": 0,
+                "part": {"type": "output_text", "annotations": [], "text": ""},
+            }
+        ),
     ]
     seq = 3
-    for i, (text, noise) in enumerate([("a", "xy"), ("b", "zz"), ("ü", "q"), ("c", "\\ud800"), ("d", "é"), ("e", "w")] * 3):
+    for i, (text, noise) in enumerate(
+        [("a", "xy"), ("b", "zz"), ("ü", "q"), ("c", "\\ud800"), ("d", "é"), ("e", "w")] * 3
+    ):
         seq += 1 if i % 4 else 0  # every fourth repeats its number: renumbered, rendered
         raw = framed(delta(seq, text, obfuscation="OB"))
         events.append(raw.replace(b'"obfuscation":"OB"', b'"obfuscation":"' + noise.encode() + b'"'))
-    events.append(framed({"type": "response.completed", "sequence_number": seq + 1, "response": {"id": "r", "object": "response", "status": "completed", "output": []}}))
+    events.append(
+        framed(
+            {
+                "type": "response.completed",
+                "sequence_number": seq + 1,
+                "response": {"id": "r", "object": "response", "status": "completed", "output": []},
+            }
+        )
+    )
     skimmed = _same("responses", {"model": "m", "stream": True}, events)
     assert skimmed >= 10  # the lone-surrogate noise is declined (orjson rejects it), the rest skimmed
 
@@ -371,14 +466,41 @@ def _devin_reasoning(deltas: list[str], seqs: list[int], done: bool = True, extr
     """Devin's reasoning item as unfixed CPA streams it: summary deltas with neither
     ``item_id`` nor ``summary_index``, ``sequence_number`` last."""
     events = [
-        framed({"type": "response.created", "response": {"id": "r", "object": "response", "status": "in_progress", "output": []}, "sequence_number": 1}),
-        framed({"type": "response.output_item.added", "output_index": 0, "item": {"id": "item_0", "type": "reasoning", "status": "in_progress", "encrypted_content": "", "summary": []}, "sequence_number": 2}),
+        framed(
+            {
+                "type": "response.created",
+                "response": {"id": "r", "object": "response", "status": "in_progress", "output": []},
+                "sequence_number": 1,
+            }
+        ),
+        framed(
+            {
+                "type": "response.output_item.added",
+                "output_index": 0,
+                "item": {
+                    "id": "item_0",
+                    "type": "reasoning",
+                    "status": "in_progress",
+                    "encrypted_content": "",
+                    "summary": [],
+                },
+                "sequence_number": 2,
+            }
+        ),
     ]
     for text, seq in zip(deltas, seqs):
         events.append(framed({"type": SUMMARY, "output_index": 0, "delta": text, "sequence_number": seq}, SUMMARY))
     events += list(extra)
     if done:
-        events.append(framed({"type": "response.completed", "response": {"id": "r", "object": "response", "status": "completed", "output": []}, "sequence_number": seqs[-1] + 1}))
+        events.append(
+            framed(
+                {
+                    "type": "response.completed",
+                    "response": {"id": "r", "object": "response", "status": "completed", "output": []},
+                    "sequence_number": seqs[-1] + 1,
+                }
+            )
+        )
     return events
 
 
@@ -399,7 +521,14 @@ def test_a_summary_delta_is_skimmed_as_the_full_path_rewrites_it():
     assert s.skimmed == len(texts) - 1
     want_seq = [3, 4, 5, 6, 7, 8, 9]
     for out, text, seq in zip(outs[2:], texts, want_seq):
-        obj = {"type": SUMMARY, "output_index": 0, "delta": text, "sequence_number": seq, "item_id": "item_0", "summary_index": 0}
+        obj = {
+            "type": SUMMARY,
+            "output_index": 0,
+            "delta": text,
+            "sequence_number": seq,
+            "item_id": "item_0",
+            "summary_index": 0,
+        }
         assert out == b"event: " + SUMMARY.encode() + b"\ndata: " + orjson.dumps(obj) + b"\n\n"
     assert rep.fired["schema_fill"] - before.get("schema_fill", 0) == len(texts)
     assert rep.fired["sequence"] - before.get("sequence", 0) == 5  # from the first repeat (4, 4) on, all moved up
@@ -410,8 +539,21 @@ def test_a_summary_delta_for_another_part_or_item_is_not_skimmed_with_the_old_re
     """A rewrite's template holds the item's id and part as literals: after a
     ``reasoning_summary_part.added`` (part 1) the next deltas are part 1's, so the layout
     learned for part 0 does not serve them (the full path learns part 1's)."""
-    part = framed({"type": "response.reasoning_summary_part.added", "output_index": 0, "item_id": "item_0", "summary_index": 1, "part": {"type": "summary_text", "text": ""}, "sequence_number": 6}, "response.reasoning_summary_part.added")
-    after = [framed({"type": SUMMARY, "output_index": 0, "delta": t, "sequence_number": 7 + i}, SUMMARY) for i, t in enumerate([" b", " c", " d"])]
+    part = framed(
+        {
+            "type": "response.reasoning_summary_part.added",
+            "output_index": 0,
+            "item_id": "item_0",
+            "summary_index": 1,
+            "part": {"type": "summary_text", "text": ""},
+            "sequence_number": 6,
+        },
+        "response.reasoning_summary_part.added",
+    )
+    after = [
+        framed({"type": SUMMARY, "output_index": 0, "delta": t, "sequence_number": 7 + i}, SUMMARY)
+        for i, t in enumerate([" b", " c", " d"])
+    ]
     events = _devin_reasoning([" a", " a2", " a3"], [3, 4, 5], done=False, extra=[part, *after])
     rep, s = _driver()
     outs = [s.feed(e) for e in events]
@@ -435,8 +577,27 @@ def devin_streams(draw) -> tuple[bytes, list[int]]:
     summary part now and then, a text item in between, numbers that repeat, and an ending
     that may be missing (the item is then closed from what was streamed)."""
     out = [
-        framed({"type": "response.created", "response": {"id": "r", "object": "response", "status": "in_progress", "output": []}, "sequence_number": 1}),
-        framed({"type": "response.output_item.added", "output_index": 0, "item": {"id": "item_0", "type": "reasoning", "status": "in_progress", "encrypted_content": "", "summary": []}, "sequence_number": 2}),
+        framed(
+            {
+                "type": "response.created",
+                "response": {"id": "r", "object": "response", "status": "in_progress", "output": []},
+                "sequence_number": 1,
+            }
+        ),
+        framed(
+            {
+                "type": "response.output_item.added",
+                "output_index": 0,
+                "item": {
+                    "id": "item_0",
+                    "type": "reasoning",
+                    "status": "in_progress",
+                    "encrypted_content": "",
+                    "summary": [],
+                },
+                "sequence_number": 2,
+            }
+        ),
     ]
     seq, part = 2, 0
     for _ in range(draw(st.integers(1, 25))):
@@ -447,10 +608,30 @@ def devin_streams(draw) -> tuple[bytes, list[int]]:
         if kind <= 5:
             raw = framed(obj, SUMMARY)
         elif kind == 6:
-            raw = framed({"type": SUMMARY, "item_id": "item_0", "output_index": 0, "summary_index": part, "delta": text, "sequence_number": seq}, SUMMARY)
+            raw = framed(
+                {
+                    "type": SUMMARY,
+                    "item_id": "item_0",
+                    "output_index": 0,
+                    "summary_index": part,
+                    "delta": text,
+                    "sequence_number": seq,
+                },
+                SUMMARY,
+            )
         elif kind == 7:
             part += 1
-            raw = framed({"type": "response.reasoning_summary_part.added", "item_id": "item_0", "output_index": 0, "summary_index": part, "part": {"type": "summary_text", "text": ""}, "sequence_number": seq}, "response.reasoning_summary_part.added")
+            raw = framed(
+                {
+                    "type": "response.reasoning_summary_part.added",
+                    "item_id": "item_0",
+                    "output_index": 0,
+                    "summary_index": part,
+                    "part": {"type": "summary_text", "text": ""},
+                    "sequence_number": seq,
+                },
+                "response.reasoning_summary_part.added",
+            )
         elif kind == 8:
             raw = bytearray(framed(obj | {"delta": text or "x"}, SUMMARY))
             at = draw(st.integers(0, len(raw) - 3))
@@ -464,8 +645,18 @@ def devin_streams(draw) -> tuple[bytes, list[int]]:
         item = {"id": "item_0", "type": "reasoning", "encrypted_content": ""}
         if ending == 2:
             item["summary"] = []
-        out.append(framed({"type": "response.output_item.done", "output_index": 0, "item": item, "sequence_number": seq + 1}))
-        out.append(framed({"type": "response.completed", "response": {"id": "r", "object": "response", "status": "completed", "output": []}, "sequence_number": seq + 2}))
+        out.append(
+            framed({"type": "response.output_item.done", "output_index": 0, "item": item, "sequence_number": seq + 1})
+        )
+        out.append(
+            framed(
+                {
+                    "type": "response.completed",
+                    "response": {"id": "r", "object": "response", "status": "completed", "output": []},
+                    "sequence_number": seq + 2,
+                }
+            )
+        )
     body = b"".join(out)
     cuts = draw(st.lists(st.integers(0, len(body)), max_size=10))
     return body, sorted(set(cuts))
@@ -483,9 +674,31 @@ def test_a_literal_that_changes_every_event_stops_the_learning():
     longer learned (each try shapes the event, each layout is tested against every
     next event); the repair is the one without skimming."""
     events = [
-        framed({"type": "response.created", "sequence_number": 1, "response": {"id": "r", "object": "response", "status": "in_progress", "output": []}}),
-        framed({"type": "response.output_item.added", "sequence_number": 2, "output_index": 0, "item": {"id": "msg_1", "type": "message", "status": "in_progress", "content": [], "role": "assistant"}}),
-        framed({"type": "response.content_part.added", "sequence_number": 3, "item_id": "msg_1", "output_index": 0, "content_index": 0, "part": {"type": "output_text", "annotations": [], "text": ""}}),
+        framed(
+            {
+                "type": "response.created",
+                "sequence_number": 1,
+                "response": {"id": "r", "object": "response", "status": "in_progress", "output": []},
+            }
+        ),
+        framed(
+            {
+                "type": "response.output_item.added",
+                "sequence_number": 2,
+                "output_index": 0,
+                "item": {"id": "msg_1", "type": "message", "status": "in_progress", "content": [], "role": "assistant"},
+            }
+        ),
+        framed(
+            {
+                "type": "response.content_part.added",
+                "sequence_number": 3,
+                "item_id": "msg_1",
+                "output_index": 0,
+                "content_index": 0,
+                "part": {"type": "output_text", "annotations": [], "text": ""},
+            }
+        ),
     ]
     for i in range(MAX_MISSES + 20):
         events.append(framed({"x_t": 1000 + i} | delta(4 + i, f" w{i}")))

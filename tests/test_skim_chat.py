@@ -70,8 +70,11 @@ def test_recording_skim_on_equals_off(rec, seed):
 
 
 @pytest.mark.parametrize("seed", [1, 2])
-@pytest.mark.parametrize("rules", [Rules(), Rules(tool_index=False), Rules(replay=False, tool_header=False)],
-                         ids=["default", "no-tool_index", "no-replay"])
+@pytest.mark.parametrize(
+    "rules",
+    [Rules(), Rules(tool_index=False), Rules(replay=False, tool_header=False)],
+    ids=["default", "no-tool_index", "no-replay"],
+)
 def test_bench_chat_skim_on_equals_off(seed, rules):
     _, _, request, build = bench.STREAMS["chat"]
     body = build()
@@ -114,15 +117,44 @@ def test_bench_chat_is_mostly_skimmed_and_renumbered_while_skimmed():
 MARK_STR = "\ue000"
 """In a generated string: replaced after serializing by one of BAD_STR (bytes no JSON
 serializer writes)."""
-BAD_STR = [b"\xff", b"\xc3", b"\xed\xa0\x80", b"\x01", b"\x1f", b"\\ud800", b"\\udc00x", b"\\x", b"\\u12",
-           b"\\u003c", b"\\/", b"\\ud83d\\ude00", b"\\u0000", b"\t", b"\x7f", "\u2028".encode()]
+BAD_STR = [
+    b"\xff",
+    b"\xc3",
+    b"\xed\xa0\x80",
+    b"\x01",
+    b"\x1f",
+    b"\\ud800",
+    b"\\udc00x",
+    b"\\x",
+    b"\\u12",
+    b"\\u003c",
+    b"\\/",
+    b"\\ud83d\\ude00",
+    b"\\u0000",
+    b"\t",
+    b"\x7f",
+    "\u2028".encode(),
+]
 MARK_INT = 918273645
 """A generated integer replaced by one of BAD_INT."""
-BAD_INT = [b"-0", b"007", b"01", b"1e2", b"1.0", b"-1", b"123456789012345678", b"1234567890123456789",
-           b"99999999999999999999", b"-5", b"0"]
+BAD_INT = [
+    b"-0",
+    b"007",
+    b"01",
+    b"1e2",
+    b"1.0",
+    b"-1",
+    b"123456789012345678",
+    b"1234567890123456789",
+    b"99999999999999999999",
+    b"-5",
+    b"0",
+]
 
 TEXT = st.text(
-    alphabet=st.sampled_from(list("ab /<>&\\\"\n\t\r") + ["é", "ü", "中", "😀", "\u2028", "\x00", "\x1f", "\x7f", MARK_STR]),
+    alphabet=st.sampled_from(
+        list('ab /<>&\\"\n\t\r') + ["é", "ü", "中", "😀", "\u2028", "\x00", "\x1f", "\x7f", MARK_STR]
+    ),
     max_size=8,
 )
 
@@ -132,13 +164,21 @@ def dumps(obj: Any, style: str) -> bytes:
     if style == "orjson":
         return orjson.dumps(obj)
     if style == "go":  # Go's encoding/json: <, >, & escaped, compact
-        return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c").replace(
-            ">", "\\u003e").replace("&", "\\u0026").encode("utf-8", "surrogatepass")
+        return (
+            json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+            .replace("<", "\\u003c")
+            .replace(">", "\\u003e")
+            .replace("&", "\\u0026")
+            .encode("utf-8", "surrogatepass")
+        )
     if style == "ascii":
         return json.dumps(obj, ensure_ascii=True, separators=(",", ":")).encode()
     if style == "slash":
-        return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).replace("/", "\\/").encode(
-            "utf-8", "surrogatepass")
+        return (
+            json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+            .replace("/", "\\/")
+            .encode("utf-8", "surrogatepass")
+        )
     return json.dumps(obj, ensure_ascii=False).encode("utf-8", "surrogatepass")  # "spaced"
 
 
@@ -146,8 +186,12 @@ def dumps(obj: Any, style: str) -> bytes:
 def chat_stream(draw: Any) -> bytes:
     rnd = draw(st.randoms(use_true_random=False))
     ident = draw(st.sampled_from(["interaction_1", "chatcmpl-<x>/1", "id" + MARK_STR, "é"]))
-    base: dict[str, Any] = {"id": ident, "object": "chat.completion.chunk",
-                            "created": draw(st.sampled_from([1789000000, -3, 0, MARK_INT])), "model": "devin/swe-2"}
+    base: dict[str, Any] = {
+        "id": ident,
+        "object": "chat.completion.chunk",
+        "created": draw(st.sampled_from([1789000000, -3, 0, MARK_INT])),
+        "model": "devin/swe-2",
+    }
     if draw(st.booleans()):
         base["system_fingerprint"] = draw(TEXT)
     style = draw(st.sampled_from(["orjson", "go", "ascii", "slash", "spaced"]))
@@ -174,10 +218,37 @@ def chat_stream(draw: Any) -> bytes:
             data = data.replace(str(MARK_INT).encode(), rnd.choice(BAD_INT), 1)
         out.append(b"data: " + data + b"\n\n")
 
-    steps = draw(st.lists(st.sampled_from(
-        ["role", "text", "text", "text", "reason", "header", "args", "args", "args", "args", "nameless",
-         "repeat", "finish", "usage", "error", "done", "keepalive", "shuffle", "junk", "two", "ci"]),
-        min_size=1, max_size=30))
+    steps = draw(
+        st.lists(
+            st.sampled_from(
+                [
+                    "role",
+                    "text",
+                    "text",
+                    "text",
+                    "reason",
+                    "header",
+                    "args",
+                    "args",
+                    "args",
+                    "args",
+                    "nameless",
+                    "repeat",
+                    "finish",
+                    "usage",
+                    "error",
+                    "done",
+                    "keepalive",
+                    "shuffle",
+                    "junk",
+                    "two",
+                    "ci",
+                ]
+            ),
+            min_size=1,
+            max_size=30,
+        )
+    )
     for step in steps:
         n = rnd.randint(1, 12)
         if step == "role":
@@ -199,21 +270,34 @@ def chat_stream(draw: Any) -> bytes:
             raw = rnd.choice([0, 1, 2, 5, MARK_INT, 3 + len(calls)])
             calls.append(raw)
             name = "" if step == "nameless" else rnd.choice(["write_file", "read", "é" + MARK_STR])
-            emit({"tool_calls": [{"index": raw, "id": rnd.choice(["call_1", f"call_{raw}", "", "x" + MARK_STR]),
-                                  "type": "function", "function": {"name": name, "arguments": ""}}]})
+            emit(
+                {
+                    "tool_calls": [
+                        {
+                            "index": raw,
+                            "id": rnd.choice(["call_1", f"call_{raw}", "", "x" + MARK_STR]),
+                            "type": "function",
+                            "function": {"name": name, "arguments": ""},
+                        }
+                    ]
+                }
+            )
         elif step == "args":
             raw = rnd.choice(calls) if calls and rnd.random() < 0.9 else rnd.choice([0, 7, -1])
             full = rnd.random() < 0.3  # id, type and name on every delta, mostly blank (a late one now and then)
             for _ in range(n):
                 entry: dict[str, Any] = {"index": raw, "function": {"arguments": draw(TEXT)}}
                 if full:
-                    entry = {"index": raw, "id": rnd.choice(["", "", " ", "call_9", None]), "type": "function",
-                             "function": {"name": rnd.choice(["", "", "late", None]), "arguments": draw(TEXT)}}
+                    entry = {
+                        "index": raw,
+                        "id": rnd.choice(["", "", " ", "call_9", None]),
+                        "type": "function",
+                        "function": {"name": rnd.choice(["", "", "late", None]), "arguments": draw(TEXT)},
+                    }
                 emit({"tool_calls": [entry]})
         elif step == "finish":
             usage = {"prompt_tokens": 10, "completion_tokens": rnd.choice([5, 500, MARK_INT]), "total_tokens": 20}
-            emit({}, rnd.choice(["stop", "tool_calls", "length", "max_tokens"]),
-                 usage if rnd.random() < 0.5 else None)
+            emit({}, rnd.choice(["stop", "tool_calls", "length", "max_tokens"]), usage if rnd.random() < 0.5 else None)
         elif step == "usage":
             obj = {**base, "choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": 400, "total_tokens": 410}}
             out.append(b"data: " + dumps(obj, style) + b"\n\n")
@@ -227,11 +311,23 @@ def chat_stream(draw: Any) -> bytes:
             for _ in range(n):
                 emit({"content": draw(TEXT)}, shuffle=True)
         elif step == "junk":
-            out.append(rnd.choice([b"data: {\"choices\":[{\"delta\":{\"content\":\"a\"}\n\n", b"data: [1,2]\n\n",
-                                   b"data: {\"choices\": [ {\"index\":0,\"delta\":{\"content\":\"x\"}} ] }\n\n"]))
+            out.append(
+                rnd.choice(
+                    [
+                        b'data: {"choices":[{"delta":{"content":"a"}\n\n',
+                        b"data: [1,2]\n\n",
+                        b'data: {"choices": [ {"index":0,"delta":{"content":"x"}} ] }\n\n',
+                    ]
+                )
+            )
         elif step == "two":  # two choices in one chunk
-            obj = {**base, "choices": [{"index": 0, "delta": {"content": "a"}, "finish_reason": None},
-                                       {"index": 1, "delta": {"content": "b"}, "finish_reason": None}]}
+            obj = {
+                **base,
+                "choices": [
+                    {"index": 0, "delta": {"content": "a"}, "finish_reason": None},
+                    {"index": 1, "delta": {"content": "b"}, "finish_reason": None},
+                ],
+            }
             out.append(b"data: " + dumps(obj, style) + b"\n\n")
         elif step == "ci":  # another choice index, alone
             for _ in range(n):
@@ -239,8 +335,15 @@ def chat_stream(draw: Any) -> bytes:
     return b"".join(out)
 
 
-RULES = st.sampled_from([Rules(), Rules(tool_index=False), Rules(replay=False), Rules(tool_header=False),
-                         Rules(truncation="off", nonstandard=False)])
+RULES = st.sampled_from(
+    [
+        Rules(),
+        Rules(tool_index=False),
+        Rules(replay=False),
+        Rules(tool_header=False),
+        Rules(truncation="off", nonstandard=False),
+    ]
+)
 
 
 def test_generated_streams_skim_on_equals_off():
@@ -260,7 +363,9 @@ def test_generated_streams_skim_on_equals_off():
     prop()
     assert seen["examples"] >= 100
     # the generated streams exercise the skimmed path
-    assert seen["skimmed"] > 60 and seen["skimmed_streams"] > 10, seen  # (the generator varies ids and models: another layout each time)
+    assert seen["skimmed"] > 60 and seen["skimmed_streams"] > 10, (
+        seen
+    )  # (the generator varies ids and models: another layout each time)
 
 
 def test_skimmed_tricky_chunks_by_hand():
@@ -268,14 +373,32 @@ def test_skimmed_tricky_chunks_by_hand():
     hand, not only against the full path): invalid UTF-8 in an unread string, a lone
     surrogate escape; and a rewritten one's escapes and ``-0`` as orjson writes them."""
     base = b'"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,'
-    head = b'data: {' + base + b'"delta":{"tool_calls":[{"index":2,"id":"call_a","type":"function","function":{"name":"w","arguments":""}}]},"finish_reason":null}]}\n\n'
+    head = (
+        b"data: {"
+        + base
+        + b'"delta":{"tool_calls":[{"index":2,"id":"call_a","type":"function","function":{"name":"w","arguments":""}}]},"finish_reason":null}]}\n\n'
+    )
 
     def args(arg: bytes, created: bytes = b"1", ident: bytes = b"c1") -> bytes:
         b = base.replace(b'"created":1', b'"created":' + created).replace(b'"id":"c1"', b'"id":"' + ident + b'"')
-        return b'data: {' + b + b'"delta":{"tool_calls":[{"index":2,"function":{"arguments":"' + arg + b'"}}]},"finish_reason":null}]}\n\n'
+        return (
+            b"data: {"
+            + b
+            + b'"delta":{"tool_calls":[{"index":2,"function":{"arguments":"'
+            + arg
+            + b'"}}]},"finish_reason":null}]}\n\n'
+        )
 
-    evs = [head, args(b"a"), args(b"\\u003c\\/x\\n"), args(b"b", ident=b"\xff"), args(b"\\ud800"),
-           args(b"c", created=b"-0"), args(b"\xc3\xa9"), args(b"d")]
+    evs = [
+        head,
+        args(b"a"),
+        args(b"\\u003c\\/x\\n"),
+        args(b"b", ident=b"\xff"),
+        args(b"\\ud800"),
+        args(b"c", created=b"-0"),
+        args(b"\xc3\xa9"),
+        args(b"d"),
+    ]
     v = Verdict()
     rep = ChatRepairer(Rules(), FlowContext(model="m"), v)
     s = StreamRepair(rep)
@@ -287,7 +410,9 @@ def test_skimmed_tricky_chunks_by_hand():
     # skimmed and rendered: the escapes as orjson writes them (< and / literal, \n kept)
     assert outs[2] == args(b"<\\/x\\n").replace(b"\\/", b"/").replace(b'"index":2', b'"index":0')
     assert outs[3] == evs[3] and outs[4] == evs[4]  # not JSON: passed as they came (full path, noted)
-    assert outs[5] == args(b"c", created=b"0").replace(b'"index":2', b'"index":0')  # orjson writes -0 as 0, so does this
+    assert outs[5] == args(b"c", created=b"0").replace(
+        b'"index":2', b'"index":0'
+    )  # orjson writes -0 as 0, so does this
     assert outs[6] == args("é".encode()).replace(b'"index":2', b'"index":0')
     assert s.skimmed == 3  # outs[2], outs[6], outs[7]; not the invalid ones, nor outs[5] (created is literal)
     assert sum("not JSON" in n for n in rep.notes) == 2  # a note for each
@@ -325,17 +450,33 @@ def test_skimmed_values_the_rules_read():
     _SKIM_HOLES): a chunk of another choice, or an entry whose id is no longer the learned
     blank one, is another layout, parsed: recorded for that choice, or a header (rule
     tool_header)."""
+
     def text(ci: int, t: str) -> bytes:
-        return b'data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":%d,"delta":{"content":"%s"}}]}\n\n' % (
-            ci, t.encode())
+        return (
+            b'data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":%d,"delta":{"content":"%s"}}]}\n\n'
+            % (ci, t.encode())
+        )
 
     def args(id_: str, a: str) -> bytes:
-        return (b'data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"tool_calls":'
-                b'[{"index":4,"id":"%s","function":{"arguments":"%s"}}]}}]}\n\n' % (id_.encode(), a.encode()))
+        return (
+            b'data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"tool_calls":'
+            b'[{"index":4,"id":"%s","function":{"arguments":"%s"}}]}}]}\n\n' % (id_.encode(), a.encode())
+        )
 
-    head = (b'data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"tool_calls":'
-            b'[{"index":4,"id":"call_a","type":"function","function":{"name":"w","arguments":""}}]}}]}\n\n')
-    evs = [text(0, "a"), text(0, "b"), text(1, "c"), head, args("", "x"), args("", "y"), args("call_a", "z"), args(" ", "w")]
+    head = (
+        b'data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"tool_calls":'
+        b'[{"index":4,"id":"call_a","type":"function","function":{"name":"w","arguments":""}}]}}]}\n\n'
+    )
+    evs = [
+        text(0, "a"),
+        text(0, "b"),
+        text(1, "c"),
+        head,
+        args("", "x"),
+        args("", "y"),
+        args("call_a", "z"),
+        args(" ", "w"),
+    ]
     rep = ChatRepairer(Rules(), FlowContext(model="m"), Verdict())
     s = StreamRepair(rep)
     outs = [s.feed(e) for e in evs]
@@ -346,7 +487,9 @@ def test_skimmed_values_the_rules_read():
     assert s.skimmed == 2
     assert outs[:3] == evs[:3]
     assert outs[5] == args("", "y").replace(b'"index":4', b'"index":0')
-    assert outs[6] == args("call_a", "z").replace(b'"index":4', b'"index":0').replace(b'"id":"call_a",', b"")  # re-sent id dropped
+    assert outs[6] == args("call_a", "z").replace(b'"index":4', b'"index":0').replace(
+        b'"id":"call_a",', b""
+    )  # re-sent id dropped
     assert outs[7] == args(" ", "w").replace(b'"index":4', b'"index":0')
     assert rep._order[0].args.text() == "xyzw"
 
@@ -358,8 +501,19 @@ def test_a_created_that_changes_every_chunk_stops_the_learning():
     from streamfix.wire.skim import MAX_UNUSED
 
     def chunk(n: int, text: str) -> bytes:
-        return b"data: " + orjson.dumps({"id": "c1", "object": "chat.completion.chunk", "created": 1000 + n, "model": "m",
-                                         "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]}) + b"\n\n"
+        return (
+            b"data: "
+            + orjson.dumps(
+                {
+                    "id": "c1",
+                    "object": "chat.completion.chunk",
+                    "created": 1000 + n,
+                    "model": "m",
+                    "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}],
+                }
+            )
+            + b"\n\n"
+        )
 
     evs = [chunk(i, f" w{i}") for i in range(MAX_UNUSED + 12)] + [b"data: [DONE]\n\n"]
     rep = ChatRepairer(Rules(), FlowContext(model="m"), Verdict())

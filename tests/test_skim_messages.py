@@ -32,7 +32,9 @@ from streamfix import bench
 REQ = {"model": "devin/swe-2", "max_tokens": 400, "stream": True, "messages": []}
 
 
-def repair(pieces: list[bytes], skim: bool, rules: Rules | None = None, request: dict | None = REQ) -> tuple[tuple[Any, ...], int]:
+def repair(
+    pieces: list[bytes], skim: bool, rules: Rules | None = None, request: dict | None = REQ
+) -> tuple[tuple[Any, ...], int]:
     return skim_facts("messages", pieces, request, skim, rules)
 
 
@@ -92,7 +94,11 @@ def test_bench_stream_skims_as_it_repairs(how):
         assert skimmed > 4000, skimmed
 
 
-@pytest.mark.parametrize("rules", [Rules(), Rules(tool_header=False), Rules(truncation="off")], ids=["default", "no-tool-header", "no-truncation"])
+@pytest.mark.parametrize(
+    "rules",
+    [Rules(), Rules(tool_header=False), Rules(truncation="off")],
+    ids=["default", "no-tool-header", "no-truncation"],
+)
 def test_small_bench_stream_byte_by_byte_and_two_newlines(rules):
     """Every cut (one byte a read), and the same stream in the usual two-newline framing.
     One byte a read, no delta is ever whole in a read, but the read that ends one
@@ -197,12 +203,29 @@ def test_a_skimmed_event_is_not_parsed(monkeypatch, skim):
 
 
 # --- (b) generated streams --------------------------------------------------------------------
-_TRICKY = st.sampled_from(["<", "/", '"', "\\", "\n", "\t", "\x00", "\x1f", "\x7f", "é", "€", "😀", "\u2028", "\ufeff", " ", "a"])
+_TRICKY = st.sampled_from(
+    ["<", "/", '"', "\\", "\n", "\t", "\x00", "\x1f", "\x7f", "é", "€", "😀", "\u2028", "\ufeff", " ", "a"]
+)
 TEXT = st.text(alphabet=_TRICKY | st.characters(codec="utf-8"), max_size=12)
-STYLES = ["plain"] * 6 + ["escape", "ascii", "reorder", "spaces", "badutf8", "ctrl", "surrogate", "extra", "badextra", "index"]
+STYLES = ["plain"] * 6 + [
+    "escape",
+    "ascii",
+    "reorder",
+    "spaces",
+    "badutf8",
+    "ctrl",
+    "surrogate",
+    "extra",
+    "badextra",
+    "index",
+]
 ODD_INTS = [b"01", b"-0", b"1.0", b"1e0", b"true", b"null", b'"1"', b"99999999999999999999", b"-1"]
-_KEYS = {"text_delta": "text", "thinking_delta": "thinking", "input_json_delta": "partial_json",
-         "signature_delta": "signature"}
+_KEYS = {
+    "text_delta": "text",
+    "thinking_delta": "thinking",
+    "input_json_delta": "partial_json",
+    "signature_delta": "signature",
+}
 _DELTA_FOR = {"text": "text_delta", "thinking": "thinking_delta", "tool_use": "input_json_delta"}
 
 
@@ -252,19 +275,39 @@ def streams(draw: Any) -> bytes:
             name = obj["type"]
         out.append(_frame(data, name if named else None, nl))
 
-    emit({"type": "message_start", "message": {"id": "interaction_1", "type": "message", "role": "assistant",
-                                                "content": [], "model": "devin/swe-2", "stop_reason": None,
-                                                "stop_sequence": None, "usage": {"input_tokens": 5, "output_tokens": 0}}})
+    emit(
+        {
+            "type": "message_start",
+            "message": {
+                "id": "interaction_1",
+                "type": "message",
+                "role": "assistant",
+                "content": [],
+                "model": "devin/swe-2",
+                "stop_reason": None,
+                "stop_sequence": None,
+                "usage": {"input_tokens": 5, "output_tokens": 0},
+            },
+        }
+    )
     raw = -1  # the raw index of the last start
     btype = "text"
     tool_id = "write_file_0#a1"
     for _ in range(draw(st.integers(1, 4))):
         raw += 1
         btype = draw(st.sampled_from(["text", "thinking", "tool_use"]))
-        cb: dict[str, Any] = {"type": btype, btype if btype != "tool_use" else "input": "" if btype != "tool_use" else {}}
+        cb: dict[str, Any] = {
+            "type": btype,
+            btype if btype != "tool_use" else "input": "" if btype != "tool_use" else {},
+        }
         if btype == "tool_use":
             tool_id = draw(st.sampled_from(["write_file_0#a1", "toolu_interactions", "read_1#b"]))
-            cb = {"type": "tool_use", "id": tool_id, "name": draw(st.sampled_from(["write_file", "", " "])), "input": {}}
+            cb = {
+                "type": "tool_use",
+                "id": tool_id,
+                "name": draw(st.sampled_from(["write_file", "", " "])),
+                "input": {},
+            }
         emit({"type": "content_block_start", "index": raw, "content_block": cb})
         for _ in range(draw(st.integers(0, 14))):
             op = draw(st.sampled_from(["delta"] * 8 + ["ping", "blank", "comment", "resend", "other-delta"]))
@@ -277,9 +320,18 @@ def streams(draw: Any) -> bytes:
             elif op == "resend" and btype == "tool_use":  # CPA's re-sent header: stop, start again
                 emit({"type": "content_block_stop", "index": raw})
                 raw += 1
-                emit({"type": "content_block_start", "index": raw,
-                      "content_block": {"type": "tool_use", "id": draw(st.sampled_from([tool_id, "write_file_0#z9"])),
-                                        "name": "write_file", "input": {}}})
+                emit(
+                    {
+                        "type": "content_block_start",
+                        "index": raw,
+                        "content_block": {
+                            "type": "tool_use",
+                            "id": draw(st.sampled_from([tool_id, "write_file_0#z9"])),
+                            "name": "write_file",
+                            "input": {},
+                        },
+                    }
+                )
             else:
                 t = _DELTA_FOR[btype] if op == "delta" else draw(st.sampled_from(sorted(_KEYS)))
                 index = raw + draw(st.sampled_from([0] * 12 + [-1, 1, 5]))
@@ -292,9 +344,16 @@ def streams(draw: Any) -> bytes:
     if ending == "error":
         emit({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
     elif ending == "end":
-        emit({"type": "message_delta", "delta": {"stop_reason": draw(st.sampled_from(["tool_use", "end_turn", "max_tokens"])),
-                                                 "stop_sequence": None},
-              "usage": {"input_tokens": 5, "output_tokens": draw(st.integers(0, 500))}})
+        emit(
+            {
+                "type": "message_delta",
+                "delta": {
+                    "stop_reason": draw(st.sampled_from(["tool_use", "end_turn", "max_tokens"])),
+                    "stop_sequence": None,
+                },
+                "usage": {"input_tokens": 5, "output_tokens": draw(st.integers(0, 500))},
+            }
+        )
         emit({"type": "message_stop"})
     return b"".join(out)
 
@@ -303,8 +362,12 @@ _SKIMMED: list[int] = []
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(streams(), st.lists(st.integers(min_value=0, max_value=4000), max_size=10),
-       st.sampled_from([400, 20]), st.booleans())
+@given(
+    streams(),
+    st.lists(st.integers(min_value=0, max_value=4000), max_size=10),
+    st.sampled_from([400, 20]),
+    st.booleans(),
+)
 def _generated(body: bytes, cuts: list[int], cap: int, tool_header: bool) -> None:
     rules = Rules(tool_header=tool_header)
     req = dict(REQ, max_tokens=cap)
@@ -340,8 +403,18 @@ def test_each_tricky_delta_after_a_learned_layout(style):
     values = ["<a/>", 'q"\\', "é😀", "\u2028", ""]
     for value in values:
         for t, btype in (("text_delta", "text"), ("input_json_delta", "tool_use"), ("thinking_delta", "thinking")):
-            cb = {"type": "tool_use", "id": "w#1", "name": "write_file", "input": {}} if btype == "tool_use" else {"type": btype, btype: ""}
-            evs = [_frame(orjson.dumps({"type": "content_block_start", "index": 0, "content_block": cb}), "content_block_start", 3)]
+            cb = (
+                {"type": "tool_use", "id": "w#1", "name": "write_file", "input": {}}
+                if btype == "tool_use"
+                else {"type": btype, btype: ""}
+            )
+            evs = [
+                _frame(
+                    orjson.dumps({"type": "content_block_start", "index": 0, "content_block": cb}),
+                    "content_block_start",
+                    3,
+                )
+            ]
             taught = "extra" if style in ("extra", "badextra") else "plain"  # the layout learned first
             evs += [_frame(delta_data(0, t, "ab", taught, b"", "x"), "content_block_delta", 3)] * 3
             evs.append(_frame(delta_data(0, t, value, style, b"01", value), "content_block_delta", 3))

@@ -101,7 +101,11 @@ async def test_standin_responses_is_cpas_buggy_shape(servers):
     types = [d["type"] for _, d in evs]
     assert types[0] == "response.created" and types[-1] == "response.completed"  # never incomplete
     assert "response.in_progress" not in types
-    calls = [d["item"] for _, d in evs if d["type"].startswith("response.output_item") and d["item"]["type"] == "function_call"]
+    calls = [
+        d["item"]
+        for _, d in evs
+        if d["type"].startswith("response.output_item") and d["item"]["type"] == "function_call"
+    ]
     assert calls and all("status" not in it for it in calls)  # the missing status
     assert [d["sequence_number"] for _, d in evs] == list(range(1, len(evs) + 1))
     assert r.content.endswith(b"\n\n\n")  # the swallowed [DONE] leaves one newline

@@ -250,12 +250,12 @@ def test_at_most_one_json_parse_per_event(monkeypatch, api, skim):
         assert s.skimmed > with_data // 2, "the common deltas were not skimmed"
     else:
         assert s.skimmed == 0
-    assert len(calls) >= with_data - s.skimmed, "the count saw no parse: orjson.loads was not the one the repairer calls"
+    assert len(calls) >= with_data - s.skimmed, (
+        "the count saw no parse: orjson.loads was not the one the repairer calls"
+    )
 
 
-@pytest.mark.parametrize(
-    "name", ["responses-openai-clean", "chat-openai-clean", "messages-clean", "gemini-clean"]
-)
+@pytest.mark.parametrize("name", ["responses-openai-clean", "chat-openai-clean", "messages-clean", "gemini-clean"])
 def test_fault_says_how_the_stream_ended(name):
     """``fault()`` (the turn log's ``ended``): None for a whole clean stream; the stream cut
     after its first event has no terminal; an error event in its place is named."""

@@ -324,8 +324,11 @@ def test_upstream_counts_are_kept_whole():
     assert off.upstream_counts is None and off.upstream_output_tokens is None
 
 
-RESPONSES_FIELDS = {"input_tokens": "input_tokens", "output_tokens": "output_tokens",
-                    "input_tokens_details.cached_tokens": "cached_tokens"}
+RESPONSES_FIELDS = {
+    "input_tokens": "input_tokens",
+    "output_tokens": "output_tokens",
+    "input_tokens_details.cached_tokens": "cached_tokens",
+}
 COUNTS = UpstreamUsage(12850, 400, 11640, 13250, "swe-2", "field7")
 
 
@@ -336,28 +339,47 @@ def fill(usage):
 def test_fill_missing_and_zero_counts():
     assert fill({}) == (
         ["input_tokens", "output_tokens", "input_tokens_details.cached_tokens", "total_tokens"],
-        {"input_tokens": 12850, "output_tokens": 400, "input_tokens_details": {"cached_tokens": 11640},
-         "total_tokens": 13250},
+        {
+            "input_tokens": 12850,
+            "output_tokens": 400,
+            "input_tokens_details": {"cached_tokens": 11640},
+            "total_tokens": 13250,
+        },
     )
-    zeros = {"input_tokens": 0, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 0,
-             "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 0}
+    zeros = {
+        "input_tokens": 0,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": 0,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": 0,
+    }
     filled, usage = fill(zeros)
     assert filled == ["input_tokens", "output_tokens", "input_tokens_details.cached_tokens", "total_tokens"]
-    assert usage == {"input_tokens": 12850, "input_tokens_details": {"cached_tokens": 11640}, "output_tokens": 400,
-                     "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 13250}  # key order kept
+    assert usage == {
+        "input_tokens": 12850,
+        "input_tokens_details": {"cached_tokens": 11640},
+        "output_tokens": 400,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": 13250,
+    }  # key order kept
 
 
 def test_fill_never_overwrites_a_non_zero_count():
     usage = {"input_tokens": 5, "output_tokens": 7, "total_tokens": 12, "input_tokens_details": {"cached_tokens": 1}}
-    assert fill(usage) == ([], {"input_tokens": 5, "output_tokens": 7, "total_tokens": 12,
-                                "input_tokens_details": {"cached_tokens": 1}})
+    assert fill(usage) == (
+        [],
+        {"input_tokens": 5, "output_tokens": 7, "total_tokens": 12, "input_tokens_details": {"cached_tokens": 1}},
+    )
 
 
 def test_fill_total_derived_from_filled_zeros_is_recomputed():
     # output 0 was filled: a total that was input + 0 is recomputed, a different one is kept
     assert fill({"input_tokens": 100, "output_tokens": 0, "total_tokens": 100})[1] == {
-        "input_tokens": 100, "output_tokens": 400, "total_tokens": 500,
-        "input_tokens_details": {"cached_tokens": 11640}}
+        "input_tokens": 100,
+        "output_tokens": 400,
+        "total_tokens": 500,
+        "input_tokens_details": {"cached_tokens": 11640},
+    }
     assert fill({"input_tokens": 100, "output_tokens": 0, "total_tokens": 999})[1]["total_tokens"] == 999
 
 

@@ -227,7 +227,22 @@ class _Holes:
     """Where a learned chunk layout (:mod:`wire.skim`) holds what :meth:`ChatRepairer._takes`
     reads (-1: not in the layout, so absent or null), and the layout's other holes."""
 
-    __slots__ = ("ok", "call", "ci", "content", "index", "id", "name", "args", "strs", "c_ci", "c_content", "c_id", "c_name", "c_args")
+    __slots__ = (
+        "ok",
+        "call",
+        "ci",
+        "content",
+        "index",
+        "id",
+        "name",
+        "args",
+        "strs",
+        "c_ci",
+        "c_content",
+        "c_id",
+        "c_name",
+        "c_args",
+    )
 
     def __init__(self, layout: Layout) -> None:
         kind = layout.kind
@@ -682,8 +697,9 @@ class ChatRepairer(HoldingRepairer):
         self._order.append(call)
         return call
 
-    def _resent_header(self, rec: Rec, call: _Call, entry: dict[str, Any],
-                       fn: dict[str, Any] | None, id_: Any, name: Any) -> None:
+    def _resent_header(
+        self, rec: Rec, call: _Call, entry: dict[str, Any], fn: dict[str, Any] | None, id_: Any, name: Any
+    ) -> None:
         held = self._awaiting.get(call)
         if held is not None:  # the first header is still here: complete it
             hrec, hentry = held

@@ -287,10 +287,14 @@ class _Responses(_Api):
         if self.terminal is not None:
             bad("terminal.last", n, f"{t} after the terminal event {self.terminal}")
         op = self.open
-        if op is not None and op.run is not None and not (
-            t == "response.output_text.delta"
-            and self._find(obj, obj.get("item_id")) == op.pos
-            and _k(obj.get("content_index")) == op.ci
+        if (
+            op is not None
+            and op.run is not None
+            and not (
+                t == "response.output_text.delta"
+                and self._find(obj, obj.get("item_id")) == op.pos
+                and _k(obj.get("content_index")) == op.ci
+            )
         ):
             op.run = None  # any other event ends a possible repeat (text.replay)
         seq = obj.get("sequence_number")

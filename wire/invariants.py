@@ -14,6 +14,7 @@ import orjson
 from . import contract
 from .sse import SseParser
 
+
 def json_events(body: bytes) -> list[dict[str, Any]]:
     """The JSON objects of an SSE body's data fields, in order (``[DONE]``, comments and
     non-JSON data skipped)."""

@@ -84,8 +84,11 @@ from .verdict import Outcome, Verdict
 __all__ = ["MessagesRepairer", "repair_messages_json", "HOLD_LIMIT"]
 
 
-_NATIVE: dict[str, Outcome] = {"max_tokens": "max_tokens", "model_context_window_exceeded": "max_tokens",
-           "refusal": "content_filter"}
+_NATIVE: dict[str, Outcome] = {
+    "max_tokens": "max_tokens",
+    "model_context_window_exceeded": "max_tokens",
+    "refusal": "content_filter",
+}
 _STOP = {"max_tokens": "max_tokens", "content_filter": "refusal"}
 _FALLBACK_ID = re.compile(r"toolu_(interactions|\d+)")
 _VALUE = {"text_delta": "text", "input_json_delta": "partial_json", "thinking_delta": "thinking"}
@@ -223,8 +226,7 @@ class MessagesRepairer(HoldingRepairer):
         if not isinstance(cb, dict) or cb.get("type") != "tool_use" or not isinstance(raw, int):
             return False
         id_, name = cb.get("id"), cb.get("name")
-        late_id = (_blank(prev.name) and isinstance(prev.id, str) and _FALLBACK_ID.fullmatch(prev.id)
-                   and not _blank(id_))
+        late_id = _blank(prev.name) and isinstance(prev.id, str) and _FALLBACK_ID.fullmatch(prev.id) and not _blank(id_)
         if not (id_ == prev.id or late_id) or not (_blank(prev.name) or name == prev.name):
             return False
         if _parses(prev.args.text()):

@@ -212,7 +212,9 @@ class _Holes:
         holes = layout.holes
         self.seq_slot = layout.slot("sequence_number")
         self.delta_slot = layout.slot("delta")
-        if (self.seq_slot >= 0 and holes[self.seq_slot] != "i") or (self.delta_slot >= 0 and holes[self.delta_slot] != "s"):
+        if (self.seq_slot >= 0 and holes[self.seq_slot] != "i") or (
+            self.delta_slot >= 0 and holes[self.delta_slot] != "s"
+        ):
             self.delta_slot = -1
         self.others = layout.strings(self.delta_slot)
         c = layout.consts
@@ -273,7 +275,9 @@ class ResponsesRepairer(ApiRepairer):
         self._created_at: Any = None
         self._model: str | None = None
         self._noted: set[tuple[str, int]] = set()
-        self._framing: Event | bytes | None = None  # the last response event, or a skimmed one's bytes (a terminal's framing)
+        self._framing: Event | bytes | None = (
+            None  # the last response event, or a skimmed one's bytes (a terminal's framing)
+        )
         self._unannounced = False  # events for an item never added passed as they came
         self._rotated: set[int] = set()  # rule item_id: items whose events carried other ids
         self._replayed: set[int] = set()  # rule replay: items whose done text was doubled
@@ -546,7 +550,13 @@ class ResponsesRepairer(ApiRepairer):
                             self._synth(
                                 ev,
                                 _TEXT_DONE,
-                                {"item_id": it.id, "output_index": idx, "content_index": ci, "text": text, "logprobs": []},
+                                {
+                                    "item_id": it.id,
+                                    "output_index": idx,
+                                    "content_index": ci,
+                                    "text": text,
+                                    "logprobs": [],
+                                },
                             )
                         )
                 if not p.part_done:
@@ -568,9 +578,7 @@ class ResponsesRepairer(ApiRepairer):
         elif it.type == "reasoning":
             if "status" in item:
                 item["status"] = "completed"
-            item["summary"] = [
-                {"type": "summary_text", "text": it.summary[si].text()} for si in sorted(it.summary)
-            ]
+            item["summary"] = [{"type": "summary_text", "text": it.summary[si].text()} for si in sorted(it.summary)]
         elif "status" in item:
             item["status"] = "completed"
         out.append(self._synth(ev, "response.output_item.done", {"output_index": idx, "item": item}))
@@ -688,7 +696,9 @@ class ResponsesRepairer(ApiRepairer):
         if self.rules.schema_fill and not isinstance(item.get("id"), str):
             # a function call's id is its call_id (CPA's own choice); other items get
             # CPA's fallback name item_<index>
-            fill = item.get("call_id") if it.type == "function_call" else f"item_{raw if type(raw) is int else it.index}"
+            fill = (
+                item.get("call_id") if it.type == "function_call" else f"item_{raw if type(raw) is int else it.index}"
+            )
             if isinstance(fill, str):
                 item["id"] = it.id = fill
                 dirty = True
@@ -1002,7 +1012,9 @@ class ResponsesRepairer(ApiRepairer):
         or arguments delta of an open item, naming it by its announced id and index
         (:meth:`_takes_delta`); None, and the caller takes the full path, otherwise. A
         handled event's layout is learned for skimming (:mod:`wire.skim`)."""
-        if not self._takes_delta(typ, obj.get("item_id"), obj.get("output_index"), obj.get("content_index"), obj.get("delta")):
+        if not self._takes_delta(
+            typ, obj.get("item_id"), obj.get("output_index"), obj.get("content_index"), obj.get("delta")
+        ):
             return None
         out = self._out(ev, obj, False)  # rule sequence; else its own bytes
         skim = self.skim
@@ -1046,8 +1058,11 @@ class ResponsesRepairer(ApiRepairer):
             if p is None or (self.rules.announce and not p.announced):
                 return False
             head = p.head  # Part.may_repeat and Part.add, inline (the hot path)
-            if self.rules.replay and delta and p.chunks.pieces >= 2 and (
-                head.startswith(delta) if len(delta) <= len(head) else delta.startswith(head)
+            if (
+                self.rules.replay
+                and delta
+                and p.chunks.pieces >= 2
+                and (head.startswith(delta) if len(delta) <= len(head) else delta.startswith(head))
             ):
                 return False
             if utf8 is None:
@@ -1171,7 +1186,9 @@ class ResponsesRepairer(ApiRepairer):
                 info = layout.info = _Summary(layout, it, part)
                 if info.rewrites and info.seq_slot >= 0 and info.delta_slot >= 0:
                     seq = obj["sequence_number"]
-                    info.out = skim.rewrite(layout, ev.raw, out[0], obj, ev.event, info.seq_slot, seq, info.delta_slot, delta)
+                    info.out = skim.rewrite(
+                        layout, ev.raw, out[0], obj, ev.event, info.seq_slot, seq, info.delta_slot, delta
+                    )
         return out
 
     def _skimmed_summary(self, s: Skimmed, info: _Summary | None) -> bytes | None:
@@ -1397,12 +1414,7 @@ class ResponsesRepairer(ApiRepairer):
                 dirty = True
                 self.fire("usage")
         rename = None
-        if (
-            typ == "response.completed"
-            and d.truncated
-            and not d.native
-            and self.rules.truncation == "incomplete"
-        ):
+        if typ == "response.completed" and d.truncated and not d.native and self.rules.truncation == "incomplete":
             obj["type"] = rename = "response.incomplete"
             resp["status"] = "incomplete"
             resp["incomplete_details"] = {"reason": _REASON[d.outcome]}

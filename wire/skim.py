@@ -82,7 +82,14 @@ class Layout:
 
     __slots__ = ("blank", "consts", "hits", "holes", "info", "kind", "paths", "pieces", "rtl", "same")
 
-    def __init__(self, kind: str, pieces: list[bytes], holes: list[str], paths: list[tuple[Any, ...]], consts: dict[tuple[Any, ...], Any]) -> None:
+    def __init__(
+        self,
+        kind: str,
+        pieces: list[bytes],
+        holes: list[str],
+        paths: list[tuple[Any, ...]],
+        consts: dict[tuple[Any, ...], Any],
+    ) -> None:
         self.kind = kind
         self.pieces = pieces
         self.holes = holes
@@ -337,7 +344,11 @@ class Skimmed:
             send = spans[2 * slot + 1]
             ostart = spans[2 * other]
             oend = spans[2 * other + 1]
-            if holes[other] != "s" or (other == text and self.plain_of == text and self.plain is not None) or 92 not in src[ostart:oend]:
+            if (
+                holes[other] != "s"
+                or (other == text and self.plain_of == text and self.plain is not None)
+                or 92 not in src[ostart:oend]
+            ):
                 # (a text just decoded without a backslash in it is known to have none)
                 return b"%b%d%b" % (src[base:sstart], value, src[send:stop])
             canon = _dumps(decoded if other == text else self.text(other))[1:-1]
@@ -452,7 +463,16 @@ class Skim:
         return layout
 
     def rewrite(
-        self, layout: Layout, raw: bytes, out: bytes, obj: Any, event: str | None, slot: int, value: int, text: int, decoded: str
+        self,
+        layout: Layout,
+        raw: bytes,
+        out: bytes,
+        obj: Any,
+        event: str | None,
+        slot: int,
+        value: int,
+        text: int,
+        decoded: str,
     ) -> Rewrite | None:
         """The rewrite the full path made of the event ``raw`` (of ``layout``) as a template
         for the next events of the layout: ``obj`` is the rewritten object, ``out`` the

@@ -31,6 +31,7 @@ except ImportError:  # only mypyc reads the decorator (a test extra); without it
     def mypyc_attr(*_args: Any, **_kwargs: Any) -> Any:  # type: ignore[misc]
         return lambda cls: cls
 
+
 if TYPE_CHECKING:
     from collections.abc import Iterable
 

@@ -113,6 +113,7 @@ class Digest:
         out: str = self._hash.hexdigest()
         return out
 
+
 SOURCES = ("request_cap", "usage", "tool_args", "native", "upstream")
 """Evidence sources; each can be switched off by name."""
 
@@ -400,15 +401,22 @@ class Verdict:
             args_last = self.last_output in ("args", None)
             n = len(self.last_tool_args)
             if not args_ok and args_last:
-                found.append(Evidence("tool_args", "max_tokens",
-                                      f"last tool call's arguments ({n} chars) are not valid JSON"))
+                found.append(
+                    Evidence("tool_args", "max_tokens", f"last tool call's arguments ({n} chars) are not valid JSON")
+                )
             elif not args_ok:
-                found.append(Evidence("tool_args", "complete",
-                                      f"last tool call's arguments ({n} chars) are not valid JSON, "
-                                      "but text followed them: not cut by a budget"))
+                found.append(
+                    Evidence(
+                        "tool_args",
+                        "complete",
+                        f"last tool call's arguments ({n} chars) are not valid JSON, "
+                        "but text followed them: not cut by a budget",
+                    )
+                )
             elif args_last:
-                found.append(Evidence("tool_args", "complete",
-                                      f"last tool call's arguments ({n} chars) are complete JSON"))
+                found.append(
+                    Evidence("tool_args", "complete", f"last tool call's arguments ({n} chars) are complete JSON")
+                )
 
         tokens, where = self.output_tokens_best
         if self._on("usage") and self.cap is not None and tokens is not None:
@@ -417,15 +425,16 @@ class Verdict:
             if tokens < self.cap:
                 found.append(Evidence(src, "complete", at))
             elif args_ok and args_last:
-                found.append(Evidence(src, "complete",
-                                      at + ", but the last output is a whole tool call: nothing cut"))
+                found.append(Evidence(src, "complete", at + ", but the last output is a whole tool call: nothing cut"))
             else:
                 found.append(Evidence(src, "max_tokens", at))
 
         says = {e.says for e in found if e.source != "upstream"}
         if "max_tokens" in says:
-            return Decision("max_tokens", tuple(e for e in found if e.says == "max_tokens")
-                            + tuple(e for e in found if e.says != "max_tokens"))
+            return Decision(
+                "max_tokens",
+                tuple(e for e in found if e.says == "max_tokens") + tuple(e for e in found if e.says != "max_tokens"),
+            )
         if "complete" in says:
             return Decision("complete", tuple(found))
         return Decision("unknown", tuple(found))

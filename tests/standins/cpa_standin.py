@@ -158,7 +158,9 @@ def build_request(api: str, body: dict[str, Any]) -> pb.GetChatMessageRequest:
         for c in body.get("contents") or []:
             if not isinstance(c, dict):
                 continue
-            text = "\n".join(str(p.get("text", "")) for p in c.get("parts") or [] if isinstance(p, dict) and "text" in p)
+            text = "\n".join(
+                str(p.get("text", "")) for p in c.get("parts") or [] if isinstance(p, dict) and "text" in p
+            )
             prompts.append(P(message_id=mid(), source=ASSISTANT if c.get("role") == "model" else USER, prompt=text))
     else:
         if api == "messages":
@@ -180,8 +182,10 @@ def build_request(api: str, body: dict[str, Any]) -> pb.GetChatMessageRequest:
             elif role == "tool":
                 prompts.append(P(message_id=mid(), source=TOOL, prompt=_text(content),
                                  tool_call_id=str(m.get("tool_call_id", ""))))  # fmt: skip
-            elif role == "user" and isinstance(content, list) and any(
-                isinstance(b, dict) and b.get("type") == "tool_result" for b in content
+            elif (
+                role == "user"
+                and isinstance(content, list)
+                and any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
             ):
                 for b in content:
                     if isinstance(b, dict) and b.get("type") == "tool_result":
@@ -511,7 +515,12 @@ class ResponsesOut:
         for i in sorted(self.items):  # the non-stream shapes: no ids, one summary part
             it = self.items[i]
             if it["type"] == "function_call":
-                it = {"type": "function_call", "call_id": it["call_id"], "name": it["name"], "arguments": it["arguments"]}
+                it = {
+                    "type": "function_call",
+                    "call_id": it["call_id"],
+                    "name": it["name"],
+                    "arguments": it["arguments"],
+                }
             elif it["type"] == "reasoning":
                 it = {"type": "reasoning", "summary": [{"type": "summary_text", "text": "".join(self.text[i])}]}
             else:
@@ -629,14 +638,21 @@ class MessagesOut:
                 cb = {"type": "text", "text": ""}
             else:
                 self.any_call = True
-                cb = {"type": "tool_use", "id": s.get("call_id") or s.get("id") or f"toolu_{i}", "name": s["name"], "input": {}}
+                cb = {
+                    "type": "tool_use",
+                    "id": s.get("call_id") or s.get("id") or f"toolu_{i}",
+                    "name": s["name"],
+                    "input": {},
+                }
             return self._ev("content_block_start", {"index": self.block, "content_block": cb})
         if et == "step.delta":
             d, b = e["delta"], self.blocks.get(e["index"])
             if b is None:
                 return b""
             if d["type"] == "thought_summary" and _dtext(d):
-                return self._ev("content_block_delta", {"index": b, "delta": {"type": "thinking_delta", "thinking": _dtext(d)}})
+                return self._ev(
+                    "content_block_delta", {"index": b, "delta": {"type": "thinking_delta", "thinking": _dtext(d)}}
+                )
             if d["type"] == "text" and _dtext(d):
                 return self._ev("content_block_delta", {"index": b, "delta": {"type": "text_delta", "text": _dtext(d)}})
             if d["type"] == "arguments_delta":
@@ -654,7 +670,11 @@ class MessagesOut:
         return b""
 
     def error(self, code: str, message: str) -> bytes:
-        return b"event: error\ndata: " + go_json({"type": "error", "error": {"type": "api_error", "message": message}}) + b"\n\n"
+        return (
+            b"event: error\ndata: "
+            + go_json({"type": "error", "error": {"type": "api_error", "message": message}})
+            + b"\n\n"
+        )
 
     def body(self, events: list[dict]) -> dict:
         content: list[dict] = []
@@ -886,7 +906,9 @@ class Standin:
         try:
             async for evs in self.devin_events(api, body, n):
                 if resp is None:
-                    resp = web.StreamResponse(headers={"content-type": "text/event-stream", "cache-control": "no-cache"})
+                    resp = web.StreamResponse(
+                        headers={"content-type": "text/event-stream", "cache-control": "no-cache"}
+                    )
                     await resp.prepare(request)
                 data = b"".join(out.event(e) for e in evs if e["event_type"] != "response.failed")
                 if data:
@@ -977,7 +999,9 @@ async def serve(
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python tests/standins/cpa_standin.py", description=__doc__.split("\n")[0])
     ap.add_argument("--devin", required=True, help="Devin base URL (e.g. http://devin.test:PORT)")
-    ap.add_argument("--proxy", help="HTTP proxy for the Devin call, like CPA's proxy-url (the sidecar's regular listener)")
+    ap.add_argument(
+        "--proxy", help="HTTP proxy for the Devin call, like CPA's proxy-url (the sidecar's regular listener)"
+    )
     ap.add_argument("--ca", help="CA bundle to trust for an https Devin URL (e.g. mitmproxy's CA)")
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=0, help="0 (default) picks a free port")
@@ -988,6 +1012,7 @@ def main(argv: list[str] | None = None) -> int:
         lambda: serve(a.devin, a.proxy, a.host, a.port, a.ca, a.log_requests),
         f"CPA stand-in listening on http://{a.host}:{{port}}",
     )
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -78,8 +78,19 @@ CHARS_PER_TOKEN = 4
 _MARK = re.compile(r"\[(scenario|conv|delay|usage|prompt_tokens|stop):([^\]\s]+)\]")
 USAGE_MODES = ("field7", "field28", "zero7", "none")
 MODEL = "swe-fake"
-SCENARIOS = ("stop", "tool", "max_tokens", "max_tokens_text", "content_filter", "gzip", "error", "truncated", "long",
-             "long_tool", "two_tools")
+SCENARIOS = (
+    "stop",
+    "tool",
+    "max_tokens",
+    "max_tokens_text",
+    "content_filter",
+    "gzip",
+    "error",
+    "truncated",
+    "long",
+    "long_tool",
+    "two_tools",
+)
 
 ESSAY_SENTENCES = (
     "Go was designed at Google in 2007 by Robert Griesemer, Rob Pike and Ken Thompson.",
@@ -360,6 +371,7 @@ def main(argv: list[str] | None = None) -> int:
 
     scheme = "https" if ctx else "http"
     return serve_forever(start, f"fake Devin listening on {scheme}://{a.host}:{{port}}")
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -156,17 +156,34 @@ SCRIPTS: dict[str, Script] = {
         calls=(Call("toolu_01fakeprobe", "exec_command", (PROBE_CMD[:12], PROBE_CMD[12:])),),
         followup="done",
     ),
-    "done": Script(text=("ALL ", "DONE",)),
+    "done": Script(
+        text=(
+            "ALL ",
+            "DONE",
+        )
+    ),
     "probe_no_usage": Script(
         text=("Running the probe.",),
         calls=(Call("toolu_01fakeprobe", "exec_command", (PROBE_CMD[:12], PROBE_CMD[12:])),),
-        followup="done_no_usage", usage=False,
+        followup="done_no_usage",
+        usage=False,
     ),
-    "done_no_usage": Script(text=("ALL ", "DONE",), usage=False),
+    "done_no_usage": Script(
+        text=(
+            "ALL ",
+            "DONE",
+        ),
+        usage=False,
+    ),
     "long_tool": Script(
         text=("Writing the page.",),
-        calls=(Call("toolu_01fake0006", "write_file",
-                    ('{"path":"index.html","content":"', *("<p>line %02d of a long page</p>" % i for i in range(40)), '"}')),),
+        calls=(
+            Call(
+                "toolu_01fake0006",
+                "write_file",
+                ('{"path":"index.html","content":"', *("<p>line %02d of a long page</p>" % i for i in range(40)), '"}'),
+            ),
+        ),
     ),  # fmt: skip
     "cut_tool": Script(
         text=("Writing index.html now.",),
@@ -177,23 +194,33 @@ SCRIPTS: dict[str, Script] = {
     "rec_claude_text_then_tool": Script(
         text=("I'll list the files", " first."),
         calls=(Call("toolu_01Xk7bQ2mN9pL4sV8tR3yW6z", "exec_command", ('{"cmd":', '"ls -la"}')),),
-        msg_id="msg_01HqA9ZkT3vF8w2bXyR7cD4e", model="claude-sonnet-4-6", usage_in=(2188, 20992), out_tokens=87,
+        msg_id="msg_01HqA9ZkT3vF8w2bXyR7cD4e",
+        model="claude-sonnet-4-6",
+        usage_in=(2188, 20992),
+        out_tokens=87,
     ),
     "rec_claude_text_tool_text": Script(
         text=("I'll look for the test directory", " first."),
         calls=(Call("toolu_01Dk4Rw8Nq2Ls6Vb9Yh3Tc7M", "exec_command", ('{"cmd":', '"ls tests"}')),),
         text_after=("Once I see the layout,", " I'll check how pytest is configured."),
-        msg_id="msg_01Pq7WmX2kR9dT4vB8nC3sJe", model="claude-sonnet-4-6", usage_in=(1840, 21504), out_tokens=112,
+        msg_id="msg_01Pq7WmX2kR9dT4vB8nC3sJe",
+        model="claude-sonnet-4-6",
+        usage_in=(1840, 21504),
+        out_tokens=112,
     ),
     "rec_claude_thinking_text_tool": Script(
         thinking=("The user wants the tests run. ", "I should call exec_command with pytest."),
         text=("Running the test suite.",),
         calls=(Call("toolu_01Pq4Wm7Zx2Kc9Vb5Nr8Ty3L", "exec_command", ('{"cmd":"pytest -q"}',)),),
         signature="EqQBCkYIBxgCKkCx3f9sZ0m1Tq8vWn4yLr2uJd6oPa5bHc7kNg1eXi0RtMwVz3QpLf2Ys9AaKo4Uj8Ed5Gn6Cb1Vh7Tx0Ir2Mu3wEgyHqZ4nLp8Ws0Ek5Jb2QaAh",
-        msg_id="msg_01Tz8KqW3nVb6Yc2Hd9Lf5Rx", model="claude-sonnet-4-6", usage_in=(412, 18944), out_tokens=96,
+        msg_id="msg_01Tz8KqW3nVb6Yc2Hd9Lf5Rx",
+        model="claude-sonnet-4-6",
+        usage_in=(412, 18944),
+        out_tokens=96,
     ),
-    "no_usage": Script(text=("No usage ", "here."), calls=(Call("toolu_01fake0007", "exec_command", ('{"cmd":"id"}',)),),
-                       usage=False),  # fmt: skip
+    "no_usage": Script(
+        text=("No usage ", "here."), calls=(Call("toolu_01fake0007", "exec_command", ('{"cmd":"id"}',)),), usage=False
+    ),  # fmt: skip
     "error_mid": Script(text=("Starting ", "the work ", "and then"), error_after=2),
 }
 
@@ -317,7 +344,11 @@ def interactions_events(s: Script, model: str, cut: bool, out_tokens: int, iid: 
                              "status": "incomplete" if cut else "requires_action" if s.calls else "completed"}  # fmt: skip
     if s.usage:
         inp = s.usage_in[0] + s.usage_in[1]
-        inter["usage"] = {"total_input_tokens": inp, "total_output_tokens": out_tokens, "total_tokens": inp + out_tokens}
+        inter["usage"] = {
+            "total_input_tokens": inp,
+            "total_output_tokens": out_tokens,
+            "total_tokens": inp + out_tokens,
+        }
         if s.usage_in[1]:
             inter["usage"]["total_cached_tokens"] = s.usage_in[1]
     ev.append({"event_type": "interaction.completed", "interaction": inter})
@@ -545,8 +576,7 @@ class Running:
 
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
-        self.runner, self.port = self.loop.run_until_complete(
-            start_app(self.fake.app(), ssl_context=self.ssl_context))
+        self.runner, self.port = self.loop.run_until_complete(start_app(self.fake.app(), ssl_context=self.ssl_context))
         self._ready.set()
         self.loop.run_forever()
 
