@@ -9,7 +9,6 @@ from collections import Counter
 
 import orjson
 from mitmproxy import http
-
 from streamfix.addons import check as checkmode
 from streamfix.addons import receipts
 from streamfix.addons.flowstream import ORIGINAL, FlowState
@@ -26,7 +25,7 @@ class BodyRepair:
     """A buffered JSON body's repair, as the turn log sees a repairer: the rules that
     fired (each once per body) and whether anything changed."""
 
-    __slots__ = ("fired", "changed")
+    __slots__ = ("changed", "fired")
 
     def __init__(self, fired: Counter[str]) -> None:
         self.fired = fired
@@ -82,7 +81,7 @@ def repair(flow: http.HTTPFlow, st: FlowState, rules: Rules, keep: bool) -> str:
                     flow.metadata[ORIGINAL] = content
                 resp.content = orjson.dumps(obj)
                 return "repaired" if receipts.write(flow, st, None, True, rules.truncation, fired) else ""
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - fail open: the body goes out as it came
         logger.error(f"streamfix: {receipts.where(flow)}: repair failed ({type(e).__name__}: {e}); body unchanged")
         return "failed"
     return ""

@@ -15,7 +15,6 @@ import logging
 from collections import Counter
 
 from mitmproxy import http
-
 from streamfix.wire.contract import StreamChecker, Violation
 from streamfix.wire.encoding import Decoder, decoder_for
 

@@ -28,7 +28,7 @@ ORIGINAL = "streamfix.original"
 class FlowState:
     """What the client leg knows of one flow from its request to its end."""
 
-    __slots__ = ("api", "ctx", "verdict", "stream", "resolver", "key", "repairer", "checker")
+    __slots__ = ("api", "checker", "ctx", "key", "repairer", "resolver", "stream", "verdict")
 
     def __init__(self, api: str, ctx: FlowContext, verdict: Verdict) -> None:
         self.api = api
@@ -54,8 +54,18 @@ class FlowStream:
     """
 
     __slots__ = (
-        "repair", "decoder", "keep", "original", "repaired", "failed", "on_eof", "on_progress", "shown", "first_at",
-        "told", "salvaged",
+        "decoder",
+        "failed",
+        "first_at",
+        "keep",
+        "on_eof",
+        "on_progress",
+        "original",
+        "repair",
+        "repaired",
+        "salvaged",
+        "shown",
+        "told",
     )  # fmt: skip
 
     def __init__(self, repair: StreamRepair, decoder: Decoder | None, keep: bool, on_eof, on_progress=None):
@@ -88,13 +98,13 @@ class FlowStream:
             out = self.repair.feed(chunk) if chunk else b""
             if eof:
                 out += self.repair.close()
-        except Exception as e:  # decoding failed: nothing more can be repaired
+        except Exception as e:  # noqa: BLE001 - decoding failed: nothing more can be repaired
             self.failed = e
             out = chunk if isinstance(chunk, bytes) else b""
         if self.told is not None and out:
             try:
                 self.told.feed(out)
-            except Exception:  # the turn log's numbers must never break the stream
+            except Exception:  # noqa: BLE001 - the turn log's numbers must never break the stream
                 self.told = None
         if self.keep:
             if chunk:
@@ -125,7 +135,7 @@ class FlowStream:
             out = self.repair.salvage()
             if self.decoder is not None:
                 out += self.decoder.flush()
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - fail open: never raise into the stream or the proxy
             self.failed = e
             return []
         if out and self.keep:

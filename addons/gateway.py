@@ -28,7 +28,6 @@ import orjson
 from mitmproxy import ctx, http
 from mitmproxy import flow as mflow
 from mitmproxy.proxy import mode_specs
-
 from streamfix.wire.apis import api_for_path
 
 logger = logging.getLogger("streamfix")
@@ -72,7 +71,7 @@ class Gateway:
         host, port = flow.request.host, flow.request.port
         try:
             _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), CONNECT_TIMEOUT)
-        except (OSError, asyncio.TimeoutError) as e:
+        except (TimeoutError, OSError) as e:
             if isinstance(e, OSError):
                 why = os.strerror(e.errno) if e.errno else (e.strerror or str(e) or type(e).__name__)
             else:

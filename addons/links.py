@@ -13,7 +13,6 @@ from collections.abc import Sequence
 
 from mitmproxy import ctx, exceptions, hooks
 from mitmproxy import flow as mflow
-
 from streamfix.addons import receipts  # (module import: receipts imports this module too)
 
 UPSTREAM_FLOW = "streamfix.upstream_flow"

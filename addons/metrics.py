@@ -51,7 +51,7 @@ _ROOT = str(Path(__file__).resolve().parent.parent)
 if _ROOT not in sys.path:  # loaded with -s from a checkout that is not pip-installed
     sys.path.insert(0, _ROOT)
 
-from streamfix.addons import shared  # noqa: E402
+from streamfix.addons import shared
 
 logger = logging.getLogger("streamfix.metrics")
 

@@ -14,7 +14,6 @@ from pathlib import Path
 
 from mitmproxy import exceptions
 from mitmproxy.proxy import mode_specs
-
 from streamfix.wire.rules import Rules
 from streamfix.wire.verdict import SOURCES
 
@@ -324,7 +323,7 @@ class Guard:
         if _reported is opts:  # once per process, whichever script's Guard gets there first
             return
         _reported = opts
-        known = [n for n in opts.keys() if n.startswith(PREFIX)]
+        known = [n for n in opts.keys() if n.startswith(PREFIX)]  # noqa: SIM118 - OptManager has keys(), no __iter__
         for name in sorted(n for n in opts.deferred if n not in opts._options):
             if name.startswith(PREFIX):
                 logger.error(f"streamfix: {unknown(name, known)}")
@@ -358,7 +357,7 @@ def build() -> str:
 
     try:
         return _core.describe().split(" (", 1)[0]
-    except Exception as e:  # the startup line must not fail over it
+    except Exception as e:  # noqa: BLE001 - the startup line must not fail over it
         return f"unknown ({type(e).__name__}: {e})"
 
 

@@ -19,7 +19,6 @@ from collections import Counter
 
 from mitmproxy import flow as mflow
 from mitmproxy import http
-
 from streamfix.addons import links
 from streamfix.wire.stream import EventRepairer
 

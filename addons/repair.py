@@ -30,29 +30,29 @@ _ROOT = Path(__file__).resolve().parent.parent
 if (_ROOT / "streamfix" / "__init__.py").is_file() and str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))  # -s from a checkout that is not pip-installed (installed: nothing to add)
 
-from streamfix.addons import buffered, links, options, receipts, shared, turnlog  # noqa: E402
-from streamfix.addons import check as checkmode  # noqa: E402  (streamfix_mode=check)
-from streamfix.addons import redact as redact_addon  # noqa: E402
-from streamfix.addons.buffered import SSE, json_object  # noqa: E402
-from streamfix.addons.gateway import Gateway  # noqa: E402  (a gateway that does not answer: a 502)
-from streamfix.addons.flowstream import ORIGINAL, FlowState, FlowStream  # noqa: E402
-from streamfix.addons.links import CLIENT_FLOW, UPSTREAM_FLOW  # noqa: E402, F401  (re-exported)
-from streamfix.addons.receipts import comment, receipt, where  # noqa: E402
-from streamfix.addons.drain import Drain  # noqa: E402  (graceful drain on SIGTERM)
-from streamfix.addons.freeze import Freeze  # noqa: E402  (full collections skip the startup state)
-from streamfix.addons.listeners import Listeners  # noqa: E402  (no open proxy)
-from streamfix.addons.metrics import Metrics  # noqa: E402  (Prometheus metrics, health)
-from streamfix.addons.salvage import Salvage  # noqa: E402  (held bytes delivered when an upstream fails)
-from streamfix.addons.turn import http_turn  # noqa: E402
-from streamfix.addons.websocket import WebSocketRepair  # noqa: E402  (Responses over WebSocket)
-from streamfix.wire import _core as core  # noqa: E402
-from streamfix.wire.apis import api_for_path, stream_repairer  # noqa: E402
-from streamfix.wire.encoding import decoder_for  # noqa: E402
-from streamfix.wire.rules import FlowContext, Rules  # noqa: E402
-from streamfix.wire.sse import SseParser  # noqa: E402
-from streamfix.wire.stream import Reads, StreamRepair  # noqa: E402
-from streamfix.wire.told import UsageReader  # noqa: E402
-from streamfix.wire.verdict import SOURCES, Verdict  # noqa: E402
+from streamfix.addons import buffered, links, options, receipts, shared, turnlog
+from streamfix.addons import check as checkmode
+from streamfix.addons import redact as redact_addon
+from streamfix.addons.buffered import SSE, json_object
+from streamfix.addons.drain import Drain
+from streamfix.addons.flowstream import ORIGINAL, FlowState, FlowStream
+from streamfix.addons.freeze import Freeze
+from streamfix.addons.gateway import Gateway
+from streamfix.addons.links import CLIENT_FLOW, UPSTREAM_FLOW
+from streamfix.addons.listeners import Listeners
+from streamfix.addons.metrics import Metrics
+from streamfix.addons.receipts import comment, receipt, where
+from streamfix.addons.salvage import Salvage
+from streamfix.addons.turn import http_turn
+from streamfix.addons.websocket import WebSocketRepair
+from streamfix.wire import _core as core
+from streamfix.wire.apis import api_for_path, stream_repairer
+from streamfix.wire.encoding import decoder_for
+from streamfix.wire.rules import FlowContext, Rules
+from streamfix.wire.sse import SseParser
+from streamfix.wire.stream import Reads, StreamRepair
+from streamfix.wire.told import UsageReader
+from streamfix.wire.verdict import SOURCES, Verdict
 
 logger = logging.getLogger("streamfix")
 

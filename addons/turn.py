@@ -6,7 +6,6 @@ from __future__ import annotations
 import time
 
 from mitmproxy import http
-
 from streamfix.addons import turnlog
 from streamfix.addons.buffered import json_object
 from streamfix.addons.flowstream import ORIGINAL, FlowState, FlowStream

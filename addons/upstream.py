@@ -43,9 +43,9 @@ _ROOT = Path(__file__).resolve().parent.parent
 if (_ROOT / "streamfix" / "__init__.py").is_file() and str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))  # -s from a checkout that is not pip-installed (installed: nothing to add)
 
-from streamfix.addons import options, shared  # noqa: E402
-from streamfix.wire.correlate import Correlator, PendingRequest, Resolver  # noqa: E402
-from streamfix.wire.devin import CHAT_PATH, DEFAULT_HOSTS, DevinTap, TapResult, patch_max_tokens, read_request  # noqa: E402
+from streamfix.addons import options, shared
+from streamfix.wire.correlate import Correlator, PendingRequest, Resolver
+from streamfix.wire.devin import CHAT_PATH, DEFAULT_HOSTS, DevinTap, TapResult, patch_max_tokens, read_request
 
 logger = logging.getLogger("streamfix.upstream")
 
@@ -107,7 +107,7 @@ class UpstreamStream:
     mid-stream) and never raises. Chunks are kept by reference and joined once at the end.
     """
 
-    __slots__ = ("leg", "flow", "tap", "inflate", "chunks", "finished", "failed")
+    __slots__ = ("chunks", "failed", "finished", "flow", "inflate", "leg", "tap")
 
     def __init__(self, leg: UpstreamLeg, flow: http.HTTPFlow, tap: DevinTap, inflate: Any) -> None:
         self.leg = leg
@@ -131,7 +131,7 @@ class UpstreamStream:
                     if self.inflate is not None:
                         self.tap.feed(self.inflate.flush())
                     self.finish()
-            except Exception as e:  # fail open: stop reading, keep forwarding
+            except Exception as e:  # noqa: BLE001 - fail open: stop reading, keep forwarding
                 self.failed = f"{type(e).__name__}: {e}"
                 logger.warning(f"streamfix: upstream tap failed ({self.failed}); stream passed through")
         return chunk if chunk else []
@@ -241,7 +241,7 @@ class UpstreamLeg:
                                 f"streamfix: Devin max_tokens {original} -> {sent} "
                                 f"(client {pending.path} {pending.cap_field}={pending.cap})"
                             )
-        except Exception as e:  # fail open: the request goes out as it came
+        except Exception as e:  # noqa: BLE001 - fail open: the request goes out as it came
             logger.warning(f"streamfix: reading the Devin request failed ({type(e).__name__}); unchanged")
         corr.upstream_started(
             flow.id,

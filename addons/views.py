@@ -30,9 +30,9 @@ _ROOT = Path(__file__).resolve().parent.parent
 if (_ROOT / "streamfix" / "__init__.py").is_file() and str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))  # -s from a checkout that is not pip-installed (installed: nothing to add)
 
-from streamfix.wire import devin_pb2 as pb  # noqa: E402
-from streamfix.wire.connect import ConnectDecoder  # noqa: E402
-from streamfix.wire.devin import CHAT_PATH  # noqa: E402
+from streamfix.wire import devin_pb2 as pb
+from streamfix.wire.connect import ConnectDecoder
+from streamfix.wire.devin import CHAT_PATH
 
 _SECRET = {("streamfix.devin.ClientMetadata", "api_key")}
 _WIRE_TYPES = {0: "varint", 1: "fixed64", 2: "bytes", 3: "group", 5: "fixed32"}
@@ -143,7 +143,7 @@ class ConnectFramesContentview(Contentview):
         try:
             text = contentviews.registry["protobuf"].prettify(payload, metadata).rstrip()
             return [text or "(empty message)"]
-        except Exception:
+        except Exception:  # noqa: BLE001 - a payload that does not decode is shown as hex
             return [f"0x{payload.hex()}"]
 
     def render_priority(self, data: bytes, metadata: Metadata) -> float:

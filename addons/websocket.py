@@ -42,7 +42,6 @@ from typing import Any
 import orjson
 from mitmproxy import contentviews, ctx, exceptions, http
 from mitmproxy.contentviews import Contentview, Metadata
-
 from streamfix.addons import check as checkmode
 from streamfix.addons import receipts, shared, turnlog
 from streamfix.wire.apis import api_for_path

@@ -24,7 +24,7 @@ from mitmproxy import ctx, http
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from streamfix.wire.sse import SseParser  # noqa: E402
+from streamfix.wire.sse import SseParser
 
 FLOORS = ("stream", "identity", "parse", "json")
 

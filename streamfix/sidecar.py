@@ -94,14 +94,14 @@ def check_upstream(url: str) -> str | None:
             f"(clients keep {u.path.rstrip('/') or '/'} in their base URL, http://LISTEN{u.path.rstrip('/')})"
         )
     try:
-        u.port
+        _ = u.port  # urllib checks the port only when it is read
     except ValueError:
         return f"--upstream {url}: the port is not a number"
     return None
 
 
 def check_listen(listen: str) -> str | None:
-    host, sep, port = listen.rpartition(":")
+    _host, sep, port = listen.rpartition(":")
     if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
         return f"--listen {listen}: give HOST:PORT, e.g. --listen 127.0.0.1:8318"
     return None

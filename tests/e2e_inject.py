@@ -15,7 +15,6 @@ injected failure from a flow the repair addon never streamed.
 from typing import Any
 
 from mitmproxy import http
-
 from streamfix.wire.stream import EventRepairer
 
 

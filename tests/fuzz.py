@@ -43,13 +43,13 @@ if __name__ == "__main__":  # coverage for libFuzzer: instrument the protocol co
         import streamfix.wire.stream  # noqa: F401
 
 import orjson
-
-from streamfix.recordings import all_recordings
 from streamfix.wire.apis import stream_repairer
 from streamfix.wire.rules import FlowContext, Rules
 from streamfix.wire.sse import SseParser
 from streamfix.wire.stream import StreamRepair
 from streamfix.wire.verdict import Verdict
+
+from streamfix.recordings import all_recordings
 
 APIS = ("responses", "chat", "messages", "gemini")
 _RECS = [r for r in all_recordings() if r.streaming]

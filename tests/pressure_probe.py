@@ -19,7 +19,6 @@ from collections import Counter
 
 import orjson
 from mitmproxy import ctx, http
-
 from streamfix.addons import shared
 
 PATH = "/__streamfix/state"

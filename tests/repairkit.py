@@ -114,7 +114,7 @@ def error_cuts(rec: Recording, cls: type, error: bytes, terminals: Callable[[byt
     raws = [e.raw for e in p.feed(rec.body) + p.close()]
     for k in range(len(raws) + 1):
         body = b"".join(raws[:k]) + error
-        out, rep = run(cls, body, rec.request.get("body"))
+        out, _rep = run(cls, body, rec.request.get("body"))
         assert out.endswith(error), (rec.name, k)
         assert terminals(out) == terminals(body), (rec.name, k)
         assert len(out) >= len(error)

@@ -93,7 +93,7 @@ class Proc:
             cwd=cwd,
             env=env if env is not None else child_env(),
             start_new_session=new_session,
-            preexec_fn=_default_sigint if default_sigint else None,
+            preexec_fn=_default_sigint if default_sigint else None,  # noqa: PLW1509 - signal.signal only, before exec
         )
         self.lines: list[str] = []
         self.times: list[float] = []
@@ -303,7 +303,7 @@ def run_mitmdump(
     confdir: Path, *args: str, addons: Sequence[Path] = (REPAIR_ADDON,), timeout: float = 60.0
 ) -> subprocess.CompletedProcess[str]:
     """A mitmdump that ends by itself (``-nr``): waits for it, bounded."""
-    return subprocess.run(  # noqa: PLW1510  (the caller asserts on the exit code and output)
+    return subprocess.run(
         mitmdump_args(confdir, *args, addons=addons),
         stdin=subprocess.DEVNULL,
         capture_output=True,

@@ -1,7 +1,6 @@
 """wire/apis.py: which API a path speaks."""
 
 import pytest
-
 from streamfix.wire.apis import api_for_path
 
 

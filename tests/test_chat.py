@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 from openai.lib.streaming.chat._completions import ChatCompletionStreamState
 from openai.types.chat import ChatCompletionChunk
-
 from repairkit import chunking_property, error_cuts, events, recordings, repair_recording, run, sse
 from streamfix.wire import chat
 from streamfix.wire.chat import ChatRepairer, repair_chat_json
@@ -158,7 +157,7 @@ def test_index_reuse_for_a_second_call_gets_the_next_ordinal():
 
 def test_entries_without_index_pass_and_are_noted():
     bad = chunk({"tool_calls": [{"id": "x", "function": {"name": "f", "arguments": "{}"}}]})
-    evs, rep, out = fix(bad, finish(), DONE)
+    _evs, rep, out = fix(bad, finish(), DONE)
     assert sse(bad) in out
     assert any("without an integer index" in n for n in rep.notes)
 
@@ -192,7 +191,7 @@ def test_late_name_header_is_held_and_completed():
     body = sse(
         header(1, name=""), args(1, '{"path":'), b": keep-alive", header(1), args(1, '"a"}'), finish(), DONE
     ).replace(b"data: : keep-alive", b": keep-alive")
-    out, rep = run(ChatRepairer, body, REQ)
+    out, _rep = run(ChatRepairer, body, REQ)
     evs = events(out)
     entries = tool_entries(evs)
     assert entries[0]["function"]["name"] == "write_file" and entries[0]["index"] == 0
@@ -281,7 +280,7 @@ def test_truncation_completed_policy_still_sets_length_on_chat():
 
 
 def test_complete_call_at_cap_stays_tool_calls():
-    evs, rep, out = fix(header(2), args(2, WHOLE), finish(completion=400), DONE, rules=Rules(tool_index=False))
+    evs, rep, _out = fix(header(2), args(2, WHOLE), finish(completion=400), DONE, rules=Rules(tool_index=False))
     assert finish_reasons(evs) == ["tool_calls"] and rep.changed == 0
     assert rep.decision.outcome == "complete"
 
@@ -305,7 +304,7 @@ def test_native_content_filter_is_left_alone():
 
 def test_upstream_content_filter_via_resolver():
     v = Verdict(resolver=lambda ver: ver.upstream("content_filter", "StopReason 11"))
-    evs, rep, _ = fix(chunk({"content": "I can"}), finish("stop", completion=3), DONE, verdict=v)
+    evs, _rep, _ = fix(chunk({"content": "I can"}), finish("stop", completion=3), DONE, verdict=v)
     assert finish_reasons(evs) == ["content_filter"]
 
 
@@ -399,7 +398,7 @@ def test_evidence_reported_to_the_verdict():
 def test_error_event_passes_and_no_finish_is_synthesized():
     err = {"error": {"message": "devin stream terminated prematurely before EOS trailer", "code": "stream_truncated"}}
     body = sse(header(1), args(1, CUT), err)
-    out, rep = run(ChatRepairer, body, REQ)
+    out, _rep = run(ChatRepairer, body, REQ)
     evs = events(out)
     assert evs[-1] == err and finish_reasons(evs) == []
     assert DONE not in evs
@@ -488,7 +487,7 @@ def test_json_duplicate_ids_avoid_taken_names():
 def test_json_unique_ids_untouched_and_rule_off():
     changed, _ = repair_json(completion([call("a"), call("b")]))
     assert not changed
-    changed, obj = repair_json(completion([call("call_0"), call("call_0")]), Rules(tool_index=False))
+    changed, _obj = repair_json(completion([call("call_0"), call("call_0")]), Rules(tool_index=False))
     assert not changed
 
 
@@ -583,7 +582,6 @@ def test_finish_written_before_the_upstream_trailer_waits_for_done():
     upstream call is open) until the next event, [DONE], which CPA writes only after the
     trailer; by then the upstream record is finished and decides (content_filter, usage)."""
     from repairkit import make
-
     from streamfix.wire import devin_pb2 as pb
     from streamfix.wire.connect import encode_end_stream, encode_frame
     from streamfix.wire.correlate import Correlator

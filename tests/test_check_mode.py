@@ -8,8 +8,8 @@ import logging
 import pytest
 from mitmproxy import exceptions
 from mitmproxy.test import taddons
-
 from streamfix.addons import repair as mod
+
 from streamfix.recordings import load
 from tests.test_repair_addon import drive, hooks, make_flow
 

@@ -9,7 +9,6 @@ import struct
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from streamfix.wire.connect import (
     ConnectDecoder,
     decode_body,

@@ -1,9 +1,9 @@
 """wire/contract.py: the oracle itself must catch each defect and accept a correct stream."""
 
 import orjson
+from streamfix.wire.invariants import check
 
 from streamfix.recordings import load
-from streamfix.wire.invariants import check
 
 
 def sse(*events):

@@ -14,7 +14,6 @@ from typing import Any
 import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from streamfix.wire.apis import stream_repairer
 from streamfix.wire.contract import StreamChecker, check
 from streamfix.wire.rules import FlowContext, Rules

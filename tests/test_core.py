@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import streamfix.wire._core as core
 from support import compiled_core
 
-import streamfix.wire._core as core
 from streamfix import compiled
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -5,7 +5,6 @@ from __future__ import annotations
 import random
 
 import pytest
-
 from streamfix.wire import devin_pb2 as pb
 from streamfix.wire.connect import encode_end_stream, encode_frame
 from streamfix.wire.correlate import Correlator, client_cap, client_needles

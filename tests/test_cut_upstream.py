@@ -24,13 +24,13 @@ import time
 
 import orjson
 import pytest
-
-from tests.support import ChunkedUpstream, show_logs_on_failure, start_mitmdump
-from tests.support import dechunk as _dechunk
 from streamfix.wire.apis import api_for_path, stream_repairer
 from streamfix.wire.contract import check
 from streamfix.wire.rules import FlowContext, Rules
 from streamfix.wire.verdict import Verdict
+
+from tests.support import ChunkedUpstream, show_logs_on_failure, start_mitmdump
+from tests.support import dechunk as _dechunk
 
 pytestmark = pytest.mark.e2e
 

@@ -19,7 +19,7 @@ from support import Proc, child_env, free_port, show_logs_on_failure
 pytestmark = pytest.mark.e2e
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "clients"))
-import runners  # noqa: E402
+import runners
 
 REASON = "does not answer (Connection refused)"
 

@@ -47,7 +47,7 @@ def _verify(unit: Path) -> subprocess.CompletedProcess[str]:
 def test_systemd_unit_verifies(tmp_path):
     text = (DEPLOY / "streamfix.service").read_text()
     assert "Restart=on-failure" in text and "KillSignal=SIGTERM" in text
-    stop = int(re.search(r"^TimeoutStopSec=(\d+)$", text, re.M).group(1))
+    stop = int(re.search(r"^TimeoutStopSec=(\d+)$", text, re.MULTILINE).group(1))
     assert stop > 300, "systemd must wait longer than streamfix_drain_timeout's default before SIGKILL"
     unit = tmp_path / "streamfix.service"
     unit.write_text(text.replace("/opt/streamfix", str(ROOT)))
@@ -101,7 +101,7 @@ def test_compose_file_has_streamfix_beside_cpa():
     # the Dockerfile's CMD and the compose command agree, and it runs deploy/install.sh
     docker = (DEPLOY / "Dockerfile").read_text()
     assert "RUN deploy/install.sh" in docker and "STOPSIGNAL SIGTERM" in docker
-    dcmd = orjson.loads(re.search(r"^CMD (\[.*?\])$", docker.replace("\\\n", ""), re.M | re.S).group(1))
+    dcmd = orjson.loads(re.search(r"^CMD (\[.*?\])$", docker.replace("\\\n", ""), re.MULTILINE | re.DOTALL).group(1))
     assert dcmd == cmd
 
 

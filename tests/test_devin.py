@@ -11,8 +11,6 @@ import pytest
 from google.protobuf import unknown_fields
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from test_connect import SAMPLE
 from streamfix.wire import devin_pb2 as pb
 from streamfix.wire.connect import decode_body, encode_end_stream, encode_frame
 from streamfix.wire.devin import (
@@ -24,6 +22,7 @@ from streamfix.wire.devin import (
     stop_reason_name,
 )
 from streamfix.wire.verdict import Verdict
+from test_connect import SAMPLE
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -5,7 +5,6 @@ import zlib
 
 import brotli
 import pytest
-
 from streamfix.wire.encoding import decoder_for
 
 PLAIN = b"".join(b'data: {"i":%d,"pad":"%s"}\n\n' % (i, b"x" * (i % 50)) for i in range(300))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import httpx
 import orjson
 import pytest
-
 from standins.fake_providers import CHARS_PER_TOKEN, SCRIPTS, Running, anthropic_events, chat_chunks
 from streamfix.wire.contract import check
 from streamfix.wire.invariants import json_events

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import pytest
 from repairkit import events, run, sse
-
 from streamfix.wire.chat import FINISH_ALIASES, ChatRepairer, repair_chat_json
 from streamfix.wire.rules import FlowContext, Rules
 from streamfix.wire.verdict import Verdict

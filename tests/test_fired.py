@@ -11,12 +11,12 @@ from dataclasses import fields, replace
 
 import pytest
 from repairkit import run
-
-from streamfix.recordings import all_recordings, load
 from streamfix.wire.apis import stream_repairer
 from streamfix.wire.rules import FlowContext, Rules
 from streamfix.wire.stream import StreamRepair
 from streamfix.wire.verdict import Verdict
+
+from streamfix.recordings import all_recordings, load
 
 RULE_NAMES = {f.name for f in fields(Rules)}
 
@@ -124,7 +124,6 @@ def test_chat_resent_header_fires_tool_header():
 )
 def test_json_bodies_count_each_rule_once(name, expected):
     import orjson
-
     from streamfix.wire.apis import json_repairer
 
     rec = load(name)

@@ -31,12 +31,11 @@ from pathlib import Path
 import httpx
 import orjson
 import pytest
-from support import ROOT, Proc, child_env, fetch, show_logs_on_failure, tool
-
 from standins.cpa_standin import build_request
 from streamfix.wire.connect import encode_frame
 from streamfix.wire.devin import CHAT_PATH
 from streamfix.wire.sse import SseParser
+from support import ROOT, Proc, child_env, fetch, show_logs_on_failure, tool
 
 pytestmark = pytest.mark.e2e
 
@@ -59,7 +58,7 @@ def make_certs(d: Path) -> tuple[Path, Path, Path]:
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import NameOID
 
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "streamfix test CA")])
     ca = (
@@ -153,7 +152,7 @@ class Chain:
         _, self.standin_tls = self.start("CPA stand-in (TLS)",
                                          [*standin, "--devin", "https://tls.devin.test:443", "--ca", str(self.mitm_ca)],
                                          r"CPA stand-in listening on (\S+)")  # fmt: skip
-        port = lambda url: int(url.rsplit(":", 1)[1])  # noqa: E731
+        port = lambda url: int(url.rsplit(":", 1)[1])
         self.hostmap.write_text(json.dumps({
             "standin.test": port(standin_url), "plain.devin.test": port(self.devin),
             "tls.devin.test": port(self.devin_tls), "other.test": port(self.devin_tls),
@@ -424,7 +423,7 @@ def client_usage(api: str, body: bytes, stream: bool = True) -> tuple[int, int, 
             usage = u
     if usage is None:
         return None
-    n = lambda v: v if isinstance(v, int) else 0  # noqa: E731
+    n = lambda v: v if isinstance(v, int) else 0
     if api == "responses":
         cached = n((usage.get("input_tokens_details") or {}).get("cached_tokens"))
         return n(usage.get("input_tokens")), n(usage.get("output_tokens")), cached, n(usage.get("total_tokens"))

@@ -12,14 +12,14 @@ from dataclasses import replace
 
 import orjson
 import pytest
-
-from streamfix.recordings import Recording, load
 from streamfix.wire.apis import stream_repairer
 from streamfix.wire.contract import check
 from streamfix.wire.invariants import json_events
 from streamfix.wire.rules import FlowContext, Rules
 from streamfix.wire.stream import StreamRepair
 from streamfix.wire.verdict import Verdict
+
+from streamfix.recordings import Recording, load
 
 # recording, repair rule (Rules field), contract rules it answers
 CASES = [

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from repairkit import chunking_property, error_cuts, events, recordings, repair_recording, run, sse
 from streamfix.wire import gemini
 from streamfix.wire.gemini import GeminiRepairer, repair_gemini_json

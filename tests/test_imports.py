@@ -10,7 +10,7 @@ import subprocess
 
 from support import ROOT
 
-OLD = re.compile(r"^\s*(from|import) (wire|addons)\b(?!\s*=)", re.M)
+OLD = re.compile(r"^\s*(from|import) (wire|addons)\b(?!\s*=)", re.MULTILINE)
 
 
 def test_no_top_level_wire_or_addons_imports() -> None:

@@ -15,10 +15,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from streamfix.addons.options import RULE_OPTIONS
 from support import ROOT, Proc, assert_same, fetch, free_port, live_expected
 
 from streamfix.recordings import load
-from streamfix.addons.options import RULE_OPTIONS
 
 pytestmark = pytest.mark.e2e
 
@@ -84,7 +84,7 @@ def test_nothing_generic_at_top_level(installed) -> None:
     # runtime dependencies only: none of the test extras came along
     names = run([str(venv / "bin" / "python"), "-m", "pip", "list", "--format=freeze"], cwd=venv, env=env).stdout
     for extra in ("pytest", "hypothesis", "playwright", "atheris", "grpcio-tools", "openai"):
-        assert not re.search(rf"^{extra}==", names, re.M | re.I), extra
+        assert not re.search(rf"^{extra}==", names, re.MULTILINE | re.IGNORECASE), extra
 
 
 def test_the_command(installed) -> None:

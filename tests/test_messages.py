@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import orjson
 import pytest
-
 from repairkit import chunking_property, error_cuts, recordings, repair_recording, run
 from streamfix.wire import messages
 from streamfix.wire.messages import MessagesRepairer, repair_messages_json
@@ -319,7 +318,7 @@ def test_three_newline_framing_is_kept():
 def test_error_passes_and_nothing_is_synthesized():
     err = {"type": "error", "error": {"type": "api_error", "message": "stream_truncated"}}
     b = body(START, block_start(0, "tool_use", name=""), part(0, "{"), err)
-    out, rep = run(MessagesRepairer, b, REQ)
+    out, _rep = run(MessagesRepairer, b, REQ)
     assert out == b
     assert [d["type"] for d in datas(out)][-1] == "error"
     assert not any(d["type"] in ("message_delta", "message_stop") for d in datas(out))

@@ -13,9 +13,8 @@ import orjson
 import pytest
 from mitmproxy import hooks
 from mitmproxy.proxy import layers  # noqa: F401  (registers the HTTP, WebSocket, TLS hooks)
-from support import free_port, replay_and_proxy, start_mitmdump
-
 from streamfix.addons import metrics, shared
+from support import free_port, replay_and_proxy, start_mitmdump
 
 HOOKS = set(hooks.all_hooks)
 

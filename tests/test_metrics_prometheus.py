@@ -33,10 +33,9 @@ from pathlib import Path
 import httpx
 import orjson
 import pytest
+from streamfix.wire import redact
 from support import ROOT, Proc, child_env, free_port, show_logs_on_failure
 from test_full_chain import PATHS, TIMEOUT, Chain, request_body
-
-from streamfix.wire import redact
 
 pytestmark = pytest.mark.e2e
 
@@ -180,8 +179,8 @@ async def test_prometheus_scrapes_the_numbers_of_the_turn_log(stack, request):
     # the bounds, applied by hand in the log's order: labelled keys and "-" keep their name,
     # the first key id seen gets a series, later ones are "other"; only MODELS[0] is listed
     first_id = next(t["key"] for t in turns if t["key"] not in ("team-three", "-"))
-    key_of = lambda k: k if k in ("team-three", "-", first_id) else "other"  # noqa: E731
-    model_of = lambda m: m if m == MODELS[0] else "other"  # noqa: E731
+    key_of = lambda k: k if k in ("team-three", "-", first_id) else "other"
+    model_of = lambda m: m if m == MODELS[0] else "other"
     assert {t["key"] for t in turns} == {redact.key_id(KEYS[0]), redact.key_id(KEYS[1]), "team-three"}
 
     want_turns = Counter((t["api"], t["transport"], t["ended"], model_of(t["model"])) for t in turns)
@@ -261,9 +260,9 @@ async def test_dashboard_and_rules_name_only_metrics_the_sidecar_exposes(stack, 
     chain = stack
     show_logs_on_failure(request, chain.procs)
     text = httpx.get(chain.metrics + "/metrics", timeout=10, trust_env=False).text
-    exposed = set(re.findall(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{| )", text, re.M))
+    exposed = set(re.findall(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{| )", text, re.MULTILINE))
     # a labelled family without series yet is exposed by its TYPE line
-    for name, typ in re.findall(r"^# TYPE (\S+) (\S+)$", text, re.M):
+    for name, typ in re.findall(r"^# TYPE (\S+) (\S+)$", text, re.MULTILINE):
         exposed |= {name + s for s in ("_bucket", "_sum", "_count")} if typ == "histogram" else {name}
     dash = json.loads(DASHBOARD.read_text())
     exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]

@@ -20,13 +20,13 @@ from dataclasses import replace
 
 import orjson
 import pytest
-
-from streamfix.recordings import Recording, load
 from streamfix.wire.apis import stream_repairer
 from streamfix.wire.contract import check
 from streamfix.wire.rules import FlowContext, Rules
 from streamfix.wire.stream import StreamRepair
 from streamfix.wire.verdict import Verdict
+
+from streamfix.recordings import Recording, load
 
 APIS = ["responses", "chat", "messages", "gemini"]
 EMPTY = [f"{api}-empty-stream" for api in APIS]

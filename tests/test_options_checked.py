@@ -17,11 +17,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from streamfix.addons import options
+from streamfix.addons.options import RULE_OPTIONS
 from support import REPAIR_ADDON, ROOT, child_env, tool
 
-from streamfix.addons import options
 from streamfix import sidecar
-from streamfix.addons.options import RULE_OPTIONS
 
 UPSTREAM_ADDON = ROOT / "addons" / "upstream.py"
 STARTUP = r"streamfix: repair mode, (\d+) of (\d+) rules on"
@@ -224,7 +224,7 @@ def test_every_option_is_registered_with_tidy_help_and_in_the_readme() -> None:
     listed = launcher("--options")
     assert listed.returncode == 0
     for name in registered:
-        assert re.search(rf"^{name}  \(", listed.stdout, re.M), name
+        assert re.search(rf"^{name}  \(", listed.stdout, re.MULTILINE), name
     helps = [line.strip() for line in listed.stdout.splitlines() if line.startswith("    ")]
     assert helps and not [h for h in helps if "  " in h]
 
@@ -251,7 +251,7 @@ def test_mitmdump_options_help_has_no_runs_of_spaces(tmp_path: Path) -> None:
     )
     assert r.returncode == 0, r.stderr
     blocks = re.split(r"\n(?=\S)", r.stdout)
-    ours = [b for b in blocks if re.search(r"^streamfix\w*:", b, re.M)]
+    ours = [b for b in blocks if re.search(r"^streamfix\w*:", b, re.MULTILINE)]
     assert any("streamfix_upstream_hosts:" in b for b in ours)
     for b in ours:
         text = " ".join(line.lstrip("# ").rstrip() for line in b.splitlines() if line.startswith("#"))

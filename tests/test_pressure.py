@@ -39,17 +39,17 @@ import httpx
 import orjson
 import pytest
 from pressure_probe import PATH as PROBE_PATH
-from support import REPAIR_ADDON, ProxyStack, Received, live_expected, no_crash_during, replay_and_proxy
-
-from streamfix import bench
-from streamfix.recordings import ROOT as RECORDINGS
-from streamfix.recordings import Recording, all_recordings
 from streamfix.wire.apis import stream_repairer
 from streamfix.wire.contract import check
 from streamfix.wire.rules import FlowContext, Rules
 from streamfix.wire.sse import SseParser
 from streamfix.wire.stream import StreamRepair
 from streamfix.wire.verdict import Verdict
+from support import REPAIR_ADDON, ProxyStack, Received, live_expected, no_crash_during, replay_and_proxy
+
+from streamfix import bench
+from streamfix.recordings import ROOT as RECORDINGS
+from streamfix.recordings import Recording, all_recordings
 
 pytestmark = pytest.mark.e2e
 

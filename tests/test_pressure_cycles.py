@@ -24,7 +24,6 @@ import orjson
 import pytest
 from mitmproxy import ctx, http
 from mitmproxy.test import taddons, tflow
-
 from streamfix.addons import repair as mod
 from streamfix.addons import shared
 

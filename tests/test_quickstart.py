@@ -14,16 +14,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import ROOT, Proc, free_port
-
-from streamfix.wire.contract import StreamChecker
 from streamfix.addons.options import RULE_OPTIONS
+from streamfix.wire.contract import StreamChecker
+from support import ROOT, Proc, free_port
 
 README = ROOT / "README.md"
 
 
 def sh_blocks(text: str) -> list[str]:
-    return re.findall(r"```sh\n(.*?)```", text, re.S)
+    return re.findall(r"```sh\n(.*?)```", text, re.DOTALL)
 
 
 def test_readme_and_docs_cite_nothing_a_clone_lacks() -> None:
@@ -112,7 +111,7 @@ def test_quick_start_from_a_fresh_clone(tmp_path: Path) -> None:
         text=True,
         timeout=120,
     )
-    assert re.search(r"^mitmproxy==", pip.stdout, re.M)
+    assert re.search(r"^mitmproxy==", pip.stdout, re.MULTILINE)
     for extra in ("pytest", "playwright", "atheris", "grpcio-tools"):
-        assert not re.search(rf"^{extra}==", pip.stdout, re.M | re.I), extra
+        assert not re.search(rf"^{extra}==", pip.stdout, re.MULTILINE | re.IGNORECASE), extra
     assert shutil.which("git")

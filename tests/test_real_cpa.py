@@ -31,11 +31,10 @@ import aiohttp
 import orjson
 import pytest
 import realcpa
-from support import Proc, fetch, show_logs_on_failure, start_mitmdump
-
 from standins.fake_providers import Running
 from streamfix.wire.contract import check
 from streamfix.wire.invariants import json_events
+from support import Proc, fetch, show_logs_on_failure, start_mitmdump
 
 pytestmark = pytest.mark.e2e
 

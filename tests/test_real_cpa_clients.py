@@ -21,15 +21,13 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-import realcpa
 
 sys.path.insert(0, str(Path(__file__).with_name("clients")))
-from expect import Call, Expected  # noqa: E402
-from judge import judge  # noqa: E402
-from runners import CLIENT_LIST, CLIENTS, Client, installed, run_aisdk_batch, run_codex, run_openai_py  # noqa: E402
-from test_real_cpa import Stacks, fakes, no_crash, stacks  # noqa: E402,F401  (the module's fixtures)
-
+from expect import Call, Expected
+from judge import judge
+from runners import CLIENT_LIST, CLIENTS, Client, installed, run_aisdk_batch, run_codex, run_openai_py
 from standins.fake_providers import PROBE_CMD
+from test_real_cpa import Stacks, fakes, no_crash, stacks  # noqa: F401  (the module's fixtures)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.clients]
 
@@ -96,7 +94,7 @@ def _run_all(st, base_of: dict[str, str], scratch: Path) -> dict[tuple[str, str]
     chosen = [c for c in clients_for(st.cpa.provider) if installed(c)]
     batches: dict[tuple[str, str], list[Client]] = {}
     singles: list[tuple[str, Client]] = []
-    for mode in base_of:
+    for mode, base in base_of.items():
         for c in chosen:
             if c.family == "aisdk":
                 batches.setdefault((mode, c.install or ""), []).append(c)
@@ -129,7 +127,7 @@ def _run_all(st, base_of: dict[str, str], scratch: Path) -> dict[tuple[str, str]
             if c.family != "codex":
                 continue
             n = len(st.cpa.proc.lines)
-            r = run_codex(base_of[mode] + "/v1", scratch, websocket=c.variant == "ws")
+            r = run_codex(base + "/v1", scratch, websocket=c.variant == "ws")
             time.sleep(0.3)
             log = st.cpa.proc.lines[n:]
             r["ws_turns"] = sum(1 for ln in log if '| GET     "/v1/responses"' in ln)

@@ -30,10 +30,10 @@ import httpx
 import orjson
 import pytest
 import realcpa_devin as rd
+from streamfix.wire.sse import SseParser
 from support import ROOT, Proc, child_env, free_port, show_logs_on_failure
 
 from streamfix.sidecar import mitm_command
-from streamfix.wire.sse import SseParser
 
 pytestmark = [
     pytest.mark.e2e,

@@ -23,10 +23,9 @@ import re
 import orjson
 import pytest
 import realcpa
-from test_real_cpa import APIS, Stacks, events, fakes, no_crash, stacks, types  # noqa: F401  (the module's fixtures)
-
 from standins import cpa_standin as cs
 from standins.fake_providers import SCRIPTS, _cap, interactions_events
+from test_real_cpa import APIS, Stacks, events, fakes, no_crash, stacks, types  # noqa: F401  (the module's fixtures)
 
 pytestmark = pytest.mark.e2e
 

@@ -22,11 +22,10 @@ from pathlib import Path
 import orjson
 import pytest
 import realcpa
-from support import ROOT, Proc, child_env, fetch, free_port, show_logs_on_failure, tool
-from test_full_chain import make_certs
-
 from standins.fake_providers import Running
 from streamfix.wire.invariants import json_events
+from support import ROOT, Proc, child_env, fetch, free_port, show_logs_on_failure, tool
+from test_full_chain import make_certs
 
 pytestmark = pytest.mark.e2e
 

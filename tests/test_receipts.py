@@ -10,9 +10,9 @@ from mitmproxy import exceptions, http
 from mitmproxy import flow as mflow
 from mitmproxy.addons.view import View
 from mitmproxy.test import taddons, tflow
-
 from streamfix.addons import flowstream
 from streamfix.addons import repair as mod
+
 from streamfix.recordings import load
 
 REC = "responses-devin-truncated"

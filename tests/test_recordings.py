@@ -8,13 +8,13 @@ the raw buggy body does not, or differs from it; clean ones pass byte for byte.
 
 import orjson
 import pytest
-
-from streamfix.recordings import Recording, all_recordings
 from streamfix.wire.apis import api_for_path, json_repairer, stream_repairer
 from streamfix.wire.invariants import check
 from streamfix.wire.rules import FlowContext, Rules
 from streamfix.wire.stream import StreamRepair
 from streamfix.wire.verdict import Verdict
+
+from streamfix.recordings import Recording, all_recordings
 
 RECORDINGS = all_recordings()
 SECRET_HEADERS = {"authorization", "x-api-key", "x-goog-api-key", "cookie", "set-cookie", "proxy-authorization"}

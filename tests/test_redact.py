@@ -8,7 +8,6 @@ import orjson
 import pytest
 from mitmproxy import http, io
 from mitmproxy.test import taddons, tflow
-
 from streamfix.addons import redact as mod
 from streamfix.addons import shared
 from streamfix.wire import devin_pb2 as pb

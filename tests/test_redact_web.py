@@ -16,9 +16,8 @@ import json
 import aiohttp
 import pytest
 from aiohttp import web
-from support import ROOT, Proc, child_env, free_port, show_logs_on_failure, tool
-
 from streamfix.wire import redact
+from support import ROOT, Proc, child_env, free_port, show_logs_on_failure, tool
 
 pytestmark = pytest.mark.e2e
 

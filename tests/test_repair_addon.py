@@ -6,12 +6,12 @@ routing, streaming set-up, headers, decoding, buffered bodies, fail-open, option
 
 import gzip
 import logging
+from typing import ClassVar
 
 import orjson
 import pytest
 from mitmproxy import exceptions, http
 from mitmproxy.test import taddons, tflow
-
 from streamfix.addons import buffered
 from streamfix.addons import repair as mod
 from streamfix.wire.stream import EventRepairer
@@ -20,7 +20,7 @@ SSE_BODY = b'event: a\ndata: {"n":1}\n\nevent: b\ndata: {"n":2}\n\ndata: [DONE]\
 
 
 class Marker(EventRepairer):
-    instances: list["Marker"] = []
+    instances: ClassVar[list["Marker"]] = []
 
     def __init__(self, rules, ctx, verdict):
         super().__init__()
@@ -90,9 +90,11 @@ class TestOptions:
             assert addon.rules.tool_index  # others untouched
 
     def test_bad_truncation_rejected(self, addon):
-        with taddons.context(addon) as tctx:
-            with pytest.raises(exceptions.OptionsError, match="streamfix_truncation.*'sometimes'"):
-                tctx.configure(addon, streamfix_truncation="sometimes")
+        with (
+            taddons.context(addon) as tctx,
+            pytest.raises(exceptions.OptionsError, match="streamfix_truncation.*'sometimes'"),
+        ):
+            tctx.configure(addon, streamfix_truncation="sometimes")
 
     def test_bad_evidence_rejected(self, addon):
         with taddons.context(addon) as tctx:
@@ -307,7 +309,7 @@ class TestReceipts:
         """Every line costs mitmproxy an add_log hook through every addon (~800k
         instructions): a finished flow logs one, the receipt with the repairer's notes
         after it; the comment stays the receipt."""
-        rec, f, out = self.run_recording("responses-claude-text-then-tool", caplog)
+        _rec, f, _out = self.run_recording("responses-claude-text-then-tool", caplog)
         # read off the recording: message item 0 is still open when the call is added
         # (event 7), and its three done events come after the call's
         notes = [
@@ -347,8 +349,10 @@ class TestReceipts:
         assert out == body and not f.marked and not f.comment
         ours = [r.getMessage() for r in caplog.records if r.getMessage().startswith("streamfix: POST ")]
         assert ours == [
-            "streamfix: POST /v1/chat/completions: event data is not JSON (5 bytes), passed through; "
-            "event data is not JSON (2 bytes), passed through"
+            (
+                "streamfix: POST /v1/chat/completions: event data is not JSON (5 bytes), passed through; "
+                "event data is not JSON (2 bytes), passed through"
+            )
         ]
 
     def test_usage_at_cap_with_whole_call_is_complete(self, caplog):
@@ -363,10 +367,11 @@ def test_streamfix_skim_switches_skimming_and_the_bytes_stay_the_same():
     """``--set streamfix_skim=false``: every event is parsed (nothing skimmed); on (the
     default) most deltas of the Claude-path stream are skimmed; the client's bytes are the
     same either way, and a plain stream's reads after the first skip the addon's callable."""
-    from streamfix import bench
     from streamfix.wire.stream import Reads
 
-    _, path, request, build = bench.STREAMS["responses-claude"]
+    from streamfix import bench
+
+    _, _path, request, build = bench.STREAMS["responses-claude"]
     events = bench.events_of(build())
     addon = mod.Repair()
     outs = {}

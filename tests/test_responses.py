@@ -19,14 +19,11 @@ from typing import Any
 
 import orjson
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from support import pure_only
-
 import streamfix.wire.responses as responses_mod
 import streamfix.wire.sse as sse_mod
 import streamfix.wire.stream as stream_mod
-from streamfix.recordings import Recording, all_recordings
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from streamfix.wire.invariants import check, json_events
 from streamfix.wire.response_usage import fix_usage
 from streamfix.wire.responses import (
@@ -37,6 +34,9 @@ from streamfix.wire.responses import (
 from streamfix.wire.rules import FlowContext, Rules
 from streamfix.wire.stream import StreamRepair, repair_body
 from streamfix.wire.verdict import Verdict
+from support import pure_only
+
+from streamfix.recordings import Recording, all_recordings
 
 ROOT = Path(__file__).resolve().parent.parent
 STARTED = 1789012400

@@ -6,7 +6,6 @@ from types import SimpleNamespace
 
 from mitmproxy.proxy.layers.http import HttpStream, SendHttp
 from mitmproxy.proxy.layers.http._events import ErrorCode, ResponseData, ResponseProtocolError
-
 from streamfix.addons import salvage
 
 

@@ -12,10 +12,10 @@ import pytest
 from mitmproxy import contentviews, io
 from mitmproxy.proxy.mode_specs import ReverseMode
 from mitmproxy.test import taddons
+from streamfix.addons import sseview
 from support import REPAIR_ADDON, ROOT, ChunkedUpstream, run_mitmdump, start_mitmdump
 from support import dechunk as _dechunk
 
-from streamfix.addons import sseview
 from streamfix.recordings import load, to_flow
 
 
@@ -185,7 +185,6 @@ def test_keep_bodies_follows_w_and_a_ui_without_them_says_so(tmp_path: Path, cap
     import logging
 
     from mitmproxy.addons import save, view
-
     from streamfix.addons import repair as mod
 
     caplog.set_level(logging.INFO)

@@ -73,16 +73,26 @@ def test_a_layout_matches_the_next_delta_and_reads_its_values():
 @pytest.mark.parametrize(
     "data",
     [
-        '{"type":"response.output_text.delta","sequence_number":7,"item_id":"msg_1","output_index":0,'
-        '"content_index":0,"delta":"\\u003cdiv\\u003e \\/ \\"x\\" \\n é \\u00e9","logprobs":[]}',
-        '{"type":"response.output_text.delta","sequence_number":7,"item_id":"msg_1","output_index":0,'
-        '"content_index":0,"delta":"{\\"path\\": \\"a\\\\b\\"}\\n\\t\\r\\b\\f \x7f \u2028 é","logprobs":[]}',
-        '{"type":"response.output_text.delta","sequence_number":7,"item_id":"msg_1","output_index":0,'
-        '"content_index":0,"delta":"\\\\u0041 \\\\/ \\u0001 \\u001F \\u000a","logprobs":[]}',
-        '{"type":"response.output_text.delta","sequence_number":7,"item_id":"msg_1","output_index":0,'
-        '"content_index":0,"delta":"plain text","logprobs":[]}',
-        '{"type":"response.output_text.delta","sequence_number":7,"item_id":"msg_1","output_index":0,'
-        '"content_index":0,"delta":"","logprobs":[]}',
+        (
+            '{"type":"response.output_text.delta","sequence_number":7,"item_id":"msg_1","output_index":0,'
+            '"content_index":0,"delta":"\\u003cdiv\\u003e \\/ \\"x\\" \\n é \\u00e9","logprobs":[]}'
+        ),
+        (
+            '{"type":"response.output_text.delta","sequence_number":7,"item_id":"msg_1","output_index":0,'
+            '"content_index":0,"delta":"{\\"path\\": \\"a\\\\b\\"}\\n\\t\\r\\b\\f \x7f \u2028 é","logprobs":[]}'
+        ),
+        (
+            '{"type":"response.output_text.delta","sequence_number":7,"item_id":"msg_1","output_index":0,'
+            '"content_index":0,"delta":"\\\\u0041 \\\\/ \\u0001 \\u001F \\u000a","logprobs":[]}'
+        ),
+        (
+            '{"type":"response.output_text.delta","sequence_number":7,"item_id":"msg_1","output_index":0,'
+            '"content_index":0,"delta":"plain text","logprobs":[]}'
+        ),
+        (
+            '{"type":"response.output_text.delta","sequence_number":7,"item_id":"msg_1","output_index":0,'
+            '"content_index":0,"delta":"","logprobs":[]}'
+        ),
     ],
 )
 def test_a_renumbered_event_is_what_orjson_writes_of_the_changed_object(data):

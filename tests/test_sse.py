@@ -4,7 +4,6 @@ import re
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from streamfix.wire.sse import Event, SseParser, format_event
 
 

@@ -2,7 +2,6 @@
 
 from mitmproxy import contentviews
 from mitmproxy.test import taddons, tflow
-
 from streamfix.addons import sseview
 
 BODY = b'event: a\ndata: {"x": 1}\n\n: keep-alive\n\ndata: [DONE]\n\n'

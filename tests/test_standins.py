@@ -5,13 +5,12 @@ from __future__ import annotations
 import httpx
 import orjson
 import pytest
-
 from standins import cpa_standin, fake_devin
-from test_devin import client_digest
 from streamfix.wire import devin_pb2 as pb
 from streamfix.wire.connect import decode_body, encode_frame
 from streamfix.wire.devin import CHAT_PATH, DevinTap
 from streamfix.wire.sse import SseParser
+from test_devin import client_digest
 
 
 @pytest.fixture
@@ -110,7 +109,7 @@ async def test_standin_responses_is_cpas_buggy_shape(servers):
     assert [d["sequence_number"] for _, d in evs] == list(range(1, len(evs) + 1))
     assert r.content.endswith(b"\n\n\n")  # the swallowed [DONE] leaves one newline
     assert b"\\u003c!doctype html\\u003e" in r.content  # Go's HTML escaping
-    done = [d for _, d in evs if d["type"] == "response.function_call_arguments.done"][0]
+    done = next(d for _, d in evs if d["type"] == "response.function_call_arguments.done")
     args = "".join(d["delta"] for _, d in evs if d["type"] == "response.function_call_arguments.delta")
     assert done["arguments"] == args and not args.endswith("}")
     text = [d["delta"] for _, d in evs if d["type"] == "response.output_text.delta"]
@@ -148,7 +147,7 @@ async def test_standin_non_stream(servers, api):
     obj = r.json()
     if api == "/v1/responses":
         assert obj["status"] == "completed"
-        fc = [o for o in obj["output"] if o["type"] == "function_call"][0]
+        fc = next(o for o in obj["output"] if o["type"] == "function_call")
         assert "status" not in fc and orjson.loads(fc["arguments"])["path"] == "index.html"
     elif api == "/v1/chat/completions":
         ch = obj["choices"][0]

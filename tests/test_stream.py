@@ -2,11 +2,9 @@
 
 import orjson
 import pytest
-
-from support import pure_only
-
 from streamfix.wire.sse import Event, SseParser
 from streamfix.wire.stream import EventRepairer, Streamed, StreamRepair, repair_body
+from support import pure_only
 
 BODY = b"".join(b'data: {"n":%d}\n\n' % i for i in range(6)) + b"data: [DONE]\n\n"
 
@@ -220,10 +218,11 @@ def test_at_most_one_json_parse_per_event(monkeypatch, api, skim):
     ``orjson.loads`` per event (``Event.json``); the verdict's one parse of the last
     call's arguments at the end is the only other. A skimmed event (wire.skim) is not
     parsed at all; only a string of it holding an escape is decoded, by orjson."""
-    from streamfix import bench
     from streamfix.wire.apis import stream_repairer
     from streamfix.wire.rules import FlowContext, Rules
     from streamfix.wire.verdict import Verdict
+
+    from streamfix import bench
 
     _, _, request, build = bench.STREAMS[api]
     chunks = bench.events_of(build())
@@ -259,10 +258,11 @@ def test_at_most_one_json_parse_per_event(monkeypatch, api, skim):
 def test_fault_says_how_the_stream_ended(name):
     """``fault()`` (the turn log's ``ended``): None for a whole clean stream; the stream cut
     after its first event has no terminal; an error event in its place is named."""
-    from streamfix.recordings import load
     from streamfix.wire.apis import stream_repairer
     from streamfix.wire.rules import FlowContext, Rules
     from streamfix.wire.verdict import Verdict
+
+    from streamfix.recordings import load
 
     rec = load(name)
 

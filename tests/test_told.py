@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import orjson
 import pytest
-
 from streamfix.wire.told import UsageReader, usage_of
 
 

@@ -11,11 +11,11 @@ import orjson
 import pytest
 from mitmproxy import http
 from mitmproxy.test import taddons, tflow
-
 from streamfix.addons import repair, shared, turnlog
-from streamfix.recordings import load
 from streamfix.wire import redact
 from streamfix.wire.sse import SseParser
+
+from streamfix.recordings import load
 
 KEY = "sk-turnlog-SECRET-42"
 

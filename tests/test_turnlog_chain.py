@@ -21,12 +21,11 @@ import httpx
 import orjson
 import pytest
 from mitmproxy import io
-from support import show_logs_on_failure
-from test_full_chain import PATHS, TIMEOUT, Chain, request_body
-
 from standins.cpa_standin import build_request
 from standins.fake_devin import CHARS_PER_TOKEN, apply_cap, script_for
 from streamfix.wire import redact
+from support import show_logs_on_failure
+from test_full_chain import PATHS, TIMEOUT, Chain, request_body
 
 pytestmark = pytest.mark.e2e
 

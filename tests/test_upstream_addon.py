@@ -11,15 +11,14 @@ from mitmproxy import exceptions, http, tls
 from mitmproxy.proxy import context
 from mitmproxy.proxy.mode_specs import ProxyMode
 from mitmproxy.test import taddons, tflow
-
 from streamfix.addons import shared
 from streamfix.addons import upstream as mod
-from test_connect import SAMPLE
-from test_devin import make_request
 from streamfix.wire import devin_pb2 as pb
 from streamfix.wire.connect import decode_body, encode_end_stream, encode_frame
 from streamfix.wire.devin import CHAT_PATH, read_request
 from streamfix.wire.verdict import Verdict
+from test_connect import SAMPLE
+from test_devin import make_request
 
 REVERSE = ProxyMode.parse("reverse:http://127.0.0.1:8317@127.0.0.1:8318")
 REGULAR = ProxyMode.parse("regular@127.0.0.1:8080")

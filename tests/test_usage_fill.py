@@ -11,7 +11,6 @@ from typing import Any
 import orjson
 import pytest
 from repairkit import events, run, sse
-
 from streamfix.wire.chat import ChatRepairer, repair_chat_json
 from streamfix.wire.gemini import GeminiRepairer, repair_gemini_json
 from streamfix.wire.messages import MessagesRepairer, repair_messages_json

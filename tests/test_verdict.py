@@ -1,7 +1,6 @@
 """wire/verdict.py: every evidence source alone, combined, switched off; the usage == cap rule."""
 
 import pytest
-
 from streamfix.wire.verdict import SOURCES, UpstreamUsage, Verdict
 
 VALID = '{"path":"a.md","content":"hi"}'

@@ -6,15 +6,16 @@ import pytest
 from mitmproxy import contentviews, http
 from mitmproxy.proxy.mode_specs import ProxyMode
 from mitmproxy.test import taddons, tflow
-
-from streamfix.addons import shared
+from streamfix.addons import (
+    shared,
+    views,  # noqa: F401  (registers the view)
+)
 from streamfix.addons import upstream as upstream_mod
-from streamfix.addons import views  # noqa: F401  (registers the view)
-from test_connect import SAMPLE
-from test_devin import make_request
 from streamfix.wire import devin_pb2 as pb
 from streamfix.wire.connect import encode_end_stream, encode_frame
 from streamfix.wire.devin import CHAT_PATH
+from test_connect import SAMPLE
+from test_devin import make_request
 
 CT = {"content-type": "application/connect+proto"}
 

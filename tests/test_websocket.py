@@ -20,13 +20,13 @@ from pathlib import Path
 import aiohttp
 import orjson
 import pytest
+from streamfix.wire.foreign import foreign
+from streamfix.wire.sse import SseParser
 from support import ProxyStack, no_crash_during, replay_and_proxy, show_logs_on_failure, start_mitmdump
 
 from streamfix.recordings import ROOT as RECORDINGS
 from streamfix.recordings import Recording, all_recordings, load
 from streamfix.replay import ws_messages
-from streamfix.wire.foreign import foreign
-from streamfix.wire.sse import SseParser
 
 pytestmark = pytest.mark.e2e
 

@@ -19,16 +19,16 @@ from mitmproxy import exceptions, http
 from mitmproxy.proxy.mode_specs import ProxyMode
 from mitmproxy.test import taddons, tflow
 from mitmproxy.websocket import WebSocketMessage
+from streamfix.addons import repair as repair_mod
+from streamfix.addons import shared
+from streamfix.addons import websocket as mod
+from streamfix.wire.responses import ResponsesRepairer
 from support import pure_only
 from test_websocket import BUGGY, RESPONSES, expected
 from wsproto.frame_protocol import Opcode
 
-from streamfix.addons import repair as repair_mod
-from streamfix.addons import shared
-from streamfix.addons import websocket as mod
 from streamfix.recordings import load
 from streamfix.replay import ws_messages
-from streamfix.wire.responses import ResponsesRepairer
 
 
 class Wire:
@@ -140,7 +140,7 @@ def test_turns_share_nothing(addons, caplog) -> None:
     assert orjson.loads(t2[-1])["type"] == "response.completed"
     # the same turn again gives the same messages (created_at, filled from each turn's own
     # clock second, may differ by a second boundary)
-    mask = lambda msgs: [re.sub(rb'"created_at":\d+', b'"created_at":0', m) for m in msgs]  # noqa: E731
+    mask = lambda msgs: [re.sub(rb'"created_at":\d+', b'"created_at":0', m) for m in msgs]
     assert mask(t3) == mask(t1)
     for got, name in ((t1, "responses-devin-truncated"), (t2, "responses-devin-toolcall")):
         assert got == expected(load(name), got, (0, 2**40))

@@ -106,7 +106,7 @@ from .stream import Streamed
 from .toolcalls import unique_ids
 from .verdict import Outcome, Verdict
 
-__all__ = ["ChatRepairer", "repair_chat_json", "HOLD_LIMIT"]
+__all__ = ["HOLD_LIMIT", "ChatRepairer", "repair_chat_json"]
 
 _NATIVE: dict[str, Outcome] = {"length": "max_tokens", "content_filter": "content_filter"}
 _FINISH = {"max_tokens": "length", "content_filter": "content_filter"}
@@ -146,7 +146,7 @@ def _blank(v: Any) -> bool:
 
 
 class _Call:
-    __slots__ = ("ordinal", "raw", "id", "name", "args", "named")
+    __slots__ = ("args", "id", "name", "named", "ordinal", "raw")
 
     def __init__(self, ordinal: int, raw: int, id_: str | None, name: str | None) -> None:
         self.ordinal = ordinal
@@ -186,7 +186,7 @@ class _Run:
     held chunks (each with its delta and content) and how many bytes of the content it
     matched."""
 
-    __slots__ = ("ci", "said", "recs", "nbytes")
+    __slots__ = ("ci", "nbytes", "recs", "said")
 
     def __init__(self, ci: int, said: _Said) -> None:
         self.ci = ci
@@ -228,20 +228,20 @@ class _Holes:
     reads (-1: not in the layout, so absent or null), and the layout's other holes."""
 
     __slots__ = (
-        "ok",
-        "call",
-        "ci",
-        "content",
-        "index",
-        "id",
-        "name",
         "args",
-        "strs",
+        "c_args",
         "c_ci",
         "c_content",
         "c_id",
         "c_name",
-        "c_args",
+        "call",
+        "ci",
+        "content",
+        "id",
+        "index",
+        "name",
+        "ok",
+        "strs",
     )
 
     def __init__(self, layout: Layout) -> None:
@@ -767,9 +767,8 @@ class ChatRepairer(HoldingRepairer):
             # before reading the upstream's trailer): hold the finish until the next
             # event ([DONE] comes after that trailer), then look again
             return True
-        if self.rules.usage:
-            if v.upstream_counts is not None:
-                return True  # rule usage fills them into a usage-only chunk if one follows
+        if self.rules.usage and v.upstream_counts is not None:
+            return True  # rule usage fills them into a usage-only chunk if one follows
         if v.cap is None or "usage" not in v.enabled:
             return False
         return not any(isinstance(fr := ch.get("finish_reason"), str) and fr in _NATIVE for ch in finishing)

@@ -154,7 +154,7 @@ def parse_trailer(payload: bytes) -> Trailer:
 class ConnectDecoder:
     """Bytes in, complete :class:`Frame` objects out; see the module docstring."""
 
-    __slots__ = ("max_frame", "max_decompressed", "_buf", "_pos", "error", "trailer", "frames", "_eos")
+    __slots__ = ("_buf", "_eos", "_pos", "error", "frames", "max_decompressed", "max_frame", "trailer")
 
     def __init__(self, max_frame: int = MAX_FRAME, max_decompressed: int = MAX_DECOMPRESSED) -> None:
         if max_frame <= 0 or max_decompressed <= 0:

@@ -37,12 +37,12 @@ from .stream import cr_cut
 __all__ = [
     "END_RULES",
     "MAX_VIOLATIONS",
+    "MIN_REPEAT",
     "RULES",
     "StreamChecker",
     "Violation",
     "check",
     "guess_api",
-    "MIN_REPEAT",
     "power",
     "pure_content",
     "repeat",

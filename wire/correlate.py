@@ -55,7 +55,7 @@ from typing import Any
 
 from .devin import RequestInfo, TapResult
 
-__all__ = ["Correlator", "PendingRequest", "Resolver", "UpstreamRecord", "client_needles", "client_cap"]
+__all__ = ["Correlator", "PendingRequest", "Resolver", "UpstreamRecord", "client_cap", "client_needles"]
 
 MAX_NEEDLES = 8
 """How many of the client's last user/tool texts are kept to match a request by."""
@@ -173,7 +173,7 @@ class Resolver:
     repairer that holds its terminal until the next event while :attr:`waiting`.
     """
 
-    __slots__ = ("correlator", "client_flow_id", "record", "waiting", "tries")
+    __slots__ = ("client_flow_id", "correlator", "record", "tries", "waiting")
 
     RETRIES = 3
 

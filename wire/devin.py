@@ -219,7 +219,7 @@ class DevinTap:
             for frame in self.decoder.feed(chunk):
                 if not frame.end_stream:
                     self._frame(frame)
-        except Exception as e:  # never let the tap break the stream it reads
+        except Exception as e:  # noqa: BLE001 - never let the tap break the stream it reads
             self.error = self.error or f"tap failed: {type(e).__name__}"
         if self.decoder.error is not None and self.error is None:
             self.error = self.decoder.error

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 
 class Decoder:
-    __slots__ = ("name", "_decompress", "_flush")
+    __slots__ = ("_decompress", "_flush", "name")
 
     def __init__(self, name: str, decompress: Callable[[bytes], bytes], flush: Callable[[], bytes]):
         self.name = name

@@ -48,7 +48,7 @@ from .sse import Event
 from .stream import ApiRepairer
 from .verdict import Verdict
 
-__all__ = ["GeminiRepairer", "repair_gemini_json", "HOLD_LIMIT"]
+__all__ = ["HOLD_LIMIT", "GeminiRepairer", "repair_gemini_json"]
 
 HOLD_LIMIT = 64
 """Most (comment) events held behind a finishing chunk that awaits usage."""

@@ -81,7 +81,7 @@ from .stream import Streamed
 from .toolcalls import unique_ids
 from .verdict import Outcome, Verdict
 
-__all__ = ["MessagesRepairer", "repair_messages_json", "HOLD_LIMIT"]
+__all__ = ["HOLD_LIMIT", "MessagesRepairer", "repair_messages_json"]
 
 
 _NATIVE: dict[str, Outcome] = {
@@ -133,7 +133,7 @@ def _parses(text: str) -> bool:
 
 
 class _Block:
-    __slots__ = ("out", "type", "id", "name", "args", "start")
+    __slots__ = ("args", "id", "name", "out", "start", "type")
 
     def __init__(self, out: int, type_: str, id_: Any, name: Any) -> None:
         self.out = out

@@ -16,7 +16,6 @@ from typing import Any
 
 from .stream import Streamed
 
-
 HEAD = 16
 """Characters of a part's text kept for rule replay's cheap test (:meth:`Part.may_repeat`)."""
 
@@ -24,7 +23,7 @@ HEAD = 16
 class Part:
     """One content part of a message item."""
 
-    __slots__ = ("part", "chunks", "text", "text_done", "part_done", "announced", "size", "replayed", "head")
+    __slots__ = ("announced", "chunks", "head", "part", "part_done", "replayed", "size", "text", "text_done")
 
     def __init__(self, part: dict[str, Any], announced: bool = False) -> None:
         self.part = part
@@ -57,22 +56,22 @@ class Item:
     """One announced output item: where it sits, what was streamed, whether it is closed."""
 
     __slots__ = (
-        "index",
-        "raw_index",
-        "id",
-        "type",
-        "item",
-        "open",
-        "final",
-        "parts",
         "args",
         "args_done",
+        "ci_map",
+        "continuations",
+        "early",
+        "final",
+        "id",
+        "index",
+        "item",
+        "open",
+        "parts",
+        "raw_index",
+        "root",
         "summary",
         "summary_index",
-        "early",
-        "root",
-        "continuations",
-        "ci_map",
+        "type",
     )
 
     def __init__(self, index: int, raw_index: Any, item: dict[str, Any]) -> None:

@@ -152,9 +152,9 @@ from .verdict import Decision, Outcome, Verdict
 
 __all__ = [
     "ResponsesRepairer",
-    "repair_responses_json",
-    "repair_responses_body",
     "fix_usage",
+    "repair_responses_body",
+    "repair_responses_json",
 ]
 
 _LIFECYCLE: Final = frozenset({"response.created", "response.in_progress", "response.queued"})
@@ -246,7 +246,7 @@ class _Run:
     bytes of an event that passes between, a comment) and how many bytes of the text the
     deltas matched."""
 
-    __slots__ = ("it", "ci", "p", "entries", "nbytes", "deltas")
+    __slots__ = ("ci", "deltas", "entries", "it", "nbytes", "p")
 
     def __init__(self, it: Item, ci: int, p: Part) -> None:
         self.it = it
@@ -1519,7 +1519,7 @@ class ResponsesRepairer(ApiRepairer):
         if typ == "response.failed" and isinstance(resp, dict):
             dirty |= self._response_identity(resp)
             if self.rules.usage and isinstance(resp.get("usage"), dict):
-                usage, changed = fix_usage(resp["usage"])
+                _usage, changed = fix_usage(resp["usage"])
                 dirty |= changed
                 if changed:
                     self.fire("usage")

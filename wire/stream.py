@@ -311,7 +311,7 @@ class StreamRepair:
             if s is not None:
                 try:
                     out = rep.skimmed(s)
-                except Exception as e:  # fail open: this event, the rest of the read and what is held, raw
+                except Exception as e:  # noqa: BLE001 - fail open: this event, the rest of the read and what is held, raw
                     self.error = e
                     outs.append(self._unsent([], eof=False))
                     outs.append(chunk[pos:] if pos else chunk)
@@ -347,7 +347,7 @@ class StreamRepair:
             return None
         try:
             out = self.repairer.skimmed(s)
-        except Exception as e:  # fail open, as in _skim: what is held, the unfinished event, this read
+        except Exception as e:  # noqa: BLE001 - fail open, as in _skim: what is held, the unfinished event, this read
             self.error = e
             return self._unsent([], eof=False) + chunk
         if out is None:
@@ -375,7 +375,7 @@ class StreamRepair:
             return b""
         try:
             held = b"".join(self.repairer.salvage())
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - fail open: what salvage held goes out raw below
             self.error = e
             held = b""  # whatever is still held goes out raw below
         out = held + self._unsent([], eof=False)
@@ -406,21 +406,21 @@ class StreamRepair:
         if len(events) == 1 and not eof:  # one event per read, the usual case: no loop, no list
             try:
                 outs = rep.event(events[0])
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - fail open: this read raw from the failed event on
                 return self._fail(e, events, eof)
             return outs[0] if len(outs) == 1 else b"".join(outs)
         out: list[bytes] = []
         for i, ev in enumerate(events):
             try:
                 out += rep.event(ev)
-            except Exception as e:  # fail open: everything not yet sent goes out raw
+            except Exception as e:  # noqa: BLE001 - fail open: everything not yet sent goes out raw
                 return b"".join(out) + self._fail(e, events[i:], eof)
         if eof:
             try:
                 out += rep.end()
                 if self.quiet and isinstance(rep, ApiRepairer):
                     out += self._no_events(rep)
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - fail open: the end of the stream as it came
                 return b"".join(out) + self._fail(e, [], eof)
         return b"".join(out)
 
@@ -493,7 +493,7 @@ class Reads:
             return out
         try:
             data = self.repair.feed(chunk)
-        except Exception as e:  # never raise into mitmproxy: the read goes out as it came
+        except Exception as e:  # noqa: BLE001 - never raise into mitmproxy: the read goes out as it came
             self.owner.failed = e
             data = chunk
         return [data] if data else []

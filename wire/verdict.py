@@ -259,7 +259,7 @@ class Verdict:
     _native: Evidence | None = None
     _upstream: Evidence | None = None
     notes: list[Evidence] = field(default_factory=list)
-    resolver: Callable[["Verdict"], None] | None = None
+    resolver: Callable[[Verdict], None] | None = None
     """Called once, at the start of the first :meth:`decide`; the addon uses it to look
     up the matching upstream flow (by :meth:`digest`) and report its StopReason via
     :meth:`upstream`."""

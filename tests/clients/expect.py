@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-
 from streamfix.wire.invariants import json_events
 
 MARKER_FILE = "probe-marker.txt"

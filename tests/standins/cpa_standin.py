@@ -48,7 +48,6 @@ from typing import Any
 import aiohttp
 import orjson
 from aiohttp import web
-
 from streamfix.wire import devin_pb2 as pb
 from streamfix.wire.connect import ConnectDecoder, encode_frame
 from streamfix.wire.devin import CHAT_PATH

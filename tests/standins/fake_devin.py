@@ -67,7 +67,6 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from aiohttp import web
-
 from streamfix.wire import devin_pb2 as pb
 from streamfix.wire.connect import decode_body, encode_end_stream, encode_frame
 from streamfix.wire.devin import CHAT_PATH, read_request

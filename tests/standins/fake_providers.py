@@ -181,10 +181,10 @@ SCRIPTS: dict[str, Script] = {
             Call(
                 "toolu_01fake0006",
                 "write_file",
-                ('{"path":"index.html","content":"', *("<p>line %02d of a long page</p>" % i for i in range(40)), '"}'),
+                ('{"path":"index.html","content":"', *(f"<p>line {i:02d} of a long page</p>" for i in range(40)), '"}'),
             ),
         ),
-    ),  # fmt: skip
+    ),
     "cut_tool": Script(
         text=("Writing index.html now.",),
         calls=(Call("toolu_01fake0008", "write_file", ('{"path":"index.html","content":"', "<h1>Launch")),),
@@ -220,7 +220,7 @@ SCRIPTS: dict[str, Script] = {
     ),
     "no_usage": Script(
         text=("No usage ", "here."), calls=(Call("toolu_01fake0007", "exec_command", ('{"cmd":"id"}',)),), usage=False
-    ),  # fmt: skip
+    ),
     "error_mid": Script(text=("Starting ", "the work ", "and then"), error_after=2),
 }
 
@@ -246,7 +246,6 @@ def anthropic_events(s: Script, model: str, cut: bool, out_tokens: int, msg_id: 
         msg["usage"] = usage_start
     ev = [_sse("message_start", {"type": "message_start", "message": msg}), _sse("ping", {"type": "ping"})]
     deltas = 0
-    block = 0
 
     def failed() -> bool:
         return s.error_after is not None and deltas >= s.error_after
@@ -266,7 +265,7 @@ def anthropic_events(s: Script, model: str, cut: bool, out_tokens: int, msg_id: 
                        [{"type": "input_json_delta", "partial_json": a} for a in c.args]))  # fmt: skip
     if s.text_after:
         blocks.append(({"type": "text", "text": ""}, [{"type": "text_delta", "text": t} for t in s.text_after]))
-    for start, deltas_of in blocks:
+    for block, (start, deltas_of) in enumerate(blocks):
         ev.append(_sse("content_block_start", {"type": "content_block_start", "index": block, "content_block": start}))
         for d in deltas_of:
             if failed():
@@ -274,7 +273,6 @@ def anthropic_events(s: Script, model: str, cut: bool, out_tokens: int, msg_id: 
             ev.append(_sse("content_block_delta", {"type": "content_block_delta", "index": block, "delta": d}))
             deltas += 1
         ev.append(_sse("content_block_stop", {"type": "content_block_stop", "index": block}))
-        block += 1
     if failed():
         return ev + [error()]
     stop = "max_tokens" if cut else "tool_use" if s.calls else "end_turn"
@@ -316,7 +314,6 @@ def interactions_events(s: Script, model: str, cut: bool, out_tokens: int, iid: 
     """The interactions events of a turn (also fed to the stand-in's translators)."""
     ev: list[dict] = [{"event_type": "interaction.created",
                        "interaction": {"id": iid, "model": model, "status": "in_progress"}}]  # fmt: skip
-    index = 0
     deltas = 0
     steps: list[tuple[dict, list[dict]]] = []
     if s.thinking:
@@ -329,7 +326,7 @@ def interactions_events(s: Script, model: str, cut: bool, out_tokens: int, iid: 
                       [{"type": "arguments_delta", "arguments": a} for a in c.args]))  # fmt: skip
     if s.text_after:
         steps.append(({"type": "model_output"}, [{"type": "text", "text": t} for t in s.text_after]))
-    for step, ds in steps:
+    for index, (step, ds) in enumerate(steps):
         ev.append({"event_type": "step.start", "index": index, "step": step})
         for d in ds:
             if s.error_after is not None and deltas >= s.error_after:
@@ -337,7 +334,6 @@ def interactions_events(s: Script, model: str, cut: bool, out_tokens: int, iid: 
             ev.append({"event_type": "step.delta", "index": index, "delta": d})
             deltas += 1
         ev.append({"event_type": "step.stop", "index": index})
-        index += 1
     if s.error_after is not None and deltas >= s.error_after:
         return ev + [{"event_type": "error", "error": {"code": 503, "message": "The model is overloaded."}}]
     inter: dict[str, Any] = {"id": iid, "model": model,
@@ -508,7 +504,7 @@ class FakeProviders:
         return raw, body, name, s, cut, tokens
 
     async def messages(self, request: web.Request) -> web.StreamResponse:
-        raw, body, name, s, cut, tokens = await self._read(request, "anthropic")
+        _raw, body, name, s, cut, tokens = await self._read(request, "anthropic")
         model = s.model or str(body.get("model", "claude"))
         mid = s.msg_id or f"msg_01Fake{self.ids}{name}"
         if body.get("stream"):
@@ -522,7 +518,7 @@ class FakeProviders:
         return web.json_response({"input_tokens": INPUT_TOKENS})
 
     async def interactions(self, request: web.Request) -> web.StreamResponse:
-        raw, body, name, s, cut, tokens = await self._read(request, "interactions")
+        _raw, body, name, s, cut, tokens = await self._read(request, "interactions")
         model = str(body.get("model", "gemini"))
         iid = f"v1_fake{self.ids}{name}"
         if body.get("stream"):
@@ -535,7 +531,7 @@ class FakeProviders:
         return web.Response(body=_dumps(interactions_json(s, model, cut, tokens, iid)), content_type="application/json")
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
-        raw, body, name, s, cut, tokens = await self._read(request, "chat")
+        _raw, body, name, s, cut, tokens = await self._read(request, "chat")
         model = str(body.get("model", "gpt"))
         cid = f"chatcmpl-fake{self.ids}{name}"
         if body.get("stream"):
