@@ -23,9 +23,9 @@ web *ARGS:
 test *ARGS:
     scripts/test {{ARGS}}
 
-# only the fast unit tests (no mitmdump, no clients)
+# only the in-process tests (tests/wire, tests/addons, tests/cli, tests/support: no process started)
 unit *ARGS:
-    {{py}} -m pytest -m "not e2e and not clients" {{ARGS}}
+    {{py}} -m pytest -m "not e2e and not clients and not browser" {{ARGS}}
 
 # benchmarks: repairer vs parse floor, mitmdump+addon vs passthrough (ratios)
 bench *ARGS:
@@ -33,12 +33,12 @@ bench *ARGS:
 
 # the pressure suite, long form: 200 concurrent streams, 500 client aborts, upstream faults, garbage
 pressure *ARGS:
-    STREAMFIX_PRESSURE=long {{py}} -m pytest tests/test_pressure.py tests/test_pressure_cycles.py -n 0 -p no:cacheprovider {{ARGS}}
+    STREAMFIX_PRESSURE=long {{py}} -m pytest tests/e2e/test_pressure.py tests/addons/test_pressure_cycles.py -n 0 -p no:cacheprovider {{ARGS}}
 
 # coverage-guided fuzzing (atheris) of the SSE parser and every repairer; libFuzzer options pass through
 fuzz *ARGS:
     mkdir -p build/fuzz-corpus
-    {{py}} tests/fuzz.py -artifact_prefix=build/ -rss_limit_mb=2048 {{ARGS}} build/fuzz-corpus
+    {{py}} tests/support/fuzz.py -artifact_prefix=build/ -rss_limit_mb=2048 {{ARGS}} build/fuzz-corpus
 
 # list the recordings
 recordings:
@@ -66,4 +66,4 @@ replay *ARGS:
 # real clients x recordings, raw vs repaired (--ablate: which client catches each rule; --write-docs)
 clients *ARGS:
     scripts/install-clients
-    {{py}} tests/clients/harness.py {{ARGS}}
+    {{py}} tests/support/clients/harness.py {{ARGS}}

@@ -124,7 +124,7 @@ class Repair:
     # that closes with a FIN loses no tail; mitmproxy's tail-loss race needs a TCP reset,
     # which no request header prevents (mitmproxy/mitmproxy#8364, closed as TCP-reset
     # behaviour). Tests:
-    # tests/test_http_semantics.py.
+    # tests/e2e/test_http_semantics.py.
 
     def request(self, flow: http.HTTPFlow) -> None:
         if not ctx.options.streamfix or flow.request.method != "POST" or not self._client_leg(flow):

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The image's install steps (deploy/Dockerfile runs exactly this; tests/test_deploy.py runs
+# The image's install steps (deploy/Dockerfile runs exactly this; tests/e2e/test_deploy_e2e.py runs
 # it into a fresh venv): a venv at $1 (default /opt/streamfix/.venv) with streamfix and its
 # runtime dependencies only (mitmproxy, orjson, protobuf, prometheus_client; no test tools),
 # installed from the source tree this script is in (or $2). $PYTHON: the interpreter (>= 3.12).

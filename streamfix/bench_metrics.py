@@ -2,7 +2,7 @@
 
     python -m streamfix.bench_metrics            # needs valgrind on the PATH
 
-Off, the metrics addon has no hooks (tests/test_metrics.py), so it costs nothing per event
+Off, the metrics addon has no hooks (tests/addons/test_metrics.py), so it costs nothing per event
 or per flow. On, it costs nothing per event either (no hook runs per SSE read or
 WebSocket message): per turn one ``Registry.observe`` of the turn record, per client flow
 three hooks (requestheaders, responseheaders, response). Each is run N and 6N times under

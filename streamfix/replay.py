@@ -21,7 +21,7 @@ gzip`` compresses the body on the fly (sync-flushed per write), ``X-Streamfix-Cl
 bursts the whole body and closes the connection at once, ``X-Streamfix-Framing: length``
 sends it in one piece with a ``Content-Length`` (a buffering gateway).
 
-Fault knobs (the pressure suite, ``tests/test_pressure.py``), byte offsets into the
+Fault knobs (the pressure suite, ``tests/e2e/test_pressure.py``), byte offsets into the
 uncompressed body: ``X-Streamfix-Cut: N:close`` sends the first N bytes and closes the
 connection without ending the body (no terminal chunk: a gateway that dies cleanly);
 ``X-Streamfix-Cut: N:reset`` sends them, waits until the proxy has read them, and resets

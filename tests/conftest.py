@@ -7,10 +7,57 @@ user properties to the controller with each report). The client matrix uses it.
 Process logs: a test (or its fixture) registers the processes it uses with
 :func:`support.show_logs_on_failure`; when the test fails, what each printed during the
 test is added to the failure report as a section (also under pytest-xdist).
+
+In-process tests stay in process: a test not marked ``e2e``, ``clients`` or ``browser``
+(everything outside tests/e2e) that starts a process fails, saying so, so the pure-core
+pass (``-m "not e2e and not clients and not browser"``, scripts/test) runs exactly the
+tests that start none. (``subprocess.Popen`` is what subprocess.run, asyncio's
+subprocesses and mitmproxy's would all go through.)
 """
+
+import os
+import subprocess
 
 import pytest
 from support import LOGS_ON_FAILURE
+
+_STARTS_PROCESSES = ("e2e", "clients", "browser")
+_in_process: list[str] = []
+"""The node id of the running test when it must start no process (else empty)."""
+_popen_init = subprocess.Popen.__init__
+_fork = os.fork
+
+
+def _no_process(what: str) -> None:
+    if _in_process:
+        raise AssertionError(
+            f"{_in_process[0]} starts a process ({what}) but is not marked e2e: move it to tests/e2e "
+            "(a file that also holds in-process tests is split)"
+        )
+
+
+def _guarded_popen(self, *args, **kwargs):
+    _no_process(f"subprocess.Popen({str(args[0] if args else kwargs.get('args'))[:80]})")
+    _popen_init(self, *args, **kwargs)
+
+
+def _guarded_fork():
+    _no_process("os.fork()")
+    return _fork()
+
+
+subprocess.Popen.__init__ = _guarded_popen  # type: ignore[method-assign]
+os.fork = _guarded_fork
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    if not any(item.get_closest_marker(m) for m in _STARTS_PROCESSES):
+        _in_process.append(item.nodeid)
+    try:
+        return (yield)
+    finally:
+        _in_process.clear()
 
 
 def pytest_report_header(config):

@@ -119,7 +119,7 @@ vercel/ai git HEAD is 4.0.46 and lacks the refine):
 - ``output_index`` matters: doStream keys tool calls by ``output_index`` and resolves
   ``item_id`` through the ``output_index`` of the added item; openai-python's stream helper
   raises "Duplicate response output index" on the Claude path's double index 0.
-- Checked by running: ``tests/test_responses.py`` feeds every repaired recording through
+- Checked by running: ``tests/wire/test_responses.py`` feeds every repaired recording through
   the real ``doStream`` of ``@ai-sdk/openai`` 2.0.131, 3.0.88 and 4.0.118 (no error part,
   every call emitted, finish ``tool-calls``/``stop``/``length`` as the terminal says); the
   unrepaired Devin streams give 4.0.118 an error part and lose the calls on 2.x/3.x.

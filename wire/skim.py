@@ -36,7 +36,7 @@ Why the result is the full path's, byte for byte:
   ``\\`` and control characters, so a string without a backslash is already written as
   orjson writes it).
 
-The equivalence is tested, not argued only: ``tests/test_skim.py``,
+The equivalence is tested, not argued only: ``tests/wire/test_skim.py``,
 ``test_skim_chat.py`` and ``test_skim_messages.py`` repair every recording, the bench
 streams and generated streams with skimming on and off, in many chunkings, and require
 the same bytes, notes, counts, fired rules and verdicts. ``--set streamfix_skim=false``

@@ -44,7 +44,7 @@ Evidence sources (:data:`SOURCES`) and what each decides on its own
 Precedence: native > upstream > heuristics (usage, tool_args). Heuristics only ever
 say ``max_tokens``; ``content_filter`` can only come from native or upstream.
 
-The usage == cap rule (decided here, tested in tests/test_verdict.py)
+The usage == cap rule (decided here, tested in tests/wire/test_verdict.py)
 ---------------------------------------------------------------------
 Usage reaching the cap means the budget is spent, not necessarily that something was
 cut: the cap cuts whatever the model was generating *last*. So the heuristics look at

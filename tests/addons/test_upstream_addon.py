@@ -1,0 +1,310 @@
+"""addons/upstream.py: the regular-mode (CPA -> Devin) glue, with taddons/tflow."""
+
+from __future__ import annotations
+
+import gzip
+import logging
+from types import SimpleNamespace
+
+import pytest
+from mitmproxy import exceptions, http, tls
+from mitmproxy.proxy import context
+from mitmproxy.proxy.mode_specs import ProxyMode
+from mitmproxy.test import taddons, tflow
+from samples import SAMPLE, make_request
+from streamfix.addons import shared
+from streamfix.addons import upstream as mod
+from streamfix.wire import devin_pb2 as pb
+from streamfix.wire.connect import decode_body, encode_end_stream, encode_frame
+from streamfix.wire.devin import CHAT_PATH, read_request
+from streamfix.wire.verdict import Verdict
+
+REVERSE = ProxyMode.parse("reverse:http://127.0.0.1:8317@127.0.0.1:8318")
+REGULAR = ProxyMode.parse("regular@127.0.0.1:8080")
+CT = {"content-type": "application/connect+proto"}
+
+
+@pytest.fixture
+def corr():
+    return shared.reset()
+
+
+@pytest.fixture
+def addon(corr):
+    a = mod.UpstreamLeg()
+    with taddons.context(a) as tctx:
+        a.tctx = tctx
+        yield a
+
+
+def devin_flow(body: bytes | None = None, host="server.codeium.com", path=CHAT_PATH, mode=REGULAR, resp_headers=CT):
+    req = http.Request.make("POST", f"https://{host}{path}", body if body is not None else make_request(), CT)
+    resp = http.Response.make(200, b"", resp_headers)
+    f = tflow.tflow(req=req, resp=resp)
+    f.client_conn.proxy_mode = mode
+    f.response.raw_content = None  # live: not read yet at responseheaders
+    return f
+
+
+def drive(stream, chunks):
+    out = []
+    for c in [*chunks, b""]:
+        r = stream(c)
+        r = [r] if isinstance(r, bytes) else list(r)
+        assert b"" not in r, "never an empty chunk (HTTP/1 terminator)"
+        out += r
+    return b"".join(out)
+
+
+def clienthello(sni, mode=REGULAR, address=("server.codeium.com", 443)):
+    client = tflow.tclient_conn()
+    client.proxy_mode = mode
+    ctx = context.Context(client, None)
+    ctx.server.address = address
+    return tls.ClientHelloData(ctx, SimpleNamespace(sni=sni))
+
+
+# --- options and routing -------------------------------------------------------------
+
+
+def test_options_defaults_and_validation(addon):
+    assert addon.hosts == ("server.codeium.com",)
+    addon.tctx.configure(addon, streamfix_upstream_hosts=["Devin.Example", "*.codeium.com", "127.0.0.1"])
+    assert addon.hosts == ("devin.example", "*.codeium.com", "127.0.0.1")
+    for bad in (["https://server.codeium.com"], ["a/b"], [""], ["a*.b"], ["*"], ["two words"]):
+        with pytest.raises(exceptions.OptionsError):
+            addon.tctx.configure(addon, streamfix_upstream_hosts=bad)
+    assert addon.hosts == ("devin.example", "*.codeium.com", "127.0.0.1")  # rolled back
+
+
+@pytest.mark.parametrize(
+    "sni, address, mode, ignored",
+    [
+        ("server.codeium.com", ("server.codeium.com", 443), REGULAR, False),
+        ("SERVER.codeium.com", ("x", 443), REGULAR, False),
+        ("api.anthropic.com", ("api.anthropic.com", 443), REGULAR, True),
+        (None, ("server.codeium.com", 443), REGULAR, False),  # no SNI: the CONNECT host
+        (None, ("10.0.0.1", 443), REGULAR, True),
+        ("api.anthropic.com", ("api.anthropic.com", 443), REVERSE, False),  # client leg: not ours
+    ],
+)
+def test_tls_passthrough_for_other_hosts(addon, sni, address, mode, ignored):
+    data = clienthello(sni, mode, address)
+    addon.tls_clienthello(data)
+    assert data.ignore_connection is ignored
+
+
+def test_wildcard_hosts(addon):
+    addon.tctx.configure(addon, streamfix_upstream_hosts=["*.codeium.com"])
+    for host, ok in (("server.codeium.com", True), ("a.b.codeium.com", True), ("codeium.com", False),
+                     ("evilcodeium.com", False)):  # fmt: skip
+        data = clienthello(host)
+        addon.tls_clienthello(data)
+        assert data.ignore_connection is not ok, host
+
+
+def test_only_regular_mode_devin_chat_flows_are_read(addon, corr):
+    for f in (devin_flow(mode=REVERSE), devin_flow(host="example.com"), devin_flow(path="/exa.x/GetUserStatus")):
+        addon.request(f)
+        addon.responseheaders(f)
+        assert f.id not in corr.records and not callable(f.response.stream)
+    addon.tctx.configure(addon, streamfix_upstream=False)
+    f = devin_flow()
+    addon.request(f)
+    addon.responseheaders(f)
+    assert f.id not in corr.records and not callable(f.response.stream)
+
+
+def test_other_streams_on_the_regular_listener_are_streamed_not_buffered(addon):
+    f = devin_flow(host="example.com", resp_headers={"content-type": "text/event-stream"})
+    addon.request(f)
+    addon.responseheaders(f)
+    assert f.response.stream is True
+
+
+# --- the response tap ---------------------------------------------------------------
+
+
+def test_stream_passes_bytes_unchanged_and_records_at_end_of_stream(addon, corr):
+    f = devin_flow()
+    addon.request(f)
+    addon.responseheaders(f)
+    stream = f.response.stream
+    assert isinstance(stream, mod.UpstreamStream)
+    cut = len(SAMPLE) - 7  # the trailer is the last 7 bytes
+    chunks = [SAMPLE[:100], SAMPLE[100:cut], SAMPLE[cut:]]
+    out = []
+    for c in chunks:
+        r = stream(c)
+        assert r is c  # the very same bytes object goes on
+        out.append(r)
+        if c is chunks[1]:
+            assert corr.records[f.id].finished is None
+    rec = corr.records[f.id]
+    assert rec.finished is not None, "recorded at the trailer, before the body's end"
+    assert rec.result.stop_reason == 3
+    assert stream(b"") == []
+    assert b"".join(out) == SAMPLE
+    addon.response(f)
+    assert f.response.raw_content == SAMPLE  # kept for the Connect frames view
+    md = f.metadata["streamfix.devin"]
+    assert md["stop_reason_name"] == "MAX_TOKENS" and md["outcome"] == "max_tokens"
+    assert md["usage"]["input_tokens"] == 12850 and md["usage"]["output_tokens"] == 400
+    assert "Devin StopReason 3 MAX_TOKENS" in f.comment
+    assert f.id not in addon.streams
+
+
+@pytest.mark.parametrize("cut", [1, 5, 6, 200, 488])
+def test_any_chunking_through_the_stream(addon, corr, cut):
+    f = devin_flow()
+    addon.request(f)
+    addon.responseheaders(f)
+    assert drive(f.response.stream, [SAMPLE[:cut], SAMPLE[cut:]]) == SAMPLE
+    assert corr.records[f.id].result.stop_reason == 3
+
+
+def test_client_verdict_finds_the_upstream_result(addon, corr):
+    f = devin_flow()
+    addon.request(f)
+    addon.responseheaders(f)
+    drive(f.response.stream, [SAMPLE])
+    v = Verdict()
+    for t in ("Writing index.html", " now."):
+        v.observe_text(t)
+    v.observe_args(
+        '{"path":"index.html","content":"<!doctype html>\\n<html lang=\\"en\\">\\n<head>\\n  <title>Acme'
+        ' Rockets</title>\\n</head>\\n<body>\\n  <section class=\\"hero\\">\\n    <h1>Launch'
+    )
+    v.resolver = r = mod.resolver_for("client-1")
+    d = v.decide()
+    assert d.outcome == "max_tokens" and d.evidence[0].detail == "Devin StopReason 3 MAX_TOKENS"
+    assert r.record.flow_id == f.id and r.record.claimed_by == "client-1"
+
+
+def test_tap_failure_fails_open(addon, corr, monkeypatch, caplog):
+    f = devin_flow()
+    addon.request(f)
+    addon.responseheaders(f)
+    stream = f.response.stream
+
+    def boom(chunk):
+        raise RuntimeError("tap bug")
+
+    monkeypatch.setattr(stream.tap, "feed", boom)
+    with caplog.at_level(logging.WARNING):
+        assert drive(stream, [SAMPLE[:50], SAMPLE[50:]]) == SAMPLE
+    assert "upstream tap failed" in caplog.text and "tap bug" in caplog.text
+    assert corr.records[f.id].finished is None  # nothing claimed from a broken tap
+
+
+def test_truncated_stream_and_error_hook(addon, corr):
+    f = devin_flow()
+    addon.request(f)
+    addon.responseheaders(f)
+    f.response.stream(SAMPLE[:200])
+    addon.error(f)
+    rec = corr.records[f.id]
+    assert rec.finished is not None and rec.result.error.startswith("truncated")
+    assert rec.result.outcome is None
+    assert f.response.raw_content == SAMPLE[:200]
+
+
+def test_error_trailer_is_recorded(addon, corr):
+    body = encode_frame(pb.GetChatMessageResponse(text=b"x").SerializeToString())
+    body += encode_end_stream("resource_exhausted", "quota")
+    f = devin_flow()
+    addon.request(f)
+    addon.responseheaders(f)
+    drive(f.response.stream, [body])
+    addon.response(f)
+    assert f.metadata["streamfix.devin"]["trailer_error"] == "resource_exhausted"
+    assert corr.records[f.id].result.outcome is None
+
+
+def test_http_error_or_non_connect_response_is_dropped(addon, corr):
+    f = devin_flow(resp_headers={"content-type": "application/json"})
+    f.response.status_code = 401
+    addon.request(f)
+    assert f.id in corr.records
+    addon.responseheaders(f)
+    assert f.id not in corr.records and not callable(f.response.stream)
+
+
+def test_gzip_content_encoding_is_inflated_for_the_tap_only(addon, corr):
+    gz = gzip.compress(SAMPLE)
+    f = devin_flow(resp_headers={**CT, "content-encoding": "gzip"})
+    addon.request(f)
+    addon.responseheaders(f)
+    assert drive(f.response.stream, [gz[:30], gz[30:]]) == gz
+    assert corr.records[f.id].result.stop_reason == 3
+    assert f.response.headers["content-encoding"] == "gzip"
+
+
+def test_buffered_body_is_read_in_response(addon, corr):
+    f = devin_flow()
+    f.response.raw_content = SAMPLE  # replayed flow: the body is there at responseheaders
+    addon.request(f)
+    addon.responseheaders(f)
+    assert not callable(f.response.stream)
+    addon.response(f)
+    assert corr.records[f.id].result.stop_reason == 3
+
+
+# --- the request patch --------------------------------------------------------------
+
+
+def test_request_patch_uses_the_matched_client_cap(addon, corr):
+    mod.note_client_request(
+        "client-9", "/v1/responses",
+        {"input": [{"role": "user", "content": "now the CSS"}], "max_output_tokens": 400},
+    )  # fmt: skip
+    f = devin_flow()
+    before = len(f.request.raw_content)
+    addon.request(f)
+    assert read_request(f.request.raw_content).max_tokens == 400
+    assert f.request.headers["content-length"] == str(len(f.request.raw_content))
+    assert len(f.request.raw_content) < before
+    frames, end = decode_body(f.request.raw_content)
+    assert len(frames) == 1 and end.pending == 0
+    rec = corr.records[f.id]
+    assert (rec.client_flow_id, rec.max_tokens_sent, rec.max_tokens_original) == ("client-9", 400, 128000)
+    assert f.metadata["streamfix.devin_request"] == {
+        "client_flow": "client-9", "max_tokens": 400, "max_tokens_original": 128000,
+    }  # fmt: skip
+
+
+def test_request_patch_can_be_switched_off(addon, corr):
+    addon.tctx.configure(addon, streamfix_upstream_patch_max_tokens=False)
+    mod.note_client_request("c", "/v1/responses", {"input": "now the CSS", "max_output_tokens": 400})
+    f = devin_flow()
+    body = f.request.raw_content
+    addon.request(f)
+    assert f.request.raw_content == body
+    assert corr.records[f.id].client_flow_id == "c"  # still linked
+
+
+def test_unmatched_or_uncapped_requests_are_not_patched(addon, corr):
+    mod.note_client_request("c1", "/v1/responses", {"input": "something else", "max_output_tokens": 400})
+    mod.note_client_request("c2", "/v1/responses", {"input": "now the CSS"})  # no cap
+    f = devin_flow()
+    body = f.request.raw_content
+    addon.request(f)
+    assert f.request.raw_content == body
+    assert corr.records[f.id].client_flow_id == "c2"
+
+
+def test_garbage_request_body_goes_out_unchanged(addon, corr):
+    mod.note_client_request("c", "/v1/responses", {"input": "x", "max_output_tokens": 1})
+    f = devin_flow(body=b"\x00\x00\x00\x00\x09not proto")
+    addon.request(f)
+    assert f.request.raw_content == b"\x00\x00\x00\x00\x09not proto"
+    assert f.id in corr.records
+
+
+def test_module_functions_share_one_correlator(corr):
+    assert mod.shared_correlator() is corr is shared.correlator()
+    assert mod.note_client_request("c", "/v1/responses", {"input": "hi"}).flow_id == "c"
+    mod.forget_client("c")
+    assert "c" not in corr.pending
+    assert mod.note_client_request("c", "/v1/responses", object()) is None
+    assert mod.resolver_for("c").correlator is corr
