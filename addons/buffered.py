@@ -9,27 +9,17 @@ from collections import Counter
 
 import orjson
 from mitmproxy import http
-from streamfix.addons import check as checkmode
-from streamfix.addons import receipts
-from streamfix.addons.flowstream import ORIGINAL, FlowState
 from streamfix.wire.apis import json_repairer, stream_repairer
 from streamfix.wire.rules import Rules
 from streamfix.wire.stream import StreamRepair
 
+from . import check as checkmode
+from . import receipts
+from .flowstream import ORIGINAL, BodyRepair, FlowState
+
 logger = logging.getLogger("streamfix")
 
 SSE = "text/event-stream"
-
-
-class BodyRepair:
-    """A buffered JSON body's repair, as the turn log sees a repairer: the rules that
-    fired (each once per body) and whether anything changed."""
-
-    __slots__ = ("changed", "fired")
-
-    def __init__(self, fired: Counter[str]) -> None:
-        self.fired = fired
-        self.changed = 0
 
 
 def json_object(content: bytes | None) -> dict | None:
@@ -74,9 +64,9 @@ def repair(flow: http.HTTPFlow, st: FlowState, rules: Rules, keep: bool) -> str:
             if obj is None:
                 return ""
             fired: Counter[str] = Counter()
-            st.repairer = BodyRepair(fired)  # what the turn log reads of a repairer
+            st.repairer = body = BodyRepair(fired)  # what the turn log reads of a repairer
             if json_repairer(st.api)(obj, rules, st.ctx, st.verdict, fired=fired):
-                st.repairer.changed = 1
+                body.changed = 1
                 if keep:
                     flow.metadata[ORIGINAL] = content
                 resp.content = orjson.dumps(obj)

@@ -152,7 +152,9 @@ class Drain:
                     if mid_turn:
                         out.append(f)
             if s is None:
-                last = f.websocket.messages[-1].timestamp if f.websocket.messages else f.websocket.timestamp_start
+                # no message yet: quiet since the handshake (WebSocketData has no start time)
+                opened = f.response.timestamp_end if f.response is not None else None
+                last = f.websocket.messages[-1].timestamp if f.websocket.messages else opened
                 if last is None or now - last < QUIET_S:
                     out.append(f)
         return out
@@ -266,6 +268,3 @@ def close_websocket(flow: http.HTTPFlow, code: int = 1001, reason: bytes = b"str
 
 def _where(flow: http.HTTPFlow) -> str:
     return f"{flow.request.method} {flow.request.path.split('?', 1)[0]}"
-
-
-addons = [Drain()]

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 
+from streamfix.wire.contract import StreamChecker
 from streamfix.wire.encoding import Decoder
 from streamfix.wire.rules import FlowContext
 from streamfix.wire.stream import EventRepairer, StreamRepair
 from streamfix.wire.told import UsageReader
 from streamfix.wire.verdict import Verdict
+
+from .check import CheckStream
 
 logger = logging.getLogger("streamfix")
 
@@ -23,6 +27,17 @@ LIVE_INTERVAL = 1.0
 """Seconds between updates of a streamed flow's body in the UIs (kept bodies only)."""
 ORIGINAL = "streamfix.original"
 """Flow metadata: the body as the gateway sent it (the flow's body is the repaired one)."""
+
+
+class BodyRepair:
+    """A buffered JSON body's repair, as the turn log sees a repairer: the rules that
+    fired (each once per body) and whether anything changed."""
+
+    __slots__ = ("changed", "fired")
+
+    def __init__(self, fired: Counter[str]) -> None:
+        self.fired = fired
+        self.changed = 0
 
 
 class FlowState:
@@ -34,14 +49,14 @@ class FlowState:
         self.api = api
         self.ctx = ctx
         self.verdict = verdict
-        self.stream: FlowStream | None = None
+        self.stream: FlowStream | CheckStream | None = None
         self.resolver = verdict.resolver
         """The correlator's resolver (the verdict lets go of it once called): its record
         links this flow to the upstream flow that decided it."""
         self.key = "-"
         """The client key's id or label for the turn log (never the key)."""
-        self.repairer: EventRepairer | None = None
-        self.checker = None
+        self.repairer: EventRepairer | BodyRepair | None = None
+        self.checker: StreamChecker | None = None
         """Check mode on a buffered body: its contract checker (for the turn record)."""
 
 

@@ -13,7 +13,6 @@ from collections.abc import Sequence
 
 from mitmproxy import ctx, exceptions, hooks
 from mitmproxy import flow as mflow
-from streamfix.addons import receipts  # (module import: receipts imports this module too)
 
 UPSTREAM_FLOW = "streamfix.upstream_flow"
 """Client flow metadata: the id of the upstream flow whose record decided it."""
@@ -21,20 +20,19 @@ CLIENT_FLOW = "streamfix.client_flow"
 """Upstream flow metadata: the id of the client flow it served."""
 
 
-def link_upstream(flow: mflow.Flow, resolver) -> str | None:
+def link_upstream(flow: mflow.Flow, resolver) -> tuple[str | None, mflow.Flow | None]:
     """The upstream flow whose record decided this one (wire/correlate.py, through the
-    flow's ``resolver``), linked both ways. Returns its id."""
+    flow's ``resolver``), linked both ways: its id, and the flow itself when a view holds
+    it (the caller names the client flow in its comment, then calls :func:`updated`)."""
     record = getattr(resolver, "record", None)
     uid = getattr(record, "flow_id", None)
     if not isinstance(uid, str):
-        return None
+        return None, None
     flow.metadata[UPSTREAM_FLOW] = uid
     other = find_flow(uid)
     if other is not None:
         other.metadata[CLIENT_FLOW] = flow.id
-        receipts.comment(other, f"client flow {flow.id}")
-        updated(other)
-    return uid
+    return uid, other
 
 
 def linked_id(flow: mflow.Flow, key: str) -> str | None:

@@ -205,6 +205,3 @@ class SingleUser:
 
     def __call__(self, user: str, password: str) -> bool:
         return hmac.compare_digest(user.encode(), self.user) & hmac.compare_digest(password.encode(), self.password)
-
-
-addons = [Listeners()]

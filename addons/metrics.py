@@ -37,21 +37,15 @@ import ipaddress
 import logging
 import socket
 import ssl
-import sys
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from mitmproxy import ctx, exceptions, http
 from mitmproxy.proxy import mode_specs
 
-_ROOT = str(Path(__file__).resolve().parent.parent)
-if _ROOT not in sys.path:  # loaded with -s from a checkout that is not pip-installed
-    sys.path.insert(0, _ROOT)
-
-from streamfix.addons import shared
+from . import shared
 
 logger = logging.getLogger("streamfix.metrics")
 
@@ -376,6 +370,7 @@ class Metrics:
         self.reverse_only = False
         self.last_answer: float | None = None
         self._probe: asyncio.Task | None = None
+        self._sock: socket.socket | None = None
         self._probe_result: tuple[float, str | None] | None = None
 
     def load(self, loader) -> None:
@@ -433,7 +428,7 @@ class Metrics:
             self._stop()
             if listen is not None:
                 self._start(listen)
-        elif self.reg is not None:  # label bounds changed: start counting afresh
+        elif listen is not None:  # (so self.reg too) label bounds changed: start counting afresh
             self._stop()
             self._start(listen)
 
@@ -492,7 +487,7 @@ class Metrics:
         if self.server is not None:
             self.server.close()
             self.server = None
-        elif getattr(self, "_sock", None) is not None:
+        elif self._sock is not None:
             self._sock.close()
         self._sock = None
 
@@ -609,9 +604,6 @@ def _is_key_label(value: str) -> bool:
     """No key (``-``) or a name from ``streamfix_key_labels``: bounded by configuration."""
     if value == "-":
         return True
-    from streamfix.addons import turnlog
+    from . import turnlog
 
     return any(name == value for _, name in turnlog._labels)
-
-
-addons = [Metrics()]

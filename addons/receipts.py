@@ -19,8 +19,9 @@ from collections import Counter
 
 from mitmproxy import flow as mflow
 from mitmproxy import http
-from streamfix.addons import links
 from streamfix.wire.stream import EventRepairer
+
+from . import links
 
 logger = logging.getLogger("streamfix")
 
@@ -71,7 +72,10 @@ def write(
     lines, the 🔧 mark) and link it to its upstream flow. ``st`` is its
     :class:`addons.flowstream.FlowState`. Returns whether the flow was repaired."""
     notes = notes or []
-    upstream = links.link_upstream(flow, st.resolver)
+    upstream, other = links.link_upstream(flow, st.resolver)
+    if other is not None:
+        comment(other, f"client flow {flow.id}")
+        links.updated(other)
     if not changed:
         if upstream is not None:
             comment(flow, f"upstream flow {upstream}")

@@ -33,18 +33,12 @@ placeholders: set ``streamfix_redact=false`` to replay with credentials.
 from __future__ import annotations
 
 import logging
-import sys
-from pathlib import Path
 
 from mitmproxy import ctx, http
-
-_ROOT = str(Path(__file__).resolve().parent.parent)
-if _ROOT not in sys.path:  # loaded with -s from a checkout that is not pip-installed
-    sys.path.insert(0, _ROOT)
-
-from streamfix.addons import shared, turnlog
 from streamfix.wire import redact
 from streamfix.wire.devin import CHAT_PATH
+
+from . import shared, turnlog
 
 logger = logging.getLogger("streamfix.redact")
 
@@ -112,9 +106,9 @@ def redact_flow(flow: http.HTTPFlow, response_headers: bool, body: bool = True) 
     request body (already done: it costs a protobuf parse)."""
     redact_request(flow.request)
     if body and flow.request.method == "POST" and flow.request.path.split("?", 1)[0] == CHAT_PATH:
-        body = flow.request.raw_content
-        if body and not flow.request.headers.get("content-encoding"):
-            new = redact.redact_devin_request(body)
+        raw = flow.request.raw_content
+        if raw and not flow.request.headers.get("content-encoding"):
+            new = redact.redact_devin_request(raw)
             if new is not None:
                 flow.request.raw_content = new  # the stored copy: content-length as sent
     if response_headers and flow.response is not None:
@@ -168,8 +162,8 @@ class Redact:
             addons.add(Restore())
 
     def _tail(self) -> bool:
-        master = getattr(ctx, "master", None)
-        return getattr(master, "addons", None) is not None and master.addons.get(Restore.name) is not None
+        addons = getattr(getattr(ctx, "master", None), "addons", None)
+        return addons is not None and addons.get(Restore.name) is not None
 
     def requestheaders(self, flow: http.HTTPFlow) -> None:
         if shared.has_turn_sinks():  # a turn that ends after the key is redacted keeps its label
@@ -215,6 +209,3 @@ class Redact:
             logger.exception("streamfix: redacting a flow failed; it is stored as it was")
             return False
         return True
-
-
-addons = [Redact()]

@@ -206,13 +206,13 @@ class Repair:
     def response(self, flow: http.HTTPFlow) -> None:
         st = self._forget(flow)
         never_called = st is not None and isinstance(st.stream, FlowStream) and st.stream.repair.parser is not None
-        if never_called and flow.response is not None and flow.response.raw_content is not None:
+        if never_called and st is not None and flow.response is not None and flow.response.raw_content is not None:
             # the headers said stream, but the body ended with them (Content-Length: 0,
             # HTTP/2 END_STREAM): mitmproxy buffered it and never called the stream
             flow.response.stream = False
             st.stream = None
         if st is None or flow.response is None or st.stream is not None:
-            if isinstance(st and st.stream, FlowStream) and self.keep_bodies:
+            if st is not None and isinstance(st.stream, FlowStream) and self.keep_bodies:
                 self._keep_bodies(flow, st.stream)
         elif ctx.options.streamfix_mode == "check":
             self._check_buffered(flow, st)
@@ -322,7 +322,8 @@ class Repair:
 
     def _keep_bodies(self, flow: http.HTTPFlow, s: FlowStream) -> None:
         flow.metadata[ORIGINAL] = b"".join(s.original)
-        flow.response.content = b"".join(s.repaired)
+        if flow.response is not None:  # (the response hook: there is one)
+            flow.response.content = b"".join(s.repaired)
 
 
 def _let_go(flow: http.HTTPFlow, st: FlowState) -> None:

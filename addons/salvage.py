@@ -50,7 +50,7 @@ def _install() -> str | None:
     response_data = getattr(_events, "ResponseData", None)
     protocol_error = getattr(_events, "ResponseProtocolError", None)
     original = getattr(stream_cls, "handle_protocol_error", None)
-    if None in (stream_cls, send, response_data, protocol_error, original):
+    if stream_cls is None or send is None or response_data is None or protocol_error is None or original is None:
         return "mitmproxy's HTTP layer has no HttpStream.handle_protocol_error"
     if getattr(original, MARK, False):
         return None  # already installed (the script was reloaded)

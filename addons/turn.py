@@ -6,10 +6,11 @@ from __future__ import annotations
 import time
 
 from mitmproxy import http
-from streamfix.addons import turnlog
-from streamfix.addons.buffered import json_object
-from streamfix.addons.flowstream import ORIGINAL, FlowState, FlowStream
 from streamfix.wire.told import UsageReader, usage_of
+
+from . import turnlog
+from .buffered import json_object
+from .flowstream import ORIGINAL, FlowState, FlowStream
 
 
 def http_turn(flow: http.HTTPFlow, st: FlowState) -> dict:
@@ -36,6 +37,8 @@ def http_turn(flow: http.HTTPFlow, st: FlowState) -> dict:
     else:
         ended = "complete"
     told = None
+    bytes_in: int | None
+    bytes_out: int | None
     if s is not None:
         transport, bytes_in, bytes_out, first = "sse", s.repair.bytes_in, s.repair.bytes_out, s.first_at
         events = getattr(s.repair, "events", None)
@@ -48,7 +51,7 @@ def http_turn(flow: http.HTTPFlow, st: FlowState) -> dict:
         if isinstance(original, bytes):
             bytes_in = len(original)
         first, events = (resp.timestamp_start if resp is not None else None), None
-        if size:
+        if size and resp is not None:
             told = told_buffered(st.api, transport, resp.get_content(strict=False) or b"")
     started = flow.request.timestamp_start or time.time()
     ended_at = (resp.timestamp_end if resp is not None and flow.error is None else None) or time.time()

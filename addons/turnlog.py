@@ -22,22 +22,16 @@ from __future__ import annotations
 import logging
 import logging.handlers
 import os
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, is_dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import orjson
 from mitmproxy import ctx, exceptions
-
-_ROOT = str(Path(__file__).resolve().parent.parent)
-if _ROOT not in sys.path:  # loaded with -s from a checkout that is not pip-installed
-    sys.path.insert(0, _ROOT)
-
-from streamfix.addons import shared
 from streamfix.wire import redact
+
+from . import shared
 
 logger = logging.getLogger("streamfix.turnlog")
 turns = logging.getLogger("streamfix.turns")
@@ -91,7 +85,7 @@ def _ms(a: float | None, b: float | None) -> int | None:
 def _counts(obj: Any) -> dict[str, Any] | None:
     if obj is None:
         return None
-    d = asdict(obj) if is_dataclass(obj) else dict(obj) if isinstance(obj, dict) else None
+    d = asdict(obj) if is_dataclass(obj) and not isinstance(obj, type) else dict(obj) if isinstance(obj, dict) else None
     if d is None:
         return None
     return {k: v for k, v in d.items() if v is not None}
@@ -315,6 +309,3 @@ class TurnLog:
         if self.written:
             logger.info(f"streamfix: {self.written} turns written to {ctx.options.streamfix_log}")
         self._close()
-
-
-addons = [TurnLog()]

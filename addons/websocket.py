@@ -42,8 +42,6 @@ from typing import Any
 import orjson
 from mitmproxy import contentviews, ctx, exceptions, http
 from mitmproxy.contentviews import Contentview, Metadata
-from streamfix.addons import check as checkmode
-from streamfix.addons import receipts, shared, turnlog
 from streamfix.wire.apis import api_for_path
 from streamfix.wire.contract import StreamChecker
 from streamfix.wire.responses import ResponsesRepairer
@@ -51,6 +49,9 @@ from streamfix.wire.rules import FlowContext
 from streamfix.wire.sse import SseParser
 from streamfix.wire.stream import StreamRepair
 from streamfix.wire.verdict import Verdict
+
+from . import check as checkmode
+from . import receipts, shared, turnlog
 
 logger = logging.getLogger("streamfix")
 
@@ -211,7 +212,8 @@ class WebSocketRepair:
         if s is None:
             return
         if s.turn is not None and not s.turn.reported:
-            s.turn.repair.close()  # the driver fails open by itself (error kept, never raised)
+            if s.turn.repair is not None:  # (check mode: a checker, no repair)
+                s.turn.repair.close()  # the driver fails open by itself (error kept, never raised)
             self._report(flow, s, s.turn, closed=True)
         if s.outbox:
             logger.warning(
@@ -305,8 +307,8 @@ class WebSocketRepair:
             outputs = [content]
         else:
             p = SseParser()
-            outputs = [content if ev.raw == wrapped else ev.data for ev in p.feed(out) + p.close()]
-            outputs = [o for o in outputs if o is not None]
+            evs = p.feed(out) + p.close()
+            outputs = [o for o in (content if ev.raw == wrapped else ev.data for ev in evs) if o is not None]
         if t.finished:
             self._report(flow, s, t)
         return outputs
@@ -477,7 +479,7 @@ class StreamfixMessage(Contentview):
         if note is None:
             return data.decode("utf-8", "replace") + "\n"
         if isinstance(note, dict):
-            from streamfix.addons.sseview import field_changes
+            from .sseview import field_changes
 
             old = note.get("changed", b"")
             try:

@@ -55,6 +55,7 @@ def _run(n: int, what: str) -> None:
     for _ in range(n):
         f = tflow.tflow(resp=True)
         f.client_conn.proxy_mode = mode
+        assert f.response is not None  # (resp=True)
         f.response.stream = True
         flows.append(f)
     reg.observe(TURN)  # the first turn creates the series: not the steady state
@@ -72,7 +73,10 @@ def _instructions(n: int, what: str, out: Path) -> int:
     cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, "-m",
            "streamfix.bench_metrics", "--child", what, str(n)]  # fmt: skip
     r = subprocess.run(cmd, capture_output=True, text=True, check=True)
-    return int(re.search(r"Collected : (\d+)", r.stderr).group(1))
+    m = re.search(r"Collected : (\d+)", r.stderr)
+    if m is None:
+        raise RuntimeError(f"callgrind gave no count:\n{r.stderr[-2000:]}")
+    return int(m.group(1))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -97,8 +97,8 @@ def _har(path: Path) -> Iterator[Stream]:
         entries = har["log"]["entries"]
     except (ValueError, KeyError, TypeError) as e:
         raise Unreadable(f"not a HAR file ({e})") from e
-    for k, e in enumerate(entries):
-        req, resp = e.get("request") or {}, e.get("response") or {}
+    for k, entry in enumerate(entries):
+        req, resp = entry.get("request") or {}, entry.get("response") or {}
         url = req.get("url", "")
         p = "/" + url.split("://", 1)[-1].split("/", 1)[-1] if "://" in url else url
         api = api_for_path(p)
@@ -145,14 +145,14 @@ def main(argv: list[str] | None = None) -> int:
         choices=["responses", "chat", "messages", "gemini"],
         help="the API of the streams (default: from the request path, or guessed from a bare body)",
     )
-    which = ap.add_mutually_exclusive_group()
-    which.add_argument(
+    bodies = ap.add_mutually_exclusive_group()
+    bodies.add_argument(
         "--original",
         action="store_true",
         help="check the gateway's original body of each flow (kept by streamfix as streamfix.original) "
         "instead of the body the client got: for a bug report against the gateway",
     )
-    which.add_argument("--both", action="store_true", help="check both bodies of each flow, each labelled")
+    bodies.add_argument("--both", action="store_true", help="check both bodies of each flow, each labelled")
     ap.add_argument("--rules", action="store_true", help="list the contract's rules and exit")
     ap.add_argument("-q", "--quiet", action="store_true", help="print only streams with violations")
     a = ap.parse_args(argv)

@@ -225,8 +225,8 @@ def run(
                 by_proxy.setdefault(j[0].label, []).append(j)
             with concurrent.futures.ThreadPoolExecutor(2) as pool:
                 futs = [pool.submit(lambda js: [one(*j) for j in js], js) for js in by_proxy.values()]
-                for f in futs:
-                    rows += f.result()
+                for fut in futs:
+                    rows += fut.result()
         finally:
             for p in reversed(procs):
                 p.stop()

@@ -95,18 +95,18 @@ def start_mitmdump(
 ) -> tuple[subprocess.Popen, int]:
     """mitmdump with the repair addon in reverse mode in front of ``upstream``."""
     port = port or free_port()
-    out = open(log, "wb") if log is not None else subprocess.DEVNULL  # noqa: SIM115 - the child's; ours closed below
+    fp = open(log, "wb") if log is not None else None  # noqa: SIM115 - the child's; ours closed below
     try:
         p = subprocess.Popen(
             mitmdump_command(upstream, port, args, confdir),
-            stdout=out,
+            stdout=fp if fp is not None else subprocess.DEVNULL,
             stderr=subprocess.STDOUT,
             cwd=ROOT if CHECKOUT else None,
             env=child_env(),
         )
     finally:
-        if log is not None:
-            out.close()  # the child has its own copy of the descriptor
+        if fp is not None:
+            fp.close()  # the child has its own copy of the descriptor
     try:
         wait_port(port, proc=p)
     except Exception:

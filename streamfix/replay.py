@@ -55,6 +55,7 @@ import struct
 import sys
 import zlib
 from pathlib import Path
+from typing import Any
 
 from aiohttp import WSMsgType, web
 from wsproto.frame_protocol import FrameProtocol
@@ -250,6 +251,7 @@ class Replay:
                 continue
             meta = body.get("metadata")
             name = meta.get("streamfix_recording") if isinstance(meta, dict) else None
+            rec: Recording | None
             if isinstance(name, str) and name in self.recordings:
                 rec = self.recordings[name]
             else:
@@ -273,15 +275,19 @@ class Replay:
                 for i, w in enumerate(writes):
                     if i and delay:
                         await asyncio.sleep(delay)
-                    request.transport.write(w)
+                    transport = request.transport
+                    assert transport is not None  # (a handler runs on an open connection)
+                    transport.write(w)
             else:
-                for i, m in enumerate(messages):
+                for i, data in enumerate(messages):
                     if i and delay:
                         await asyncio.sleep(delay)
-                    await ws.send_str(m.decode())
+                    await ws.send_str(data.decode())
             if close_after:
                 print(f"websocket turn {turn}: connection dropped after {close_after} messages", flush=True)
-                request.transport.abort()
+                transport = request.transport
+                assert transport is not None
+                transport.abort()
                 break
         return ws
 
@@ -314,7 +320,9 @@ def _frames(fp: FrameProtocol, message: bytes, size: int) -> bytes:
         return bytes(fp.send_data(message.decode(), fin=True))
     # split on UTF-8 boundaries: a text frame carries whole characters here
     text = message.decode()
-    parts, cur, n = [], [], 0
+    parts: list[str] = []
+    cur: list[str] = []
+    n = 0
     for ch in text:
         w = len(ch.encode())
         if n + w > size and cur:
@@ -334,7 +342,7 @@ def _ws_error(status: int, message: str) -> str:
 
 def _prewarm(body: dict) -> list[str]:
     """CPA's local answer to a ``generate: false`` request."""
-    resp = {
+    resp: dict[str, Any] = {
         "id": "resp_prewarm",
         "object": "response",
         "created_at": 0,

@@ -11,8 +11,8 @@ The path decides (query string ignored, any prefix allowed, so ``/v1/responses``
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Literal
+from collections import Counter
+from typing import Any, Literal, Protocol
 
 from .chat import ChatRepairer, repair_chat_json
 from .gemini import GeminiRepairer, repair_gemini_json
@@ -24,7 +24,15 @@ from .verdict import Verdict
 
 Api = Literal["responses", "chat", "messages", "gemini"]
 
-JsonRepair = Callable[[dict[str, Any], Rules, FlowContext, Verdict], bool]
+
+class JsonRepair(Protocol):
+    """A non-stream JSON body's repair, in place: True if anything changed; ``fired``
+    counts each rule that changed the body once."""
+
+    def __call__(
+        self, obj: dict[str, Any], rules: Rules, ctx: FlowContext, verdict: Verdict, fired: Counter[str] | None = None
+    ) -> bool: ...
+
 
 # api -> (stream repairer class, non-stream JSON repair function)
 _REGISTRY: dict[str, tuple[type[ApiRepairer], JsonRepair]] = {
