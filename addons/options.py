@@ -1,8 +1,9 @@
 """The client leg's options: their names, help texts and choices, registered and checked
 in one place (``addons/repair.py``'s ``load`` and ``configure`` call these).
 
-Every repair rule is a bool option mapped to a :class:`wire.rules.Rules` field; the
-policy options (mode, truncation, evidence, kept bodies) sit beside them.
+Every repair rule is a bool option, ``streamfix_<rule>``, derived from the rule's one
+declaration in wire/rules.py (its help, its default); the policy options (mode,
+truncation, evidence, kept bodies) sit beside them.
 """
 
 from __future__ import annotations
@@ -14,66 +15,16 @@ from pathlib import Path
 
 from mitmproxy import exceptions
 from mitmproxy.proxy import mode_specs
-from streamfix.wire.rules import Rules
+from streamfix.wire.rules import Rules, declared
 from streamfix.wire.verdict import SOURCES
 
 logger = logging.getLogger("streamfix")
 
-# option name -> Rules field; the help text is the field's docstring in wire/rules.py
-RULE_OPTIONS: dict[str, str] = {
-    "streamfix_status": "status",
-    "streamfix_item_order": "item_order",
-    "streamfix_output_index": "output_index",
-    "streamfix_sequence": "sequence",
-    "streamfix_usage": "usage",
-    "streamfix_schema_fill": "schema_fill",
-    "streamfix_terminal_output": "terminal_output",
-    "streamfix_response_id": "response_id",
-    "streamfix_announce": "announce",
-    "streamfix_item_id": "item_id",
-    "streamfix_reasoning_summary": "reasoning_summary",
-    "streamfix_replay": "replay",
-    "streamfix_nonstandard": "nonstandard",
-    "streamfix_eof_terminal": "eof_terminal",
-    "streamfix_no_events": "no_events",
-    "streamfix_usage_chunk": "usage_chunk",
-    "streamfix_cr_end": "cr_end",
-    "streamfix_tool_index": "tool_index",
-    "streamfix_tool_header": "tool_header",
-    "streamfix_finish_reason": "finish_reason",
-}
-RULE_HELP: dict[str, str] = {
-    "status": "Responses: give function_call items a status (in_progress on added, completed on done and in the terminal's output).",
-    "item_order": "Responses: close an item still open when the next one is added; drop its late close events.",
-    "output_index": "Responses: make output_index dense and equal to the item's position in the final output.",
-    "sequence": "Responses: keep sequence_number strictly increasing across inserted and dropped events.",
-    "usage": "Responses: give usage integer input_tokens, output_tokens and total_tokens; every API: fill missing "
-    "or zero usage counts from the upstream leg's (Devin's).",
-    "schema_fill": "Responses: fill required fields the gateway leaves out (created_at, model, item_id, summary_index).",
-    "terminal_output": "Responses: list the announced items, in order, in the terminal event's output (a synthesized "
-    "response.failed too, an open item as incomplete).",
-    "response_id": "Responses: keep response.id the same across lifecycle events.",
-    "announce": "Responses: synthesize the output_item.added / content_part.added a gateway left out before an item's first delta.",
-    "item_id": "Responses: pin every event of an item (and its done and terminal entries) to the id it was announced with.",
-    "reasoning_summary": "Responses: give a reasoning item without summary one (output_item.added: [], "
-    "output_item.done and the terminal's output: what was streamed into it, else []).",
-    "replay": "Responses, chat: drop the text sent twice: a delta, or a second run of deltas (held while it is a "
-    "prefix of the text so far, released at the first divergence), that repeats the whole text already streamed.",
-    "nonstandard": "Responses, chat: turn events the API does not define (ping, keepalive) and empty data events into SSE comments.",
-    "eof_terminal": "Responses, chat: end a stream that stops without a terminal with a failure (response.failed, continuing sequence_number; chat: an error chunk), never a success.",
-    "no_events": "Every API: end a stream that carried no event at all (an empty 200 event stream, or only comments and "
-    "keep-alives) with the API's failure event (Responses response.failed, chat an error chunk, messages an error event, "
-    "Gemini an error object), never a blank success.",
-    "cr_end": "Every API: end a CR-only stream (a relay's framing) that stops right after its last event with one more CR "
-    "(a blank line), so parsers holding a final CR back as a possible CRLF (eventsource-parser, under every AI SDK) "
-    "do not drop that event.",
-    "usage_chunk": "Chat: give the usage chunk after the finish (stream_options.include_usage) the spec's choices: [] when "
-    "it carries placeholder choices (empty delta, no finish_reason).",
-    "tool_index": "Chat: renumber tool_calls[].index 0..n-1 per choice by first appearance.",
-    "tool_header": "Chat: do not announce a tool call's name twice when the gateway re-sends its header.",
-    "finish_reason": "Chat: map a non-standard finish_reason (CPA's Gemini/Antigravity 'max_tokens', Gemini's "
-    "lower-cased 'safety'...) to the spec's value ('length', 'content_filter').",
-}
+RULES = declared()
+"""Every repair rule's declaration (wire/rules.py): its option, help and default come from it."""
+RULE_OPTIONS: dict[str, str] = {r.option: name for name, r in RULES.items()}
+"""Option name -> :class:`~wire.rules.Rules` field."""
+DEFAULTS = Rules()
 TRUNCATION_CHOICES = ("incomplete", "completed", "off")
 MODE_CHOICES = ("repair", "check")
 
@@ -90,8 +41,8 @@ def add_options(loader) -> None:
         flow comment and the receipt.""",
         choices=list(MODE_CHOICES),
     )
-    for name, rule in RULE_OPTIONS.items():
-        loader.add_option(name, bool, True, RULE_HELP[rule])
+    for r in RULES.values():
+        loader.add_option(r.option, bool, getattr(DEFAULTS, r.name), r.help)
     loader.add_option(
         "streamfix_truncation",
         str,

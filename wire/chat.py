@@ -860,6 +860,7 @@ def repair_chat_json(
       the same ``tool_call_id``. The first occurrence keeps its id, each later duplicate
       becomes ``call_<ordinal>`` (its position in ``tool_calls``; suffixed if taken), the
       fallback CPA's fix uses. Unique ids are never touched.
+    - ``finish_reason``: a non-standard one mapped to the spec's, as for streams.
     - ``truncation``: as for streams; the finish_reason comes from the verdict (usage,
       the last call's arguments, a native ``length``/``content_filter``).
 
@@ -870,14 +871,14 @@ def repair_chat_json(
     choices = obj.get("choices")
     if not isinstance(choices, list):
         return False
-    changed = ids_fixed = False
+    changed = ids_fixed = mapped = False
     usage = obj.get("usage")
     if isinstance(usage, dict):
         verdict.usage(usage.get("completion_tokens"))
     dicts = [ch for ch in choices if isinstance(ch, dict)]
     for ch in dicts:
         orig = spec_finish(ch, rules)
-        changed |= orig is not None
+        mapped |= orig is not None
         fr = ch.get("finish_reason")
         if isinstance(fr, str) and fr in _NATIVE:  # a list or object here is not hashable
             verdict.native(_NATIVE[fr], f"finish_reason {orig or fr!r}")
@@ -899,8 +900,12 @@ def repair_chat_json(
                 verdict.tool_args(args)
         if rules.tool_index and unique_ids(calls, "call_"):
             changed = ids_fixed = True
-    if ids_fixed and fired is not None:
-        fired["tool_index"] += 1
+    changed |= mapped
+    if fired is not None:
+        if mapped:
+            fired["finish_reason"] += 1
+        if ids_fixed:
+            fired["tool_index"] += 1
     d = verdict.decide()
     if rules.usage and verdict.upstream_counts is not None:
         u = usage if isinstance(usage, dict) else {}

@@ -247,7 +247,7 @@ def test_every_rule_is_an_option(rule):
     from streamfix.addons import options
 
     assert f"streamfix_{rule}" in options.RULE_OPTIONS and options.RULE_OPTIONS[f"streamfix_{rule}"] == rule
-    assert rule in options.RULE_HELP
+    assert options.RULES[rule].help
     assert getattr(replace(Rules(), **{rule: False}), rule) is False
 
 
