@@ -34,6 +34,7 @@ COMPILED = (
     "rules",
     "verdict",
     "toolcalls",
+    "replay",
 )
 """The modules mypyc compiles: the per-event path of every API's repairer."""
 

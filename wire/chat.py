@@ -64,12 +64,12 @@ Rules (each switchable in :class:`~wire.rules.Rules`):
 ``replay``
     The text sent twice (LiteLLM #41109: a Responses-to-chat bridge merges two message
     items of one turn, the same text as commentary and as the final answer, into one
-    choice), as :func:`wire.contract.repeat` defines it: one more delta equal to the whole
+    choice), as :func:`wire.replay.step` defines it: one more delta equal to the whole
     content so far has its ``content`` emptied (the chunk stays); a second run of deltas
     that begins, at a delta boundary, with the content's first characters is held (from
     its first chunk on, with everything after it) while it is still a prefix of the
     content as it was, and released unchanged at the first divergence, at any other chunk
-    (:func:`wire.contract.pure_content`), an error, the end of the stream or an upstream
+    (:func:`wire.replay.pure_content`), an error, the end of the stream or an upstream
     failure; when it completes the whole content, each of its chunks has its ``content``
     emptied. Bounded: it never holds more text than was streamed before it, nor more than
     :data:`~wire.holding.REPLAY_HOLD_LIMIT` events. A text that merely repeats a phrase is
@@ -96,9 +96,9 @@ from typing import Any, Final
 
 import orjson
 
-from .contract import MIN_REPEAT, power, pure_content
 from .foreign import commented, foreign
 from .holding import HOLD_LIMIT, REPLAY_HOLD_LIMIT, HoldingRepairer, Rec
+from .replay import DIVERGED, PHRASE, REPEATED, START, WHOLE, pure_content, step
 from .rules import FlowContext, Rules
 from .skim import Layout, Skim, Skimmed
 from .sse import Event, format_event
@@ -177,7 +177,8 @@ class _Said:
 
     def may_repeat(self, enc: bytes) -> bool:
         """A delta (``enc``, its UTF-8) that rule replay must compare with the content so
-        far: two deltas came, and it is the content's beginning."""
+        far: two deltas came, and it is the content's beginning (what :func:`wire.replay.step`
+        may hold or drop; the fast path's cheap test)."""
         return self.deltas >= 2 and len(enc) <= len(self.buf) and self.buf.startswith(enc)
 
 
@@ -549,7 +550,7 @@ class ChatRepairer(HoldingRepairer):
         return ev
 
     def _replay(self, rec: Rec, ci: int, delta: dict[str, Any], content: str, obj: dict[str, Any]) -> bool:
-        """Rule replay (LiteLLM #41109; :func:`wire.contract.repeat`): True when the delta
+        """Rule replay (LiteLLM #41109; :func:`wire.replay.step`): True when the delta
         is not (yet) text for the client: held in a possible repeat, or dropped as part of
         one (its ``content`` emptied)."""
         said = self._said.get(ci)
@@ -559,12 +560,13 @@ class ChatRepairer(HoldingRepairer):
         buf = said.buf
         run = self._run
         if run is not None:  # this pure chunk continues it (event() ended it otherwise)
-            if buf.startswith(enc, run.nbytes) and run.nbytes + len(enc) <= len(buf):
+            what = step(buf, len(buf), run.nbytes, said.deltas, said.chars, enc)
+            if what != DIVERGED:
                 run.recs.append((rec, delta, content))
                 run.nbytes += len(enc)
-                if run.nbytes == len(buf) and power(buf):
+                if what == PHRASE:
                     self._end_run()  # the content is a phrase said over and over: text
-                elif run.nbytes == len(buf):
+                elif what == REPEATED:
                     self._run = None
                     for r, d, _ in run.recs:
                         d["content"] = ""
@@ -576,18 +578,18 @@ class ChatRepairer(HoldingRepairer):
                     rec.wait = "replay"
                 return True
             self._end_run()  # diverged: its text is the client's; this delta may start another
-        if said.may_repeat(enc):
-            if len(enc) == len(buf):
-                delta["content"] = ""
-                rec.mark("replay")
-                self.note(f"dropped a content delta replaying the whole text (choice {ci})")
-                return True
-            if said.chars >= MIN_REPEAT and pure_content(obj) is not None:
-                run = self._run = _Run(ci, said)
-                run.recs.append((rec, delta, content))
-                run.nbytes = len(enc)
-                rec.wait = "replay"
-                return True
+        what = step(buf, len(buf), -1, said.deltas, said.chars, enc)
+        if what == WHOLE:
+            delta["content"] = ""
+            rec.mark("replay")
+            self.note(f"dropped a content delta replaying the whole text (choice {ci})")
+            return True
+        if what == START and pure_content(obj) is not None:  # only a pure chunk starts a run
+            run = self._run = _Run(ci, said)
+            run.recs.append((rec, delta, content))
+            run.nbytes = len(enc)
+            rec.wait = "replay"
+            return True
         said.add(content, enc)
         return False
 

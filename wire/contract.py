@@ -26,25 +26,22 @@ unfinished last event is not judged (no client parses half an event).
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, TypeGuard, TypeVar
+from typing import Any, NamedTuple, TypeGuard
 
 import orjson
 
 from .foreign import foreign
-from .sse import Event, SseParser
-from .stream import cr_cut
+from .replay import HOLD, PHRASE, REPEATED, START, WHOLE, pure_content, step
+from .sse import Event, SseParser, cr_cut
 
 __all__ = [
     "END_RULES",
     "MAX_VIOLATIONS",
-    "MIN_REPEAT",
     "RULES",
     "StreamChecker",
     "Violation",
     "check",
     "guess_api",
-    "power",
-    "pure_content",
     "repeat",
 ]
 
@@ -102,75 +99,28 @@ END_RULES = frozenset({"terminal.present"})
 
 
 def repeat(text: str, run: int | None, deltas: int, delta: str) -> tuple[int | None, int]:
-    """Rule text.replay, one non-empty delta of a text at a time: is the text being sent
-    twice? (LiteLLM #41109: a bridge merging two message items of one turn into one.)
-
-    One delta equal to the whole text so far, after two deltas or more, is a repeat.
-    Otherwise a repeat *starts* at a delta boundary: the text so far has at least two
-    deltas and :data:`MIN_REPEAT` characters, and the new delta is a prefix of it (begins
-    with the text's first characters). It *continues* while the deltas since its start
-    are still a prefix of the text as it was when it started, and *completes* when they
-    are that whole text, unless that text is itself a phrase said over and over
-    (``"ha "`` three times, ``"-"`` sixteen times: a power of a shorter string), which
-    is text, not a message sent twice. At the first divergence it is no repeat, and the
-    diverging delta may start a new one; any other event of the text's stream ends it too
-    (:func:`pure_content` for chat; any other Responses event than a text delta of the
-    same part). So a text that merely repeats a phrase is never cut: ``"ha ha ha"``
-    streamed as ``"ha", " ha", " ha"`` never starts one (a delta must begin with the
-    text's first characters), as ``"ha", " ", "ha", " ", "ha"`` only repeats ``"ha "``.
+    """Rule text.replay, one non-empty delta of a text at a time, on its characters (the
+    definition, and the repairers' use of it: :func:`wire.replay.step`).
 
     ``text``: every delta before this one; ``run``: the offset in ``text`` where a repeat
     started (the length of the text it repeats), or None; ``deltas``: how many deltas
     ``text`` has. Returns the new ``run`` and the length of the text this delta completes
-    a repeat of (0: none). The repairers (``wire/chat.py``, ``wire/responses.py``) follow
-    the same definition on the bytes they hold.
-    """
+    a repeat of (0: none)."""
     if run is not None:
-        done = len(text) - run
-        if text.startswith(delta, done, run):
-            if done + len(delta) < run:
-                return run, 0
-            return (None, 0) if power(text[:run]) else (None, run)
-        run = None  # diverged: not a repeat; this delta may start one
-    if deltas >= 2 and text.startswith(delta):
-        if len(delta) == len(text):
-            return None, len(text)
-        if len(text) >= MIN_REPEAT:
-            return len(text), 0
+        what = step(text, run, len(text) - run, deltas, run, delta)
+        if what == HOLD:
+            return run, 0
+        if what == REPEATED:
+            return None, run
+        if what == PHRASE:
+            return None, 0
+        # DIVERGED: not a repeat; this delta may start one
+    what = step(text, len(text), -1, deltas, len(text), delta)
+    if what == WHOLE:
+        return None, len(text)
+    if what == START:
+        return len(text), 0
     return None, 0
-
-
-MIN_REPEAT = 16
-"""Rule text.replay: the shortest text (in characters) a run of deltas is compared with."""
-
-
-_Text = TypeVar("_Text", str, bytes, bytearray)
-
-
-def power(s: _Text) -> bool:
-    """Is ``s`` a shorter string said twice or more (``"abab"``, ``"---"``)? O(len(s)).
-    Of a string and of its UTF-8 bytes alike."""
-    return len(s) > 1 and (s + s).find(s, 1) < len(s)
-
-
-def pure_content(obj: dict[str, Any]) -> tuple[Any, str] | None:
-    """A chat chunk that carries only text for one choice (``(index, content)``): the only
-    chunk that continues a repeat (:func:`repeat`); ``role`` and empty or null fields are
-    allowed beside ``content``. Anything else (a tool call, a finish, usage, a second
-    choice, an error) ends one."""
-    choices = obj.get("choices")
-    if "error" in obj or not isinstance(choices, list) or len(choices) != 1 or obj.get("usage") is not None:
-        return None
-    ch = choices[0]
-    if not isinstance(ch, dict) or ch.get("finish_reason") is not None:
-        return None
-    delta = ch.get("delta")
-    if not isinstance(delta, dict) or not isinstance(delta.get("content"), str):
-        return None
-    for k, v in delta.items():
-        if v and k not in ("content", "role"):
-            return None
-    return ch.get("index", 0), delta["content"]
 
 
 class Violation(NamedTuple):

@@ -60,7 +60,7 @@ needs no repair goes out as ``ev.raw``; a changed one is re-serialized once with
 ``replay``: every other repair is decided from the events seen so far, so the first byte of
 an event is never delayed.
 
-10. ``replay`` (LiteLLM #41109; :func:`wire.contract.repeat` defines it): the text of a
+10. ``replay`` (LiteLLM #41109; :func:`wire.replay.step` defines it): the text of a
     content part sent twice. One delta equal to the whole text so far is dropped. A second
     run of deltas that begins, at a delta boundary, with the text's first characters is
     held (with whatever passes between, a comment, in its place) while it is still a
@@ -139,9 +139,9 @@ from typing import Any, Final
 
 import orjson
 
-from .contract import MIN_REPEAT, power
 from .foreign import commented, foreign
 from .holding import REPLAY_HOLD_LIMIT
+from .replay import DIVERGED, HOLD, PHRASE, START, WHOLE, step
 from .response_items import HEAD, Item, Items, Part
 from .response_usage import _int, fill_upstream_usage, fix_usage
 from .rules import FlowContext, Rules
@@ -823,7 +823,7 @@ class ResponsesRepairer(ApiRepairer):
     def _replay(
         self, ev: Event, obj: dict[str, Any], dirty: bool, it: Item, ci: int, p: Part, delta: str
     ) -> tuple[list[bytes], bool]:
-        """Rule replay (LiteLLM #41109; :func:`wire.contract.repeat`): what goes out before
+        """Rule replay (LiteLLM #41109; :func:`wire.replay.step`): what goes out before
         this delta (a run it ends), and whether the delta was taken: held in a possible
         repeat, or dropped with one (else the caller streams it as text)."""
         enc = delta.encode("utf-8", "surrogatepass")
@@ -831,30 +831,31 @@ class ResponsesRepairer(ApiRepairer):
         out: list[bytes] = []
         run = self._run
         if run is not None:  # this delta is the part's next (event() ended the run otherwise)
-            if buf.startswith(enc, run.nbytes) and run.nbytes + len(enc) <= len(buf):
+            what = step(buf, len(buf), run.nbytes, p.chunks.pieces, p.size, enc)
+            if what != DIVERGED:
                 self._hold(run, ev, obj, dirty, delta)
                 run.nbytes += len(enc)
-                if run.nbytes < len(buf):
+                if what == HOLD:
                     if len(self.held) >= REPLAY_HOLD_LIMIT:
                         self.note(f"released a possible repeat of a text: more than {REPLAY_HOLD_LIMIT} events held")
                         return self._end_run(), True
                     return out, True
-                if power(buf):  # the text is a phrase said over and over: text
+                if what == PHRASE:  # the text is a phrase said over and over: text
                     return self._end_run(), True
                 return self._drop_run(), True
             out = self._end_run()  # diverged: its text is the part's; this delta may start another
             buf = p.chunks.view()
-        if p.chunks.pieces >= 2 and len(enc) <= len(buf) and buf.startswith(enc):
-            if len(enc) == len(buf):
-                p.replayed = True
-                self.count("replay")
-                self._note_once("dropped a delta replaying the whole text", it)
-                return out, True
-            if p.size >= MIN_REPEAT:
-                run = self._run = _Run(it, ci, p)
-                self._hold(run, ev, obj, dirty, delta)
-                run.nbytes = len(enc)
-                return out, True
+        what = step(buf, len(buf), -1, p.chunks.pieces, p.size, enc)
+        if what == WHOLE:
+            p.replayed = True
+            self.count("replay")
+            self._note_once("dropped a delta replaying the whole text", it)
+            return out, True
+        if what == START:
+            run = self._run = _Run(it, ci, p)
+            self._hold(run, ev, obj, dirty, delta)
+            run.nbytes = len(enc)
+            return out, True
         return out, False
 
     def _hold(self, run: _Run, ev: Event, obj: dict[str, Any], dirty: bool, delta: str) -> None:

@@ -29,7 +29,7 @@ from typing import Any, Final
 
 import orjson
 
-__all__ = ["Event", "SseParser", "format_event"]
+__all__ = ["Event", "SseParser", "cr_cut", "format_event"]
 
 _EOL = re.compile(rb"\r\n|\r|\n")
 _BOM = b"\xef\xbb\xbf"
@@ -166,6 +166,12 @@ def format_event(data: bytes, event: str | None = None, eol: bytes = b"\n") -> b
     """A new event: optional ``event:`` line, ``data:`` lines, blank line."""
     head = b"event: " + event.encode() + eol if event is not None else b""
     return head + b"".join(b"data: " + line + eol for line in data.split(b"\n")) + eol
+
+
+def cr_cut(tail: bytes) -> bool:
+    """A stream's last 3 bytes say it ends with an event's CR and the CR of its blank line,
+    nothing after (rule cr_end; the contract's ``sse.cr_end``)."""
+    return len(tail) == 3 and tail[1:] == b"\r\r" and tail[0] not in b"\r\n"
 
 
 def _field(line: bytes) -> tuple[bytes, bytes]:

@@ -17,7 +17,7 @@ from .empty import no_events_failure
 from .fired import Fired
 from .foreign import foreign
 from .skim import Skim, Skimmed
-from .sse import Event, SseParser
+from .sse import Event, SseParser, cr_cut
 
 SEAMED_MAX: Final = 65536
 """The largest event, begun in an earlier read, that the read ending it may skim (its
@@ -503,12 +503,6 @@ class Reads:
         the owner's salvage, what the repair still holds."""
         out: list[bytes] = self.owner.salvage()
         return out
-
-
-def cr_cut(tail: bytes) -> bool:
-    """A stream's last 3 bytes say it ends with an event's CR and the CR of its blank line,
-    nothing after (rule cr_end; the contract's ``sse.cr_end``)."""
-    return len(tail) == 3 and tail[1:] == b"\r\r" and tail[0] not in b"\r\n"
 
 
 def repair_body(repairer: EventRepairer, body: bytes) -> tuple[bytes, BaseException | None]:
