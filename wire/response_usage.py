@@ -9,7 +9,7 @@ from typing import Any
 from .verdict import Verdict
 
 
-def _int(v: Any) -> int | None:
+def as_int(v: Any) -> int | None:
     """A token count as an int: ints as they are, integral floats and digit strings
     converted; anything else (None, bool, text, fractions) is unknown."""
     if type(v) is int:
@@ -34,7 +34,7 @@ def fix_usage(usage: Any, output_tokens: int | None = None) -> tuple[dict[str, A
     changed = False
     counts = {}
     for key in ("input_tokens", "output_tokens"):
-        v = _int(usage.get(key))
+        v = as_int(usage.get(key))
         if v is None and key == "output_tokens" and output_tokens is not None:
             v = output_tokens
         counts[key] = 0 if v is None else v
@@ -42,7 +42,7 @@ def fix_usage(usage: Any, output_tokens: int | None = None) -> tuple[dict[str, A
             usage[key] = counts[key]
             changed = True
     total = usage.get("total_tokens")
-    v = _int(total)
+    v = as_int(total)
     if v is None:
         usage["total_tokens"] = counts["input_tokens"] + counts["output_tokens"]
         changed = True
@@ -55,7 +55,7 @@ def fix_usage(usage: Any, output_tokens: int | None = None) -> tuple[dict[str, A
         for dk, dv in details.items():
             if type(dv) is int or isinstance(dv, (dict, list)):
                 continue
-            n = _int(dv)
+            n = as_int(dv)
             details[dk] = 0 if n is None else n
             changed = True
     return usage, changed

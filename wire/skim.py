@@ -24,7 +24,7 @@ Why the result is the full path's, byte for byte:
   form (``0`` or digits without a leading zero, at most 18, never negative), strings
   that orjson decodes. orjson would parse such bytes to exactly the object the holes and
   literals describe, and the SSE parser would make them exactly the event (``event:
-  NAME`` + ``data: JSON`` or ``data: JSON`` alone, LF line ends: :func:`wire.sse._whole`'s
+  NAME`` + ``data: JSON`` or ``data: JSON`` alone, LF line ends: :func:`wire.sse.whole_event`'s
   shape); the driver asks only while the parser is idle on its fast path
   (:meth:`wire.stream.StreamRepair._skim`).
 - A string is decoded by :meth:`Skimmed.text`: bytes without a backslash, a quote or a
@@ -428,7 +428,7 @@ class Skim:
             head = b"event: " + event.encode() + b"\ndata: "
         else:
             head = b"data: "
-        if raw != head + data + b"\n\n":  # only the one-line shape (wire.sse._whole's)
+        if raw != head + data + b"\n\n":  # only the one-line shape (wire.sse.whole_event's)
             return None
         pieces = [head]
         hs: list[str] = []

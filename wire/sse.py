@@ -29,7 +29,7 @@ from typing import Any, Final
 
 import orjson
 
-__all__ = ["Event", "SseParser", "cr_cut", "format_event"]
+__all__ = ["Event", "SseParser", "cr_cut", "format_event", "whole_event"]
 
 _EOL = re.compile(rb"\r\n|\r|\n")
 _BOM = b"\xef\xbb\xbf"
@@ -187,7 +187,7 @@ def _field(line: bytes) -> tuple[bytes, bytes]:
     return name, value
 
 
-def _whole(chunk: bytes) -> Event | None:
+def whole_event(chunk: bytes) -> Event | None:
     """The read is exactly one event of the shape gateways write, one event per write:
     ``event: NAME\\ndata: DATA\\n\\n`` or ``data: DATA\\n\\n`` (the caller saw the final
     blank line and nothing pending). NAME and DATA holding no LF proves there is no other
@@ -247,7 +247,7 @@ class SseParser:
         mode = self._mode
         if mode == _FAST:
             if not self._pend and chunk[-2:] == b"\n\n":
-                ev = _whole(chunk)
+                ev = whole_event(chunk)
                 if ev is not None:
                     return [ev]
             if b"\r" in chunk:
@@ -299,7 +299,7 @@ class SseParser:
             # event's lines first), and ``raw`` is ``data`` itself when the read held
             # exactly this event: a large event is not copied over and over
             raw = data if pos == 0 and end + 2 == n else data[pos : end + 2]
-            ev = _whole(raw)  # the shape gateways write: the same event without the line loop
+            ev = whole_event(raw)  # the shape gateways write: the same event without the line loop
             if ev is not None:
                 append(ev)
                 pos = end + 2

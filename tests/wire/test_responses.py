@@ -14,11 +14,11 @@ from typing import Any
 
 import orjson
 import pytest
-import streamfix.wire.responses as responses_mod
 import streamfix.wire.sse as sse_mod
 import streamfix.wire.stream as stream_mod
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from streamfix.wire import response_base
 from streamfix.wire.invariants import check, json_events
 from streamfix.wire.response_usage import fix_usage
 from streamfix.wire.responses import (
@@ -1531,7 +1531,7 @@ def test_one_parse_per_event_and_no_reserialization_of_unchanged(monkeypatch):
 
     monkeypatch.setattr(stream_mod, "orjson", CountingLoads)
     monkeypatch.setattr(sse_mod, "orjson", CountingLoads)  # Event.json: the one loads per event
-    monkeypatch.setattr(responses_mod, "orjson", CountingDumps)
+    monkeypatch.setattr(response_base, "orjson", CountingDumps)  # every repaired event's one dumps
     # the full path's counts: skimming off (a body read at once skims the events after
     # the ones that teach a layout: tests/wire/test_stream.py counts the parses with it on)
     rep = ResponsesRepairer(Rules(), rec_ctx(rec), Verdict())

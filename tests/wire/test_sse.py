@@ -236,7 +236,7 @@ _shape_line = st.sampled_from(
     st.sampled_from([b"", b"event: e\ndata: x\r\n\n", b"data: x\r\n\n", b"data: x\r\n"]),
 )
 def test_one_event_per_read_matches_the_grammar(events, cr_read):
-    """Each read holding exactly one event (what gateways write; ``wire.sse._whole``
+    """Each read holding exactly one event (what gateways write; ``wire.sse.whole_event``
     takes the usual shapes), in all the shapes near the usual one: same events as the
     grammar, and a CR anywhere still moves the stream to the general path."""
     reads = [b"".join(line + b"\n" for line in ev) + b"\n" for ev in events]
