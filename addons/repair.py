@@ -316,7 +316,7 @@ class Repair:
         if not shared.has_turn_sinks():
             return
         try:
-            shared.turn_finished(http_turn(flow, st))
+            shared.turn_finished(http_turn(flow, st).record())
         except Exception:
             logger.exception(f"streamfix: {where(flow)}: building the turn record failed")
 

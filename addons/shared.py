@@ -63,7 +63,7 @@ def has_turn_sinks() -> bool:
 
 def turn_finished(turn: dict[str, Any]) -> None:
     """One client turn is over: hand its facts (a JSON-ready dict, see
-    ``addons/turnlog.py`` for the keys; build it with ``addons.turnlog.turn_record``) to
+    ``addons/turnlog.py`` for the keys; build it with ``addons.turn.Turn.record``) to
     every sink. Any transport calls this once per turn (HTTP from ``addons/repair.py``,
     WebSocket per ``response.create``). Never raises."""
     for sink in _turn_sinks:

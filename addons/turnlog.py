@@ -1,6 +1,6 @@
 """streamfix: a JSON line per finished turn (``--set streamfix_log=PATH``).
 
-Each line is one JSON object (keys in :func:`turn_record`): when, whose key (a short id or
+Each line is one JSON object (:meth:`addons.turn.Turn.record` makes it): when, whose key (a short id or
 a configured label, never the key), which API and model, the client leg's and the
 upstream's token counts, the verdict with its evidence, the rules that fired, bytes,
 events, time to first byte, duration and how the turn ended. ``python -m streamfix.usage
@@ -23,8 +23,6 @@ import logging
 import logging.handlers
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, is_dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -32,18 +30,13 @@ from mitmproxy import ctx, exceptions
 from streamfix.wire import redact
 
 from . import shared
+from .turn import iso_time
 
 logger = logging.getLogger("streamfix.turnlog")
 turns = logging.getLogger("streamfix.turns")
 """The logger the lines go to (one record per turn, the turn dict in ``record.turn``)."""
 turns.propagate = False
 turns.setLevel(logging.INFO)
-
-ENDINGS = ("complete", "truncated", "upstream_error", "client_abort", "failed_open")
-"""How a turn ended: the gateway's answer was whole (``complete``), a truncation verdict
-(``truncated``), the gateway answered with an HTTP error, its stream stopped without a
-terminal event or the connection to it failed (``upstream_error``), the client went away
-(``client_abort``), a repairer error passed the rest through unrepaired (``failed_open``)."""
 
 _labels: list[tuple[str, str]] = []
 _label_of_id: dict[str, str] = {}
@@ -71,147 +64,6 @@ def see_key(header: Callable[[str], str | None], path: str = "") -> None:
         client_label(header, path)
 
 
-# --- the record -------------------------------------------------------------------------
-
-
-def _iso(t: float) -> str:
-    return datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def _ms(a: float | None, b: float | None) -> int | None:
-    return None if a is None or b is None else max(0, round((b - a) * 1000))
-
-
-def _counts(obj: Any) -> dict[str, Any] | None:
-    if obj is None:
-        return None
-    d = asdict(obj) if is_dataclass(obj) and not isinstance(obj, type) else dict(obj) if isinstance(obj, dict) else None
-    if d is None:
-        return None
-    return {k: v for k, v in d.items() if v is not None}
-
-
-def upstream_counts(verdict: Any, resolver: Any = None) -> dict[str, Any] | None:
-    """The upstream's token counts for a client turn: ``verdict.upstream_counts`` when the
-    verdict has them, else the matched Devin record's usage, else the output count alone."""
-    counts = _counts(getattr(verdict, "upstream_counts", None))
-    if counts:
-        return counts
-    rec = getattr(resolver, "record", None)
-    usage = getattr(getattr(rec, "result", None), "usage", None)
-    if usage is not None:
-        return {
-            "input_tokens": usage.input_tokens,
-            "output_tokens": usage.output_tokens,
-            "cached_tokens": usage.cached_tokens,
-            "total_tokens": usage.input_tokens + usage.output_tokens,
-            "source": "devin",
-        }
-    out = getattr(verdict, "upstream_output_tokens", None)
-    return {"output_tokens": out, "source": "devin"} if out is not None else None
-
-
-def client_counts(verdict: Any) -> dict[str, Any] | None:
-    """The token counts the client was told (``verdict.client_counts`` when the verdict
-    has them, else the output count it recorded)."""
-    counts = _counts(getattr(verdict, "client_counts", None))
-    if counts:
-        return counts
-    out = getattr(verdict, "output_tokens", None)
-    return {"output_tokens": out} if out is not None else None
-
-
-def rules_fired(repairer: Any) -> dict[str, int]:
-    """Rule name -> events it changed (``repairer.fired``), else ``{"changed": n}``."""
-    fired = getattr(repairer, "fired", None)
-    if fired:
-        return {str(k): int(v) for k, v in fired.items() if v}
-    n = getattr(repairer, "changed", 0)
-    return {"changed": n} if n else {}
-
-
-def verdict_record(decision: Any) -> dict[str, Any] | None:
-    if decision is None:
-        return None
-    return {
-        "outcome": decision.outcome,
-        "native": decision.native,
-        "evidence": [{"source": e.source, "says": e.says, "detail": e.detail} for e in decision.evidence],
-    }
-
-
-def turn_record(
-    *,
-    flow_id: str,
-    api: str,
-    transport: str,
-    path: str,
-    key: str,
-    model: str | None,
-    started: float,
-    ended_at: float,
-    ended: str,
-    first_byte_at: float | None = None,
-    status: int | None = None,
-    verdict: Any = None,
-    decision: Any = None,
-    resolver: Any = None,
-    repairer: Any = None,
-    bytes_in: int | None = None,
-    bytes_out: int | None = None,
-    events: int | None = None,
-    error: str | None = None,
-    client_tokens: dict[str, int] | None = None,
-    checker: Any = None,
-    salvaged: int | None = None,
-) -> dict[str, Any]:
-    """One turn's facts as the JSON object the turn log writes.
-
-    ``transport``: ``sse``, ``json`` or ``websocket``; ``path`` without its query;
-    ``key``: :func:`client_label`; times are ``time.time()`` values; ``ended``: one of
-    :data:`ENDINGS`; ``verdict``/``decision``/``resolver``/``repairer``: the flow's
-    :class:`wire.verdict.Verdict`, its Decision, the correlator's Resolver and the
-    repairer (each may be None); ``client_tokens``: the usage the client was told
-    (:class:`wire.told.UsageReader`), else the verdict's client-leg output count is used;
-    ``checker``: check mode's :class:`wire.contract.StreamChecker` (its violations by rule
-    become ``violations``); ``salvaged``: bytes ``addons/salvage.py`` delivered after the
-    upstream failed mid-body (``salvaged``, only when there were any).
-    """
-    up = upstream_counts(verdict, resolver) if verdict is not None else None
-    rec: dict[str, Any] = {
-        "time": _iso(ended_at),
-        "flow": flow_id,
-        "key": key,
-        "api": api,
-        "transport": transport,
-        "path": path.split("?", 1)[0],
-        "model": model,
-        "upstream_model": (up or {}).pop("model", None),
-        "status": status,
-        "ended": ended,
-        "tokens": {
-            "client": client_tokens or (client_counts(verdict) if verdict is not None else None),
-            "upstream": up,
-        },
-        "verdict": verdict_record(decision),
-        "rules": rules_fired(repairer),
-        "bytes": {"in": bytes_in, "out": bytes_out},
-        "events": events,
-        "ttfb_ms": _ms(started, first_byte_at),
-        "duration_ms": _ms(started, ended_at),
-    }
-    if checker is not None:
-        counts: dict[str, int] = {}
-        for v in checker.violations:
-            counts[v.rule] = counts.get(v.rule, 0) + 1
-        rec["violations"] = counts
-    if salvaged:
-        rec["salvaged"] = salvaged
-    if error:
-        rec["error"] = error
-    return rec
-
-
 # --- writing ----------------------------------------------------------------------------
 
 
@@ -221,7 +73,7 @@ class JsonLineFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         turn = getattr(record, "turn", None)
         if turn is None:
-            turn = {"time": _iso(record.created), "message": record.getMessage()}
+            turn = {"time": iso_time(record.created), "message": record.getMessage()}
         return orjson.dumps(turn, default=str).decode()
 
 

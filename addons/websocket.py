@@ -52,6 +52,8 @@ from streamfix.wire.verdict import Verdict
 
 from . import check as checkmode
 from . import receipts, shared, turnlog
+from .turn import Turn as TurnRecord
+from .turn import ending
 
 logger = logging.getLogger("streamfix")
 
@@ -62,7 +64,7 @@ WS_NOTES = "streamfix.ws"
 TERMINALS = frozenset({"response.completed", "response.incomplete", "response.failed", "error"})
 
 
-class Turn:
+class SocketTurn:
     """One response on the socket: its request facts, repairer (or checker) and receipt state."""
 
     __slots__ = (
@@ -116,7 +118,7 @@ class Socket:
         self.check = check
         """``streamfix_mode=check``: each turn is checked against the contract, never changed."""
         self.pending: deque[dict[str, Any]] = deque()
-        self.turn: Turn | None = None
+        self.turn: SocketTurn | None = None
         self.turns = 0
         self.outbox: deque[tuple[bytes, Any]] = deque()
         """Outputs waiting for their injected message, in order (ordered mode when non-empty)."""
@@ -250,7 +252,7 @@ class WebSocketRepair:
         s.last_request = body
         s.pending.append(body)
 
-    def _start_turn(self, flow: http.HTTPFlow, s: Socket) -> Turn:
+    def _start_turn(self, flow: http.HTTPFlow, s: Socket) -> SocketTurn:
         body = s.pending.popleft() if s.pending else None
         s.turns += 1
         key = f"{flow.id}/{s.turns}"
@@ -265,7 +267,7 @@ class WebSocketRepair:
             except Exception:
                 logger.exception("streamfix: correlator bookkeeping failed; upstream evidence off for this turn")
         if s.check:
-            t = Turn(s.turns, key, verdict, None, fctx.model, orphan=body is None)
+            t = SocketTurn(s.turns, key, verdict, None, fctx.model, orphan=body is None)
             t.checker = StreamChecker("responses")
             return t
         # Two SSE rules have no WebSocket form: ``nonstandard`` keeps a foreign event as an SSE
@@ -277,7 +279,7 @@ class WebSocketRepair:
         # (a turn with no message ends only with the socket); ``cr_end`` is SSE framing.
         rules = replace(self.repair.rules, nonstandard=False, eof_terminal=False, no_events=False, cr_end=False)
         rep = ResponsesRepairer(rules, fctx, verdict)
-        return Turn(s.turns, key, verdict, StreamRepair(rep), fctx.model, orphan=body is None)
+        return SocketTurn(s.turns, key, verdict, StreamRepair(rep), fctx.model, orphan=body is None)
 
     def _repair_message(self, flow: http.HTTPFlow, s: Socket, content: bytes) -> list[bytes]:
         """The messages one upstream text message becomes (itself when unchanged)."""
@@ -313,7 +315,7 @@ class WebSocketRepair:
             self._report(flow, s, t)
         return outputs
 
-    def _check(self, flow: http.HTTPFlow, s: Socket, t: Turn, content: bytes, wrapped: bytes) -> None:
+    def _check(self, flow: http.HTTPFlow, s: Socket, t: SocketTurn, content: bytes, wrapped: bytes) -> None:
         """Check mode: the message feeds the turn's contract checker; it goes out as it came."""
         assert t.checker is not None
         try:
@@ -362,7 +364,7 @@ class WebSocketRepair:
     def _inject(self, flow: http.HTTPFlow, data: bytes, is_text: bool = True) -> None:
         ctx.master.commands.call("inject.websocket", flow, True, data, is_text)
 
-    def _report(self, flow: http.HTTPFlow, s: Socket, t: Turn, closed: bool = False) -> None:
+    def _report(self, flow: http.HTTPFlow, s: Socket, t: SocketTurn, closed: bool = False) -> None:
         """The turn's receipt (log lines and flow comment lines, as for an SSE flow) and
         its turn log record. ``closed``: the socket ended before the turn did."""
         t.reported = True
@@ -401,51 +403,48 @@ class WebSocketRepair:
             logger.info(f"streamfix: {where}: {receipts.log_line([], notes)}")
         self._turn_log(flow, t, closed)
 
-    def _turn_log(self, flow: http.HTTPFlow, t: Turn, closed: bool) -> None:
+    def _turn_log(self, flow: http.HTTPFlow, t: SocketTurn, closed: bool) -> None:
         """Hand the finished turn to the turn log (addons/turnlog.py), if one listens."""
         if not shared.has_turn_sinks():
             return
         try:
             rep = t.repair.repairer if t.repair is not None else None
             decision = getattr(rep, "decision", None)
-            error = None
-            if t.repair is not None and t.repair.error is not None:
-                ended, error = "failed_open", f"{type(t.repair.error).__name__}: {t.repair.error}"
-            elif closed and not t.finished:
-                by_client = flow.websocket is not None and flow.websocket.closed_by_client
-                ended = "client_abort" if by_client else "upstream_error"
-                error = "the WebSocket closed before the turn's terminal event"
-            elif (rep is not None and decision is None) or t.terminal in ("response.failed", "error"):
-                ended = "upstream_error"  # a failure terminal: no success decision was made
-            elif decision is not None and decision.truncated:
-                ended = "truncated"
-            else:
-                ended = "complete"
-            path = _path(flow)
-            shared.turn_finished(
-                turnlog.turn_record(
-                    flow_id=flow.id,
-                    api="responses",
-                    transport="websocket",
-                    path=path,
-                    key=turnlog.client_label(flow.request.headers.get, path),
-                    model=t.model,
-                    started=t.started,
-                    ended_at=time.time(),
-                    ended=ended,
-                    first_byte_at=t.first_at,
-                    status=flow.response.status_code if flow.response is not None else None,
-                    verdict=t.verdict,
-                    decision=decision,
-                    resolver=t.resolver,
-                    repairer=rep,
-                    bytes_in=t.repair.bytes_in if t.repair is not None else None,
-                    bytes_out=t.repair.bytes_out if t.repair is not None else None,
-                    events=t.repair.events if t.repair is not None else None,
-                    error=error,
-                    checker=t.checker,
-                )
+            unfinished = closed and not t.finished
+            ended, error = ending(
+                failed=t.repair.error if t.repair is not None else None,
+                gone="the WebSocket closed before the turn's terminal event" if unfinished else None,
+                by_client=flow.websocket is not None and bool(flow.websocket.closed_by_client),
+                # a failure terminal: no success decision was made
+                failure=""
+                if (rep is not None and decision is None) or t.terminal in ("response.failed", "error")
+                else None,
+                decision=decision,
             )
+            path = _path(flow)
+            turn = TurnRecord(
+                flow_id=flow.id,
+                api="responses",
+                transport="websocket",
+                path=path,
+                key=turnlog.client_label(flow.request.headers.get, path),
+                model=t.model,
+                started=t.started,
+                ended_at=time.time(),
+                ended=ended,
+                error=error,
+                first_byte_at=t.first_at,
+                status=flow.response.status_code if flow.response is not None else None,
+                verdict=t.verdict,
+                decision=decision,
+                resolver=t.resolver,
+                repairer=rep,
+                bytes_in=t.repair.bytes_in if t.repair is not None else None,
+                bytes_out=t.repair.bytes_out if t.repair is not None else None,
+                events=t.repair.events if t.repair is not None else None,
+                checker=t.checker,
+            )
+            shared.turn_finished(turn.record())
         except Exception:
             logger.exception(f"streamfix: GET {_path(flow)}: building the WebSocket turn record failed")
 

@@ -201,7 +201,7 @@ test modules, e.g. tests/support/fuzz.py's parser): held here, so their ids stay
 @pytest.fixture(autouse=True)
 def _baseline() -> Iterator[None]:
     gc.collect()
-    names = {*PER_FLOW, "Socket", "Turn"}
+    names = {*PER_FLOW, "Socket", "SocketTurn"}
     _BEFORE[:] = [o for o in gc.get_objects() if type(o).__name__ in names]
     yield
     _BEFORE.clear()
@@ -259,7 +259,7 @@ def test_websocket_state_is_freed_at_its_end_without_the_collector(ending: str) 
     from wsproto.frame_protocol import Opcode
 
     r, ws, _ = _ws_setup()
-    names = (*PER_FLOW, "Socket", "Turn")
+    names = (*PER_FLOW, "Socket", "SocketTurn")
     with taddons.context(r, ws):
         f = tflow.twebsocketflow(messages=False)
         f.request.path = "/v1/responses"
@@ -274,7 +274,7 @@ def test_websocket_state_is_freed_at_its_end_without_the_collector(ending: str) 
                 data = ev.split(b"data: ", 1)[1]
                 f.websocket.messages.append(WebSocketMessage(Opcode.TEXT, False, data))
                 ws.websocket_message(f)
-            assert "Turn" in _alive(names), "a turn was started"
+            assert "SocketTurn" in _alive(names), "a turn was started"
         gc.collect()
         gc.disable()
         try:

@@ -11,7 +11,7 @@ import orjson
 import pytest
 from mitmproxy import http
 from mitmproxy.test import taddons, tflow
-from streamfix.addons import repair, shared, turnlog
+from streamfix.addons import repair, shared, turn, turnlog
 from streamfix.wire import redact
 from streamfix.wire.sse import SseParser
 
@@ -171,15 +171,15 @@ def test_upstream_counts_from_the_matched_record():
         output_tokens = 0
         upstream_output_tokens = 7
 
-    up = turnlog.upstream_counts(V(), Resolver())
+    up = turn.upstream_counts(V(), Resolver())
     assert up == {"input_tokens": 120, "output_tokens": 7, "cached_tokens": 20, "total_tokens": 127, "source": "devin"}
-    assert turnlog.upstream_counts(V(), None) == {"output_tokens": 7, "source": "devin"}
+    assert turn.upstream_counts(V(), None) == {"output_tokens": 7, "source": "devin"}
 
     class V2(V):  # the upstream_counts record wins, and carries the model Devin used
         upstream_counts = {"input_tokens": 1, "output_tokens": 2, "model": "swe-fake", "source": "devin"}  # noqa: RUF012
 
-    rec = turnlog.turn_record(flow_id="f", api="chat", transport="sse", path="/v1/chat/completions?key=x",
-                              key="-", model="m", started=1.0, ended_at=2.0, ended="complete", verdict=V2())  # fmt: skip
+    rec = turn.Turn(flow_id="f", api="chat", transport="sse", path="/v1/chat/completions?key=x",
+                    key="-", model="m", started=1.0, ended_at=2.0, ended="complete", verdict=V2()).record()  # fmt: skip
     assert rec["upstream_model"] == "swe-fake" and rec["tokens"]["upstream"] == {
         "input_tokens": 1,
         "output_tokens": 2,
