@@ -19,8 +19,9 @@ do not depend on how fast or how loaded the machine is), repeated and reported a
 (d) Memory: each mitmdump's RSS around one 100,000-event Responses stream (before, after
     the deltas at 75 % of the bytes, peak, after).
 
-The streams are long synthetic turns as unfixed CPA emits them (cpa-wire.md sections
-2, 3 and 6; Devin on Responses, chat and messages, and the Claude path on Responses): reasoning and text deltas, several write_file calls with thousands of argument
+The streams are long synthetic turns as unfixed CPA emits them (Devin on Responses, chat
+and messages, and the Claude path on Responses, in the shapes of the recordings):
+reasoning and text deltas, several write_file calls with thousands of argument
 deltas (all calls closed at the end, Go-escaped ``\\u003c``), usage on the terminal.
 The builders are public: the end-to-end tests use them for their large bodies.
 """

@@ -1,92 +1,17 @@
-"""Repairs for ``/v1/chat/completions``: CPA's interactions -> chat output (cpa-wire.md §3).
+"""Repairs for ``/v1/chat/completions``: a gateway's chat chunks in, spec chunks out.
 
-Rules (each switchable in :class:`~wire.rules.Rules`):
+:class:`ChatRepairer` repairs a stream chunk by chunk, :func:`repair_chat_json` a whole
+body; rules ``tool_index`` (calls numbered 0..n-1 per choice), ``tool_header`` (a re-sent
+or late-named header), ``finish_reason`` (non-standard values mapped), ``replay`` (the
+text sent twice), ``usage_chunk`` and ``truncation`` (``finish_reason: "length"`` on a
+verdict). A chunk that waits for a decision (a nameless header, a finish without usage,
+a possible repeat) is held with everything after it, in order, and bounded
+(:data:`HOLD_LIMIT`); an error is never turned into a success and no finish is ever
+synthesized. Each rule, why, and how clients fail without it: docs/chat.md.
 
-``tool_index``
-    ``choices[].delta.tool_calls[].index`` is renumbered 0..n-1 per choice, in order of
-    first appearance of each call. CPA writes the interactions *step* index (a call after
-    a thought gets 1, after thought + text 2); openai-python's
-    ``chat.completions.stream()`` then raises ``IndexError`` and AI SDK 3.0.82-3.0.99
-    throws at the end of the stream. A call is identified by (choice, raw index) and,
-    for gateways that reuse an index for a second parallel call, a new non-blank ``id``
-    with a different name (see "index reuse" below). Ids are left as they are.
-
-``tool_header``
-    CPA re-sends a call's header (``id``, ``type``, ``function.name``, ``arguments: ""``)
-    when Devin delivers the call's id or name late (the executor re-emits ``step.start``
-    as an "update", and the chat translator turns each into a header chunk). Clients
-    merge deltas for one index: openai-python concatenates strings, so a repeated
-    ``write_file`` becomes ``write_filewrite_file`` and the id doubles; AI SDK ignores
-    names after the first delta. So a re-sent header for a call already announced with a
-    name is stripped to what it adds (``index`` and ``function.arguments``): ``id``,
-    ``type`` and ``function.name`` go.
-
-    Name arrived late (the first header had an empty or missing ``function.name``):
-    every client needs the name on the call's *first* delta. AI SDK >= 3.0.141 drops a
-    blank-name delta and then throws ``Expected 'function.name' to be a string`` on the
-    next argument delta; AI SDK 3.0.82-3.0.99 and 2.x keep the call with name ``""``
-    forever; only openai-python would assemble ``"" + name``. So the nameless header is
-    held back, together with everything after it (order is kept), until a header for
-    the same call brings the name; then the held header goes out with the name (and
-    with the late id if its own id was blank or CPA's fallback ``call_<index>``), the
-    re-sent header is stripped as above, and the rest follows. Bounded: at most
-    :data:`HOLD_LIMIT` events are held; past that, or at the finish chunk, an error or
-    the end of the stream, the held events go out unchanged (with a note). If a nameless
-    header did go out, a later name is *kept* on the re-sent header (openai-python then
-    assembles ``"" + name``) and only ``id``/``type`` are stripped.
-
-    Late id: the client keeps the first id it saw (a second id would be concatenated by
-    openai-python and only aliased by AI SDK), so a re-sent header's id is dropped.
-
-    Index reuse: a header with a *different* non-blank id and a different non-blank name
-    at a known index, or a different id while the known id is not CPA's fallback, is a
-    new call (some gateways reuse index 0 for parallel calls): it gets the next ordinal.
-
-``truncation``
-    At the finishing chunk (``finish_reason`` non-null) the :class:`~wire.verdict.Verdict`
-    decides; truncated and not native -> ``finish_reason: "length"`` (``max_tokens``) or
-    ``"content_filter"``. Policy ``off`` leaves it (the decision is still made, for the
-    receipt). CPA puts usage on the finish chunk; OpenAI (``stream_options.
-    include_usage``) sends it in a later usage-only chunk (``choices: []``), so a finish
-    chunk without usage is held until the next data event, but only when that usage can
-    still change the verdict (a request cap and usage evidence; no native finish reason) (bounded by
-    :data:`HOLD_LIMIT` comment events), whose usage is then counted before deciding. It is
-    held the same way while the upstream call linked to this flow is still open (a gateway
-    that writes its finish before reading the upstream's trailer, CPA PR #5111's Devin
-    executor): the next event, ``[DONE]``, comes after that trailer, and the upstream
-    record decides then (:class:`wire.correlate.Resolver` looks again).
-    Evidence reported: ``delta.content`` -> ``observe_text``, argument deltas ->
-    ``observe_args``, every call's full arguments -> ``tool_args`` (in call order, so
-    the last call is last), ``usage.completion_tokens`` -> ``usage``, a gateway's own
-    ``length``/``content_filter`` -> ``native`` (left untouched). Only single-choice
-    streams are rewritten (n > 1 mixes the choices' evidence; noted, passed through).
-
-``replay``
-    The text sent twice (LiteLLM #41109: a Responses-to-chat bridge merges two message
-    items of one turn, the same text as commentary and as the final answer, into one
-    choice), as :func:`wire.replay.step` defines it: one more delta equal to the whole
-    content so far has its ``content`` emptied (the chunk stays); a second run of deltas
-    that begins, at a delta boundary, with the content's first characters is held (from
-    its first chunk on, with everything after it) while it is still a prefix of the
-    content as it was, and released unchanged at the first divergence, at any other chunk
-    (:func:`wire.replay.pure_content`), an error, the end of the stream or an upstream
-    failure; when it completes the whole content, each of its chunks has its ``content``
-    emptied. Bounded: it never holds more text than was streamed before it, nor more than
-    :data:`~wire.holding.REPLAY_HOLD_LIMIT` events. A text that merely repeats a phrase is
-    never held long: its deltas stop matching the text's beginning.
-
-Never turns an error into success: ``data: {"error": ...}`` passes through, anything held
-is released first, and no finish chunk is ever synthesized. A stream that ends without a
-``finish_reason`` passes as it ended (noted). ``[DONE]``, comments and data that is not a
-JSON object pass through raw; events needing no repair go out as their original bytes.
-
-Cost: at most one orjson parse per event; per call its arguments in one growing buffer
-(:class:`~wire.stream.Streamed`, decoded once, at the finish); the hold queue is bounded by
-:data:`HOLD_LIMIT`. The common chunks (a text, reasoning or role delta of one choice; an
-arguments delta of a known call, its index renumbered by rule tool_index) take one short
-path, :meth:`ChatRepairer._takes`, whether parsed (``_common``) or skimmed (:mod:`wire.skim`:
-read from a layout learned on an earlier chunk, without a parse, re-serialized only in
-the renumbered index, ``ChatRepairer.skimmed``); any doubt sends a chunk the full way.
+Cost: at most one orjson parse per chunk (none for a skimmed one); per call its arguments
+in one growing buffer; the common chunks take one short path, :meth:`ChatRepairer._takes`,
+whether parsed or skimmed (:mod:`wire.skim`).
 """
 
 from __future__ import annotations

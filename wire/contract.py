@@ -1,8 +1,8 @@
 """The stream contract: what a correct stream of each API is, as named rules, checked live.
 
-Written from the specs and the real clients' schemas (``../shared/reference/clients.md``
-§1.2, §2.1, §3, §5; OpenAI's Responses and chat streaming references; Anthropic's
-Messages streaming; Gemini's ``streamGenerateContent``), not from any gateway's habits.
+Written from the specs and the real clients' schemas (the AI SDK's, openai-python's and
+Codex's parsers; OpenAI's Responses and chat streaming references; Anthropic's Messages
+streaming; Gemini's ``streamGenerateContent``), not from any gateway's habits.
 One definition serves the tests (an oracle for the repairers), check mode in the addon
 (``streamfix_mode=check``) and the offline checker (``python -m streamfix.check``).
 

@@ -1,48 +1,14 @@
 """Which upstream (Devin) flow served which client flow? (sans-IO)
 
-One gateway serves many clients at once, and each client request makes the gateway open
-its own upstream request. The sidecar sees both legs but nothing on the wire links them:
-CPA invents new ids on each side. Two facts do:
-
-Content (response side). What the client receives as message text and tool-call
-arguments is exactly what the upstream generated: CPA copies Devin's text deltas (field 3)
-and argument fragments (6.3) into its events without changing a byte (it only re-cuts
-and JSON-escapes them). So the client flow's :meth:`wire.verdict.Verdict.digest` (a
-blake2b of all text, one of all arguments, and their lengths) equals the upstream flow's
-:meth:`wire.devin.DevinTap.digest`. Two conversations that differ only in their last
-token have different digests; timing alone cannot tell them apart.
-
-Causality. CPA writes the client's terminal event only after it read the upstream's
-end-of-stream envelope; the sidecar forwards that envelope, so the upstream record is
-*finished* before the client leg's terminal event arrives and its verdict is decided. At
-that moment :meth:`Correlator.resolve` looks among the finished, unclaimed upstream records
-for the client's digest, claims one, and reports its StopReason to the verdict. A gateway
-that writes the terminal before it read the trailer (CPA PR #5111's Devin executor) is
-handled by :class:`Resolver`: while the client's linked call is still open it claims
-nothing and looks again at the next ``decide()``.
-
-Ties (identical outputs, e.g. two identical requests) are broken by the request-side link
-when there is one, then by age (oldest finished first). An empty output (no text, no
-arguments) is only matched through the request-side link: its digest says nothing.
-When no record has the client's digest (the client leg saw the content differently, e.g.
-a non-streamed body whose repairer reports no deltas, or a UTF-8 character Devin split
-across frames), the record the request side linked to this client flow is taken, if the
-link was unambiguous; the receipt then says so.
-
-Prompt content (request side). When a client request is seen (``note_client_request``) its
-*needles* are recorded: the texts of its user messages and tool results, in order (the
-last :data:`MAX_NEEDLES`). CPA copies those texts into the upstream GetChatMessageRequest's
-prompts (field 3.3). An upstream request matches a pending client request when the
-client's last needle occurs, as a substring, in one of the upstream's prompt contents.
-Among several matching pending requests, the one with the most needles found wins, then
-one not matched before, then the oldest. The match gives the client's output cap to the
-request patch (:func:`wire.devin.patch_max_tokens`) and links the two flows.
-
-Memory: records and pending requests expire (finished records after ``ttl_finished``,
-unfinished after ``ttl_open``, pending requests after ``ttl_pending``) and their number is
-capped (``max_records``, oldest dropped first). Costs: ``resolve`` is O(records with that
-digest); ``match_request`` is O(pending x needles x prompt bytes) substring searches;
-a sweep of expired entries is O(entries) and runs at most once per second of the clock.
+Nothing on the wire links the two legs (CPA invents new ids on each side); two facts do.
+Content: the client receives exactly the text and arguments the upstream generated, so
+the client flow's :meth:`wire.verdict.Verdict.digest` equals the upstream flow's
+:meth:`wire.devin.DevinTap.digest`. Causality: the upstream record is finished before the
+client's terminal event arrives. :class:`Correlator` keeps the finished, unclaimed
+records; :meth:`Correlator.resolve` claims the one with the client's digest and reports
+its StopReason to the verdict (:class:`Resolver` waits while the linked call is open).
+Bounded: records expire and their number is capped. In detail, with the ambiguous cases:
+docs/upstream-leg.md ("The matching in detail").
 """
 
 from __future__ import annotations

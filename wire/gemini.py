@@ -1,39 +1,10 @@
-"""Repairs for Gemini ``:streamGenerateContent?alt=sse`` and ``:generateContent``
-(CPA's interactions -> Gemini output, cpa-wire.md §6).
+"""Repairs for Gemini ``:streamGenerateContent?alt=sse`` and ``:generateContent``.
 
-CPA writes one ``data: {"candidates":[{"content":{"parts":[...],"role":"model"},
-"index":0}],"modelVersion":...,"responseId":...}`` chunk per delta and a final chunk with
-an empty text part, ``"finishReason":"STOP"`` (always) and ``usageMetadata``.
-
-``truncation``
-    At the chunk that carries a candidate's ``finishReason`` the verdict decides;
-    truncated and not native -> ``finishReason: "MAX_TOKENS"`` (content_filter ->
-    ``"SAFETY"``). Policy ``off`` leaves it. A gateway's own ``MAX_TOKENS`` is native
-    (max_tokens); ``SAFETY``, ``RECITATION``, ``BLOCKLIST``, ``PROHIBITED_CONTENT``,
-    ``SPII``, ``IMAGE_SAFETY`` are native content_filter; any other value except ``STOP``
-    and ``FINISH_REASON_UNSPECIFIED`` (e.g. ``MALFORMED_FUNCTION_CALL``) is the gateway's
-    own word and left alone (native, outcome unknown). If the finishing chunk has no
-    ``usageMetadata`` it is held until the next data event or the end of the stream
-    (bounded by :data:`HOLD_LIMIT`), in case usage follows. Only single-candidate streams
-    are rewritten.
-
-Evidence: non-thought ``text`` parts -> ``observe_text``; ``usageMetadata.
-candidatesTokenCount`` plus ``thoughtsTokenCount`` (Gemini counts thinking against
-``maxOutputTokens``; CPA's Devin path has no thought count) -> ``usage``; the cap is the
-request's ``generationConfig.maxOutputTokens``. No ``tool_args``: CPA turns every Devin
-``arguments_delta`` into its own ``functionCall`` part whose ``args`` is the fragment only
-if that fragment alone is valid JSON, else ``{}``, so the arguments string is gone on
-this leg (and a usage == cap with a call last therefore says ``max_tokens``).
-
-Known and not repaired (open issue): that fragmentation itself. A call streamed in N
-argument fragments reaches a Gemini client as N ``functionCall`` parts, mostly with
-``args: {}`` and sometimes with a scalar (a fragment like ``"index.html"`` is valid JSON),
-which google-genai's ``FunctionCall.args: dict`` rejects. The arguments cannot be
-rebuilt from the client leg; only the Connect-RPC tap has them.
-
-The non-streaming ``streamGenerateContent`` form (a JSON array, no ``alt=sse``) is not
-SSE and passes through unrepaired. Errors (``{"error": ...}``) pass through; held events
-are released first; nothing is synthesized. Cost: one orjson parse per event.
+:class:`GeminiRepairer` and :func:`repair_gemini_json`: a truncation verdict makes the
+finishing candidate's ``finishReason`` ``MAX_TOKENS`` (a content filter ``SAFETY``), the
+gateway's own finish reasons are native evidence and left alone, usage is filled from the
+upstream leg. A finishing chunk without ``usageMetadata`` is held until the next data
+event, bounded (:data:`HOLD_LIMIT`). The evidence each chunk gives and why: docs/gemini.md.
 """
 
 from __future__ import annotations

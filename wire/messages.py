@@ -1,68 +1,14 @@
-"""Repairs for Anthropic ``/v1/messages``: CPA's interactions -> Claude output (cpa-wire.md §6).
+"""Repairs for Anthropic ``/v1/messages``: a gateway's Claude events in, spec events out.
 
-What CPA's Claude translator emits, checked against the Anthropic event grammar
-(``message_start``, then per block ``content_block_start`` / ``content_block_delta``* /
-``content_block_stop`` with ``index`` 0, 1, 2... and deltas for the open block only, then
-``message_delta`` with ``stop_reason`` and ``usage.output_tokens``, then ``message_stop``):
+:class:`MessagesRepairer` repairs a stream event by event, :func:`repair_messages_json` a
+whole body: a tool_use block whose name comes late is held until it does (rule
+tool_header), usage filled from the upstream leg (rule usage), and a truncation verdict
+makes ``message_delta``'s ``stop_reason`` ``max_tokens``. What CPA's Claude translator
+emits, what is harmless and left alone, what is broken and how each is repaired:
+docs/messages.md.
 
-Harmless, left as it is
-    * "Three newlines": every event is ``event: <t>\\ndata: <json>\\n\\n\\n``. The third
-      newline is a blank line with an empty data buffer, which the SSE grammar (and the
-      Anthropic SDKs' and eventsource-parser's decoders) ignore. Not repaired, so the
-      bytes stay as CPA sent them.
-    * Block indexes come from CPA's own counter: contiguous, each delta/stop names the
-      open block, every block is closed before the next and before ``message_delta``.
-    * Required fields are all there (``message_start.message`` has id, type, role,
-      content, model, stop_reason, stop_sequence, usage; ``message_delta.usage`` has
-      ``output_tokens``; tool_use starts have ``input: {}``). ``thinking`` starts lack
-      ``signature``, which no client requires at the start. ``message_delta.usage`` also
-      carries ``input_tokens`` (allowed). Empty ``partial_json: ""`` deltas are harmless.
-    * ``stop_reason`` values (``end_turn``, ``tool_use``; newer builds ``max_tokens``,
-      ``refusal``) are all valid enum members.
-
-Broken, repaired here
-    ``truncation``: ``stop_reason`` is ``tool_use``/``end_turn`` even when Devin stopped on
-    its budget. At ``message_delta`` the verdict decides; truncated and not native ->
-    ``delta.stop_reason: "max_tokens"``; content_filter -> ``"refusal"`` (Anthropic's own
-    value when its classifiers stop a response, and what CPA's fixed translator maps
-    ``content_filter`` to). A gateway's own ``max_tokens``, ``refusal`` or
-    ``model_context_window_exceeded`` is native and left alone.
-
-    ``tool_header``: a re-sent tool header. When a call's name arrives late, the executor
-    re-emits ``step.start`` and the translator *closes* the tool_use block and opens a
-    second one with the same id (``content_block_stop`` n, ``content_block_start`` n+1
-    tool_use). Clients then hold two tool_use blocks with one id, the first with no name
-    and part of the input, the second with the rest (Anthropic rejects duplicate
-    tool_use ids on the next turn; AI SDK reports two calls, both invalid). Repair: a
-    tool_use start with a blank name is held (with everything after it, bounded by
-    :data:`HOLD_LIMIT`) until its re-sent start brings the name; the stop of
-    each tool_use block whose input is not yet complete JSON is held until the next data
-    event (a whole call cannot be re-sent, see below, so its stop goes out at once). A tool_use start that
-    immediately follows the stop of a tool_use block with the same id (or with any id,
-    if that block had no name and CPA's fallback id ``toolu_interactions``/``toolu_<n>``),
-    whose name was blank or is the same, and whose input so far is not complete JSON, is
-    a re-send: the held stop and the re-sent start are dropped, the name (and a late real
-    id) goes into the held first start, and every later ``index`` is shifted down so the
-    indexes stay contiguous. If the nameless start already went out (hold limit), the
-    blocks are still merged, and the client keeps the blank name it was given.
-
-Known and not repaired (open issues)
-    * The older executor variant streams text while a call is still open; the call's
-      later argument deltas then open a *second* tool_use block with the same id after
-      the text block. Merging would need reordering across a text block.
-    * Id-less calls all get the fallback id ``toolu_interactions`` in a stream (repaired
-      only in non-stream bodies, see :func:`repair_messages_json`).
-
-Evidence for the verdict: ``text_delta`` -> ``observe_text``, ``input_json_delta`` ->
-``observe_args``, each tool_use block's whole ``partial_json`` -> ``tool_args`` (block
-order) at ``message_delta``, whose ``usage.output_tokens`` -> ``usage``.
-Errors (``event: error``) pass through; held events are released first; nothing is ever
-synthesized. Cost: one orjson parse per event, but for the common events, skimmed
-(:mod:`wire.skim`: no parse, no dict): a text, thinking or argument delta of the open block
-in a layout learned on an earlier one, through the same check as a parsed one
-(:meth:`MessagesRepairer._takes_delta`), and CPA's blank third-newline events
-(:class:`_Skim`); each tool_use block's arguments in one growing buffer
-(:class:`~wire.stream.Streamed`), hold queue bounded by :data:`HOLD_LIMIT`.
+Cost: one orjson parse per event at most (none for a skimmed delta); the common deltas
+take one short path, :meth:`MessagesRepairer._takes_delta`, parsed or skimmed.
 """
 
 from __future__ import annotations

@@ -72,7 +72,7 @@ class FastPath(Replays):
     """The common deltas (the module docstring)."""
 
     def _delta(self, ev: Event, obj: dict[str, Any], typ: str) -> list[bytes] | None:
-        """The common path of :meth:`_item_event` (issue 12: most events of a turn): a text
+        """The common path of :meth:`_item_event` (most events of a turn): a text
         or arguments delta of an open item, naming it by its announced id and index
         (:meth:`_takes_delta`); None, and the caller takes the full path, otherwise. A
         handled event's layout is learned for skimming (:mod:`wire.skim`)."""

@@ -1,71 +1,11 @@
 """How did the stream end? The one place that decides, from evidence collected per flow.
 
-Repairers and the upstream tap *report* evidence; only :meth:`Verdict.decide` turns it
-into an :data:`Outcome`. Each piece of evidence names its source, so a receipt can say
-why, and each source can be switched off by name (``Verdict(enabled=...)``).
-
-Evidence sources (:data:`SOURCES`) and what each decides on its own
-----------------------------------------------------------------------
-``request_cap``
-    The output cap the client asked for, read from the request body in any API's
-    spelling: ``max_output_tokens`` (Responses), ``max_completion_tokens`` then
-    ``max_tokens`` (chat; ``max_tokens`` is also Claude's), ``generationConfig.
-    maxOutputTokens`` (Gemini; ``generation_config.max_output_tokens`` accepted).
-    Alone it decides nothing: it is the yardstick for ``usage``.
-``usage``
-    The output tokens the client leg reports (``completion_tokens``, ``output_tokens``,
-    ``candidatesTokenCount``); when that is missing or 0, the upstream's count
-    (:meth:`Verdict.upstream_usage`, via the ``upstream`` source) fills in
-    (:attr:`Verdict.output_tokens_best` says which was used). With a cap: tokens >= cap
-    says ``max_tokens`` (but see the usage == cap rule below); tokens < cap says
-    ``complete``. Without a cap it says nothing.
-``tool_args``
-    The last tool call's complete arguments string at the end. Not JSON while nothing
-    but tool arguments followed it says ``max_tokens`` (a call cut mid-arguments is the
-    signature of an output budget running out). Not JSON but text was generated after
-    it: the model itself wrote bad JSON and went on, nothing was cut there, so it says
-    ``complete``. JSON and the last output: says ``complete`` for that call.
-``native``
-    The gateway's own terminal says how it ended (``finish_reason: "length"``,
-    ``stop_reason: "max_tokens"``, ``finishReason: "MAX_TOKENS"``, ``response.
-    incomplete``...). It always wins and the terminal is left as it is
-    (``Decision.native``). Report it only for signals an unfixed CPA never sends:
-    CPA's ``stop``/``tool_calls``/``end_turn``/``STOP`` are exactly what is in doubt.
-``upstream``
-    The gateway's upstream said why it stopped (Devin's Connect-RPC ``StopReason``:
-    1 INCOMPLETE / 3 MAX_TOKENS -> ``max_tokens``, 11 CONTENT_FILTER ->
-    ``content_filter``, 2 STOP_PATTERN / 10 FUNCTION_CALL -> ``complete``), reported
-    via :meth:`Verdict.upstream` (usually from the :attr:`Verdict.resolver` hook, which
-    matches the upstream flow by :meth:`Verdict.digest`). It is ground truth about the
-    generation, so it wins over every client-leg heuristic, in both directions.
-    ``unknown`` from upstream (StopReason 0, or a value with no meaning for us) is
-    recorded and ignored.
-
-Precedence: native > upstream > heuristics (usage, tool_args). Heuristics only ever
-say ``max_tokens``; ``content_filter`` can only come from native or upstream.
-
-The usage == cap rule (decided here, tested in tests/wire/test_verdict.py)
----------------------------------------------------------------------
-Usage reaching the cap means the budget is spent, not necessarily that something was
-cut: the cap cuts whatever the model was generating *last*. So the heuristics look at
-what came last (the order of :meth:`observe_text` / :meth:`observe_args` calls):
-
-* the last output was the arguments of a tool call and they parse as JSON ->
-  ``complete``. The budget ran out exactly after a whole call; nothing the client
-  received is cut. Reporting ``length`` here would make openai-python's helpers raise
-  ``LengthFinishReasonError`` and Codex fail the turn, throwing away a valid call; at
-  worst a further call the model never started is missing, and the agent loop asks
-  again after running this one. The usage evidence is kept in the receipt, saying
-  ``complete`` with the reason.
-* the last output was text (or there was no tool call at all), usage == cap ->
-  ``max_tokens``. Text cannot be checked for completeness, a model ending naturally on
-  exactly the last allowed token is a coincidence, and it is what OpenAI itself reports
-  when the cap is hit (and what CPA's own fix, PR #5852, does for chat).
-* usage > cap (the gateway ignored or counts differently from the cap) is treated
-  like == cap.
-
-Cost: every method is O(1) except ``tool_args`` (one JSON parse of the last call at
-decide time) and the digest, which hashes each delta once as it passes.
+Repairers and the upstream tap *report* evidence (:class:`Verdict`'s ``observe_*``,
+``usage``, ``tool_args``, ``native``, ``upstream``); only :meth:`Verdict.decide` turns it
+into an :data:`Outcome`, with each piece naming its source (:data:`SOURCES`, each
+switchable: ``streamfix_evidence``), so a receipt can say why. A gateway's own signal
+always wins; a failure is never decided to be a success. What each source decides alone,
+how they combine and the usage == cap rule: docs/truncation.md.
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ def test_streamed_buggy_flow_passes_unchanged_and_is_reported(addon, caplog):
     assert "event 6: item.order: item 0 still open when item 1 is added" in f.comment
     assert f.marked
     logged = [r.getMessage() for r in caplog.records]
-    # the per-flow summary is in the log too, not only in the comment (issue 19)
+    # the per-flow summary is in the log too, not only in the comment
     assert (
         "streamfix: POST /v1/responses: streamfix [responses] check: 6 violations (response.fields x2, item.order x4)"
         in logged

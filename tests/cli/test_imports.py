@@ -1,5 +1,5 @@
 """No file imports the checkout's top-level ``wire``/``addons``: they are
-``streamfix.wire``/``streamfix.addons`` (what a wheel installs; issue 19). Importing both
+``streamfix.wire``/``streamfix.addons`` (what a wheel installs). Importing both
 names would load every module twice (two correlators, two protobuf registrations of
 devin.proto). A branch merged with the old names: run ``scripts/dev/rename-imports``."""
 

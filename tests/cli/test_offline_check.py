@@ -88,7 +88,7 @@ def _flow_file(p, rec, *, body, original=None, marked=False):
 
 
 def test_a_flow_without_a_saved_body_says_so_and_how_to_save_one(tmp_path, capsys):
-    """Issue 20: a streamed flow saved without its body (mitmproxy's default) was reported as
+    """A streamed flow saved without its body (mitmproxy's default) was reported as
     terminal.present (exit 1); it has nothing to check: exit 3, and how to save one."""
     p = tmp_path / "x.flow"
     _flow_file(p, load("responses-devin-toolcall"), body=None)
@@ -154,7 +154,7 @@ NEW_CLASSES = [
 
 
 def test_new_defect_classes_violate_raw_and_not_repaired(tmp_path, capsys):
-    """Issue 20's new defect classes: ``python -m streamfix.check`` reports each raw
+    """The new defect classes: ``python -m streamfix.check`` reports each raw
     stream and nothing on its repaired one (the hand-checked expected.body)."""
     want = {"chat-litellm-usage-choices": "chat.usage_chunk"}
     for name in NEW_CLASSES:

@@ -338,7 +338,7 @@ def test_codex_websocket_refused_falls_back_to_https(recording):
 
 
 def test_a_cut_stream_reaches_chat_clients_repaired(tmp_path):
-    """Issue 20 (salvage): the upstream resets while the repair holds a nameless tool-call
+    """Salvage: the upstream resets while the repair holds a nameless tool-call
     header at CPA's step index 1 (``tests/e2e/test_cut_upstream.py``'s
     ``chat-nameless-header-step-index``). Straight from the upstream, openai-python's
     ``chat.completions.stream()`` raises ``IndexError`` on the hole at index 0 before it

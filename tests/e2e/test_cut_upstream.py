@@ -40,7 +40,7 @@ TOOL_NAME = "chat.tool_name"
 
 
 def _prefix_ok(api: str, got: bytes, sent: bytes) -> None:
-    """The client's partial stream satisfies every rule its prefix can (issue 20), but
+    """The client's partial stream satisfies every rule its prefix can, but
     for a first tool-call header without a name, and only where the gateway sent one."""
     bad = {v.rule for v in check(api, got, prefix=True)}
     assert bad <= {TOOL_NAME}, f"the client's partial stream breaks {sorted(bad)}"

@@ -1,4 +1,4 @@
-"""A gateway that does not answer (issue 19): the sidecar launcher in front of a port
+"""A gateway that does not answer: the sidecar launcher in front of a port
 nobody listens on. Every client gets an HTTP 502 in its own API's error shape with the
 reason, never an empty reply or a hang; the turn log has an ``upstream_error`` line per
 request; the launcher warned at startup. Real clients: openai-python, the AI SDK

@@ -256,7 +256,7 @@ def big_chat_expected(stack: Stack) -> bytes:
 
 @pytest.mark.parametrize("client_close", [False, True], ids=["keep-alive", "client-close"])
 def test_burst_and_close_large(stack: Stack, big_chat_expected: bytes, client_close: bool) -> None:
-    """~2 MB written at once and the connection closed (mitmproxy.md section 10): the
+    """~2 MB written at once and the connection closed (the tail a proxy can lose when the upstream closes at once): the
     client still gets every repaired byte, the terminal events included."""
     rec = stack.rec(BIG_CHAT)
     headers = {"x-streamfix-close": "1"}

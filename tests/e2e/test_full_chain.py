@@ -216,7 +216,7 @@ async def test_non_streamed_bodies_get_the_upstream_verdict(chain, api):
         assert obj["stop_reason"] == "refusal"
 
 
-# --- usage: Devin's numbers reach every client (issue 9) ------------------------------
+# --- usage: Devin's numbers reach every client ------------------------------
 def client_usage(api: str, body: bytes, stream: bool = True) -> tuple[int, int, int, int] | None:
     """(input, output, cached, total) as the client gets them, in Devin's terms: for
     messages, input is ``input_tokens + cache_read_input_tokens`` (Anthropic counts the

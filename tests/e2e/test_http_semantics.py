@@ -1,4 +1,4 @@
-"""HTTP promises through the sidecar (issue 9), with raw sockets against real mitmdump
+"""HTTP promises through the sidecar, with raw sockets against real mitmdump
 (addons/repair.py, reverse mode) in front of the replay upstream (python -m streamfix.replay):
 
 * a client's ``Connection: close`` is honoured: the connection reaches EOF right after the

@@ -1,4 +1,4 @@
-"""``pip install .`` as a user does it (issue 19): the built wheel into a fresh venv, run
+"""``pip install .`` as a user does it: the built wheel into a fresh venv, run
 from outside the checkout. It gives a ``streamfix`` command whose demo and sidecar work
 with the recordings that come with it, an addon path for ``mitmdump -s``, runtime
 dependencies only, and nothing under a generic top-level name in site-packages (the

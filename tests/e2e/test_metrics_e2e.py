@@ -80,7 +80,7 @@ def test_health_live_ready_and_a_dead_gateway(tmp_path: Path):
         assert r.status_code == 503, r.text
         assert r.json()["ready"] is False and "did not answer" in r.json()["why"] and r.json()["gateway"] == dead
         # a client request to the dead gateway is no answer from it either
-        try:  # mitmproxy answers 502 or drops the connection (issue 19 changes which)
+        try:  # mitmproxy answers 502 or drops the connection (it depends on the version)
             httpx.post(f"http://127.0.0.1:{port}/v1/responses", json={}, timeout=30, trust_env=False)
         except httpx.HTTPError:
             pass

@@ -1,4 +1,4 @@
-"""Options are checked before anything is served (issue 19).
+"""Options are checked before anything is served.
 
 mitmproxy converts a ``--set`` for a script's option only after the script registered it,
 inside its script loader; a value it cannot convert (``streamfix_status=off``: its bools

@@ -427,7 +427,7 @@ def test_upstream_cut(stack: Stack, name: str, at: int, how: str, why: str) -> N
     assert _masked(got.body) == _masked(sent + salvaged)
     lost = len(_events(sent)) + held - len(_events(got.body[: len(got.body) - len(unfinished)]))
     assert lost <= 0, f"{lost} complete upstream event(s) never reached the client"
-    # issue 20: the partial stream satisfies every rule its prefix can; a first tool-call
+    # the partial stream satisfies every rule its prefix can; a first tool-call
     # header whose name never came stays nameless (no repair makes one up), only where
     # the gateway sent one
     bad = {v.rule for v in check(rec.api, got.body, prefix=True)} if rec.api in API_PATHS else set()
@@ -475,7 +475,7 @@ def test_garbage_passes_unchanged(stack: Stack, kind: str, api: str) -> None:
 # --- burst and close --------------------------------------------------------------
 def test_burst_and_close_concurrent(stack: Stack) -> None:
     """Several upstreams at once each write ~2 MB in one burst and close: every client
-    gets every repaired byte, terminal included (mitmproxy.md section 10)."""
+    gets every repaired byte, terminal included (the tail a proxy can lose on such a close)."""
     rec = stack.rec(BIG)
     want = expected_stream(rec)
 

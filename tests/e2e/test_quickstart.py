@@ -1,4 +1,4 @@
-"""The README's quick start, as a new user meets it (issue 19): a fresh clone, its first
+"""The README's quick start, as a new user meets it: a fresh clone, its first
 command (``scripts/sidecar``: installs the runtime only, then serves the demo), its curl
 against the sidecar and against the replay upstream the banner names; ``just`` as the
 README says to run it; README and docs cite nothing a clone does not have."""

@@ -1,4 +1,4 @@
-"""Devin through a real CPA build, both sidecar legs, as a user runs it (issue 17):
+"""Devin through a real CPA build, both sidecar legs, as a user runs it:
 
     client -> sidecar reverse listener -> real CPA (PR #5111 build, a Devin auth file,
     proxy-url = the sidecar's regular listener, SSL_CERT_FILE = system roots + mitmproxy's CA)

@@ -1,5 +1,5 @@
 """The replay upstream (the demo's) when a client aborts mid-stream: one line, no aiohttp
-traceback, and it keeps serving (issue 19)."""
+traceback, and it keeps serving."""
 
 from __future__ import annotations
 

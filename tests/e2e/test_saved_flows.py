@@ -120,7 +120,7 @@ def _request(port: int, how: str, body: bytes, abort: str | None = None) -> byte
 
 @pytest.mark.e2e
 def test_w_saves_both_bodies_of_complete_and_early_ended_streams(tmp_path: Path, capsys) -> None:
-    """``mitmdump -s addons/repair.py -w FILE`` with no other option (issue 20): every
+    """``mitmdump -s addons/repair.py -w FILE`` with no other option: every
     streamed flow is saved with the body the client got and the gateway's original
     (``streamfix.original``), also when the stream ended early: the upstream reset, the
     client closed (FIN) or reset (RST) its connection mid-body. Before, such a flow kept

@@ -198,7 +198,7 @@ CASES: dict[str, tuple[str, dict, list[bytes], int | None]] = {
         ],
         1,
     ),
-    # issue 20: the same at CPA's step index 1 (the only call): the held header and the
+    # the same at CPA's step index 1 (the only call): the held header and the
     # argument delta behind it reach the client at index 0 (SALVAGED), not as they came
     "chat-nameless-header-step-index": (
         "/v1/chat/completions",

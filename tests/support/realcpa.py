@@ -8,8 +8,7 @@ the module) and how to provide the binary.
 
 :func:`start` runs one CPA with a generated config.yaml in its own temp directory (its
 working directory: CPA reads ``.env`` and writes ``logs/`` there) and a clean
-environment, configured so that it makes no outbound call (``../shared/reference/
-real-cpa.md`` §1 and §7): ``-local-model``, management panel disabled and no secret, empty
+environment, configured so that it makes no outbound call (docs/real-cpa.md): ``-local-model``, management panel disabled and no secret, empty
 ``auth-dir``, ``disable-claude-cloak-mode``, every provider entry ``proxy-url: direct``
 to the local fake, ``HTTPS_PROXY`` pointing at a closed local port (the Antigravity
 version fetch, which has no switch, fails at once). CPA has no port 0: a free port is

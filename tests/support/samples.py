@@ -8,7 +8,7 @@ from streamfix.wire import devin_pb2 as pb
 from streamfix.wire.connect import encode_frame
 from streamfix.wire.verdict import Verdict
 
-# samples/devin_connect_frames.md, "Whole body" (489 bytes, 11 data envelopes + trailer {})
+# a Devin Connect-RPC response body (489 bytes, 11 data envelopes + trailer {})
 SAMPLE = base64.b64decode(
     "AAAAACEKDGJvdC03YzFkNWU5YRIGCPnSiNUGigEIbXNnLTRiMmEAAAAAE0oRTmVlZCBhbiBIVE1MIHBhZ2UAAAAA"
     "GEoWIGZvciB0aGUgbGFuZGluZyBzaXRlLgAAAAAUGhJXcml0aW5nIGluZGV4Lmh0bWwAAAAABxoFIG5vdy4AAAAA"

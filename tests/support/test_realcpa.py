@@ -36,7 +36,7 @@ def test_discovery_and_skip_reason(tmp_path, monkeypatch):
 
 
 def test_config_makes_no_outbound_call():
-    """What the generated config says (real-cpa.md §1, §7): local only, no panel, no
+    """What the generated config says (docs/real-cpa.md): local only, no panel, no
     secret, cloaking off, the provider entry direct to the fake."""
     cfg = realcpa.config(18399, Path("/tmp/a"), "claude", "http://127.0.0.1:1")
     for line in ('host: "127.0.0.1"', "port: 18399", 'auth-dir: "/tmp/a"', 'api-keys: ["test-key"]',

@@ -80,7 +80,7 @@ def test_each_responses_violation_is_named():
 
 
 def test_cpa_samples_fail_for_their_known_defects():
-    """The recordings made from ../shared/reference/samples (CPA's exact output)."""
+    """The recordings of CPA's exact output."""
     devin = check("responses", load("responses-devin-toolcall").body)
     assert "event 0: response.fields: response.created without response.created_at" in devin
     assert "event 16: function_call.status: function_call done with status None" in devin
@@ -232,7 +232,7 @@ def test_any_json_value_where_an_id_or_index_goes_never_breaks_the_checker():
 
 
 def test_prefix_mode_checks_what_a_cut_stream_can_satisfy():
-    """Issue 20: a cut stream's prefix (what a client got when the upstream failed) is held
+    """A cut stream's prefix (what a client got when the upstream failed) is held
     to every rule but those only a whole stream satisfies (END_RULES: the terminal at the
     end); its unfinished last event is not judged; every other rule still reports."""
     from streamfix.wire.contract import END_RULES, check

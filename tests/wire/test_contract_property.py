@@ -1,4 +1,4 @@
-"""hypothesis over the stream contract (issue 10).
+"""hypothesis over the stream contract.
 
 Streams generated from the contract (Responses: messages, function calls and reasoning
 items in any order and number; chat: text and tool calls) pass the checker and pass every

@@ -37,7 +37,7 @@ def sample_messages() -> list[pb.GetChatMessageResponse]:
 
 
 def test_sample_frames_decode_to_documented_values():
-    """samples/devin_connect_frames.md F1..F11, field by field."""
+    """The sample body's frames F1..F11, field by field (decoded by hand)."""
     f = sample_messages()
     assert f[0].output_id == b"bot-7c1d5e9a" and f[0].message_id == b"msg-4b2a"
     assert f[0].timestamp.seconds == 1789012345 and f[0].HasField("timestamp")
@@ -282,7 +282,7 @@ def test_field_28_replaces_a_zero_field_7_and_keeps_its_model():
 def test_usage_counts_use_cpas_mapping():
     u = Usage(prompt_tokens=1210, output_tokens=400, cache_write_tokens=7, cache_read_tokens=11640, model="swe-2")
     c = u.counts()
-    # input = prompt + cache read, cached = cache read, total = input + output (cpa-wire.md section 5)
+    # input = prompt + cache read, cached = cache read, total = input + output (CPA's usage mapping)
     assert (c.input_tokens, c.output_tokens, c.cached_tokens, c.total_tokens) == (12850, 400, 11640, 13250)
     assert (c.model, c.source) == ("swe-2", "field7")
 

@@ -1,4 +1,4 @@
-"""Non-standard finish reasons CPA's translators write, mapped to the spec's (issue 9).
+"""Non-standard finish reasons CPA's translators write, mapped to the spec's.
 
 CPA v7.2.140's Gemini and Antigravity chat translators write ``finish_reason:
 "max_tokens"`` for Gemini's MAX_TOKENS when streaming, and Gemini's finishReason

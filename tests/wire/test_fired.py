@@ -46,7 +46,7 @@ def repair(name: str, rules: Rules | None = None):
         ("messages-devin-truncated", {"truncation": 1}, 1),
         # one finishing chunk: finishReason STOP -> MAX_TOKENS
         ("gemini-devin-truncated", {"truncation": 1}, 1),
-        # issue 20: the second run's three chunks, content emptied
+        # the second run's three chunks, content emptied
         ("chat-litellm-text-twice", {"replay": 3}, 3),
         # the second run's three deltas dropped; output_text.done, content_part.done and
         # output_item.done list the text once (replay x3 more); the terminal's output

@@ -1,4 +1,4 @@
-"""Other gateways' defect classes (issue 10): each has a recording built from its cited
+"""Other gateways' defect classes: each has a recording built from its cited
 issue, a contract rule that reports it, and a repair rule (an option) that removes it.
 
 The hand-checked expected bodies are compared in test_recordings.py; here: the raw body
@@ -76,7 +76,7 @@ def test_eof_failure_is_a_failure_with_the_streams_id_and_next_number():
 
 
 def test_eof_failure_lists_every_announced_item_an_open_one_incomplete():
-    """Issue 20: the synthesized response.failed lists the closed items as closed and the
+    """The synthesized response.failed lists the closed items as closed and the
     open call as announced, with its arguments so far and status incomplete; no done event
     is made up for it. Rule terminal_output off: the closed ones only (the old output),
     which the contract reports."""
@@ -181,7 +181,7 @@ def _ev(t, **kw):
 
 
 def test_reasoning_summary_on_done_and_terminal_from_what_was_streamed():
-    """Issue 20: the summary a gateway stripped from the done item and the terminal's
+    """The summary a gateway stripped from the done item and the terminal's
     output is what was streamed into the item (here one part), not an empty list; the
     terminal's entry takes the done item's."""
     rs = {"id": "rs", "type": "reasoning"}
@@ -231,7 +231,7 @@ def test_reasoning_summary_in_a_json_body():
     assert "summary" not in obj["output"][0]
 
 
-# --- issue 20: the text sent twice as a second run of ordinary deltas ------------------
+# --- the text sent twice as a second run of ordinary deltas ------------------
 
 
 def _chat_body(contents: list[str], end: bool = True) -> bytes:

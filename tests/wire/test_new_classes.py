@@ -1,4 +1,4 @@
-"""Issue 20's new defect classes (anchors-3.md section 4), each checked against the rules:
+"""More gateways' defect classes, each checked against the rules:
 
 - a ``200 text/event-stream`` that ends with no event at all (cindy #2497): rule
   ``no_events``, a failure the client sees, per API;

@@ -98,7 +98,7 @@ def _nullish_num(v: Any) -> bool:
 def aisdk_problems(body: bytes) -> list[str]:
     """Events @ai-sdk/openai 4.0.118 would reject ("Known response chunk failed schema
     validation"): the required fields of its modeled chunk types, plus the strictest
-    intersection of clients.md §5 (non-null integer usage with total_tokens, call status)."""
+    intersection of what the clients require (non-null integer usage with total_tokens, call status)."""
     bad = []
     for n, e in enumerate(parse(body)):
         t = e.get("type")
@@ -173,7 +173,7 @@ def openai_python_final(body: bytes):
     return state._completed_response
 
 
-# minimal streams in the shapes of unfixed CPA's Devin path (cpa-wire.md §2)
+# minimal streams in the shapes of unfixed CPA's Devin path (as the recordings have them)
 def created(rid="interaction_1", **extra):
     return {
         "type": "response.created",
@@ -1419,7 +1419,7 @@ def test_stream_without_terminal_ends_with_response_failed():
     """Rule eof_terminal (pi #8473, codex #41340): a failure, same id, next number; the
     open call stays open (never closed, so never run), nothing before it changes; the
     failure's output lists it as announced, with its arguments so far, incomplete
-    (issue 20: every announced item)."""
+    (every announced item)."""
     body = sse(created(created_at=STARTED), fc_added(0, "a", 2, status="in_progress"), args_delta(0, "a", "{", 3))
     cut = body + b'data: {"type":"response.compl'
     out, rep = run(cut)

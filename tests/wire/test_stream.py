@@ -107,7 +107,7 @@ class Salvaging(Upper):
 
 @pytest.mark.parametrize("boom", [False, True])
 def test_salvage_asks_the_repairer_and_fails_open(boom):
-    """Issue 20: the held events go out through the repairer's salvage() (the rules a cut
+    """The held events go out through the repairer's salvage() (the rules a cut
     stream can still satisfy), then the unfinished bytes as they came; if salvage()
     raises, the held events go out raw and the error is kept."""
     s = StreamRepair(Salvaging(boom))

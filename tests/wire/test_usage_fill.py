@@ -1,6 +1,6 @@
 """Usage from the upstream leg fills the client leg's missing or zero counts, on every API,
-streaming and non-streaming (issue 9). The counts are Devin's in CPA's mapping
-(cpa-wire.md section 5): input = prompt 7.2 + cache read 7.5, output 7.3, cached 7.5,
+streaming and non-streaming. The counts are Devin's in CPA's mapping
+(its source): input = prompt 7.2 + cache read 7.5, output 7.3, cached 7.5,
 total = input + output. Expected values below are those numbers, written out by hand.
 """
 

@@ -1,6 +1,6 @@
 """Did a client get what the recording's repaired stream says? One verdict per run.
 
-Success, per family (clients.md §0, §4):
+Success, per family (each client's own parser decides; docs/clients.md):
 
 - AI SDK: nothing thrown, no ``error`` stream part, ``finishReason`` as the stream ends
   (``tool-calls`` / ``stop``; ``length`` for a truncated one), exactly the expected tool

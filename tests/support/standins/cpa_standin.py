@@ -8,8 +8,7 @@ not), and Responses over a WebSocket (``GET /v1/responses``, one turn per ``resp
 builds a GetChatMessageRequest from ``wire/devin.proto``, sends it to
 Devin (``--devin``, a fake one in tests) through an explicit HTTP proxy (``--proxy``, like
 CPA's ``proxy-url``; the sidecar's regular-mode listener), and translates the Connect
-frames into the client's format the way unfixed CPA does (reference: cpa-wire.md sections
-1-3 and 6), bugs included:
+frames into the client's format the way unfixed CPA does (as read in its source), bugs included:
 
 * StopReason is read and ignored: Responses always ends in ``response.completed``, chat in
   ``finish_reason`` ``tool_calls``/``stop``, messages in ``stop_reason``
@@ -723,7 +722,7 @@ class MessagesOut:
 
 
 class GeminiOut:
-    """interactions -> Gemini (cpa-wire.md section 6): a chunk per delta, a final chunk with
+    """interactions -> Gemini (CPA's translator): a chunk per delta, a final chunk with
     an empty text part, ``finishReason: "STOP"`` always, and ``usageMetadata``."""
 
     def __init__(self) -> None:
