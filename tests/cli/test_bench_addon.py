@@ -1,11 +1,13 @@
-"""streamfix/bench_addon.py: every floor forwards the stream byte for byte, whatever the
+"""streamfix/bench/addon.py: every floor forwards the stream byte for byte, whatever the
 reads, and never hands mitmproxy ``b""`` (which would end a chunked body early)."""
 
 from __future__ import annotations
 
 import pytest
+from streamfix.wire.sse import SseParser
 
-from streamfix import bench, bench_addon
+from streamfix import bench
+from streamfix.bench import addon as bench_addon
 
 BODY = bench.devin_responses_stream(calls=(3,), reasoning=3, text=5, keepalive_every=4)
 
@@ -30,7 +32,7 @@ def test_json_floor_parses_each_data_event_once(monkeypatch) -> None:
     real = Event.json
     monkeypatch.setattr(Event, "json", lambda self: calls.append(self.raw) or real(self))
     bench_addon._Parse(True)(BODY)
-    with_data = [ev.raw for ev in bench.SseParser().feed(BODY) if ev.data is not None]
+    with_data = [ev.raw for ev in SseParser().feed(BODY) if ev.data is not None]
     assert calls == with_data
     calls.clear()
     bench_addon._Parse(False)(BODY)

@@ -1,4 +1,4 @@
-"""streamfix/capacity.py's clock: the latency of every timed upstream event is measured,
+"""streamfix/bench/capacity.py's clock: the latency of every timed upstream event is measured,
 the send times kept by the upstream line up with the deltas received, and a stamped
 stream times its events from their JSON. Against the timed upstream itself (the direct
 target), in process; the proxies are the benchmark's business."""
@@ -9,7 +9,7 @@ import asyncio
 
 import pytest
 
-from streamfix import capacity
+from streamfix.bench import capacity
 
 
 async def _served(pace_ms: float, streams: int, stamped: bool) -> tuple[list[float], int]:

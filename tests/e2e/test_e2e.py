@@ -37,6 +37,7 @@ from support import (
 )
 
 from streamfix import bench
+from streamfix.bench.inprocess import repair_in_process
 from streamfix.recordings import ROOT as RECORDINGS
 from streamfix.recordings import Recording, all_recordings, to_flow
 from streamfix.replay import sse_pieces
@@ -248,7 +249,7 @@ def test_burst_and_close(stack: Stack, name: str, client_close: bool) -> None:
 @pytest.fixture(scope="module")
 def big_chat_expected(stack: Stack) -> bytes:
     rec = stack.rec(BIG_CHAT)
-    out, s = bench.repair_in_process("chat", rec.request["body"], bench.events_of(rec.body))
+    out, s = repair_in_process("chat", rec.request["body"], bench.events_of(rec.body))
     assert s.error is None, s.error
     assert out != rec.body, "the long chat stream has defects to repair"
     return out

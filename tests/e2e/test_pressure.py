@@ -48,6 +48,7 @@ from streamfix.wire.verdict import Verdict
 from support import REPAIR_ADDON, SUPPORT, ProxyStack, Received, live_expected, no_crash_during, replay_and_proxy
 
 from streamfix import bench
+from streamfix.bench.inprocess import repair_in_process
 from streamfix.recordings import ROOT as RECORDINGS
 from streamfix.recordings import Recording, all_recordings
 
@@ -232,7 +233,7 @@ def expected_stream(rec: Recording) -> bytes:
     body, or, for a synthetic stream, the in-process repair (the same code path, checked
     against the hand-made expectations by the repairers' own tests)."""
     if rec.name.startswith("pz-"):
-        out, s = bench.repair_in_process(rec.api, rec.request["body"], bench.events_of(rec.body))
+        out, s = repair_in_process(rec.api, rec.request["body"], bench.events_of(rec.body))
         assert s.error is None, s.error
         return out
     return rec.expected

@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from streamfix.procs import START_TIMEOUT, Proc
+
 if TYPE_CHECKING:
     from streamfix.recordings import Recording
 
@@ -34,8 +36,6 @@ ROOT = Path(__file__).resolve().parents[2]
 SUPPORT = ROOT / "tests" / "support"
 """This folder: the tests' shared code, the stand-ins and the test addons (``-s`` scripts)."""
 REPAIR_ADDON = ROOT / "addons" / "repair.py"
-START_TIMEOUT = 30.0
-"""Seconds a process may take to start listening (generous: a loaded 2-core CI box)."""
 
 
 def compiled_core() -> bool:
@@ -64,139 +64,6 @@ def child_env(**extra: str) -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     env.update(extra)
     return env
-
-
-def _default_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
-class Proc:
-    """A child process with its stdout+stderr collected line by line."""
-
-    def __init__(
-        self,
-        cmd: Sequence[str],
-        *,
-        cwd: Path = ROOT,
-        env: dict[str, str] | None = None,
-        new_session: bool = False,
-        default_sigint: bool = False,
-    ) -> None:
-        """``default_sigint``: the child starts with SIGINT at its default, as a terminal's
-        foreground job does, even if this process ignores it (a background job of a
-        non-interactive shell, ``cmd &``, inherits SIGINT ignored, and so would the child:
-        Python then installs no KeyboardInterrupt handler)."""
-        self.cmd = list(cmd)
-        self.p = subprocess.Popen(
-            self.cmd,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            cwd=cwd,
-            env=env if env is not None else child_env(),
-            start_new_session=new_session,
-            preexec_fn=_default_sigint if default_sigint else None,  # noqa: PLW1509 - signal.signal only, before exec
-        )
-        self.lines: list[str] = []
-        self.times: list[float] = []
-        """Wall-clock time (time.time()) each line was read, for the logs shown on failure."""
-        self._cond = threading.Condition()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    @property
-    def pid(self) -> int:
-        return self.p.pid
-
-    def _read(self) -> None:
-        assert self.p.stdout is not None
-        for raw in self.p.stdout:
-            with self._cond:
-                self.lines.append(raw.decode("utf-8", "replace").rstrip("\n"))
-                self.times.append(time.time())
-                self._cond.notify_all()
-        with self._cond:
-            self._cond.notify_all()
-
-    @property
-    def output(self) -> str:
-        with self._cond:
-            return "\n".join(self.lines)
-
-    def wait_for(self, pattern: str, timeout: float = START_TIMEOUT, start: int = 0) -> re.Match[str]:
-        """The first output line (from line ``start`` on) matching ``pattern``."""
-        rx = re.compile(pattern)
-        deadline = time.monotonic() + timeout
-        i = start
-        with self._cond:
-            while True:
-                while i < len(self.lines):
-                    m = rx.search(self.lines[i])
-                    i += 1
-                    if m:
-                        return m
-                if self.p.poll() is not None and not self._reader.is_alive():
-                    raise RuntimeError(f"{self.cmd[0]} exited ({self.p.returncode}) before {pattern!r}:\n{self.tail()}")
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError(f"no {pattern!r} from {self.cmd[0]} after {timeout}s:\n{self.tail()}")
-                self._cond.wait(min(left, 0.5))
-
-    def wait_count(self, pattern: str, count: int, timeout: float = 10.0, start: int = 0) -> None:
-        """Waits until ``count`` output lines from line ``start`` on match ``pattern``."""
-        rx = re.compile(pattern)
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while sum(1 for line in self.lines[start:] if rx.search(line)) < count:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError(f"fewer than {count} lines {pattern!r} after {timeout}s:\n{self.tail()}")
-                self._cond.wait(min(left, 0.5))
-
-    def since(self, start: int, limit: int = 400) -> str:
-        """Output lines from line ``start`` on (at most the last ``limit``), each prefixed
-        with the time it was read."""
-        with self._cond:
-            n = len(self.lines)
-            first = max(start, n - limit)
-            out = [f"[{first - start} earlier lines left out]"] if first > start else []
-            for t, line in zip(self.times[first:n], self.lines[first:n]):
-                out.append(time.strftime("%H:%M:%S", time.localtime(t)) + f".{int(t % 1 * 1000):03d} {line}")
-            return "\n".join(out) or "(nothing)"
-
-    def tail(self, n: int = 40) -> str:
-        with self._cond:
-            return "\n".join(self.lines[-n:])
-
-    def signal(self, sig: int) -> None:
-        if self.p.poll() is None:
-            self.p.send_signal(sig)
-
-    def wait(self, timeout: float) -> int:
-        rc = self.p.wait(timeout)
-        self._reader.join(timeout)
-        return rc
-
-    def stop(self, timeout: float = 10.0) -> int:
-        """SIGTERM, then SIGKILL after ``timeout``; returns the exit code. A mitmdump with
-        streamfix drains on the first SIGTERM (addons/drain.py: it waits for the streams
-        in flight); a second one after a short grace makes it exit at once, with its done
-        hooks (turn log, -w), as before the drain existed."""
-        if self.p.poll() is None:
-            self.p.terminate()
-            try:
-                self.p.wait(min(timeout, 2.0))
-            except subprocess.TimeoutExpired:
-                self.p.terminate()
-                try:
-                    self.p.wait(timeout)
-                except subprocess.TimeoutExpired:
-                    self.p.kill()
-                    self.p.wait(timeout)
-        self._reader.join(timeout)
-        if self.p.stdout is not None:
-            self.p.stdout.close()
-        return self.p.returncode
 
 
 LOGS_ON_FAILURE = pytest.StashKey[dict]()

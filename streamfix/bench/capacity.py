@@ -1,40 +1,20 @@
 """Latency, capacity and memory under many concurrent model-paced streams.
 
-    python -m streamfix.capacity            # `just bench --capacity`; a few minutes
-    python -m streamfix.capacity --quick    # a smoke run
+    python -m streamfix.bench.capacity            # `just bench --capacity`; a few minutes
+    python -m streamfix.bench.capacity --quick    # a smoke run
 
-Three targets, measured one after the other against the same upstream: the upstream
-directly, a mitmdump with ``stream = True`` (``streamfix/bench_addon.py``, the cheapest
-way mitmproxy streams) and a mitmdump with ``addons/repair.py``.
-
-The upstream (``--serve``, started as its own process) answers every request with a
-Devin-style ``/v1/responses`` turn as unfixed CPA emits it (``streamfix.bench``'s
-builder: reasoning, text and two function calls, which the addon repairs), one event
-per HTTP/1.1 chunk, ``--pace-ms`` apart (20 ms: 50 events/s), byte for byte as the
-builder makes them. The upstream keeps the moment (CLOCK_MONOTONIC) it sends each delta,
-by the request's ``x-stream`` id, and the client (asyncio, in this process) asks it for
-them after the stream (``GET /sent/<id>``, to the upstream directly): a delta's latency
-is its arrival minus its send (the repairer never adds, reorders or drops a delta of
-this turn, so the k-th delta received is the k-th sent; the client checks the counts).
-The other events (about 10 %: added, done, the terminal) are not timed.
-
-``--stamped`` times every event instead by a key ``"x_t":<ns>`` the upstream writes
-into its JSON as it sends it (the repairer keeps keys it does not know). That makes
-every event a layout no other event has, so nothing is skimmed (``wire/skim.py``):
-the worst case for the addon, which this benchmark measured until 1 December 2026.
-
-Reported per target and concurrency (1, 50, 100, 200 streams): p50 and p99 latency per
-event, and the *added* latency of each proxy (its percentile minus the direct one at
-the same concurrency). Every concurrency is measured ``--trials`` times (3) per target,
-in rotating order, and reported as the median (the ladder also gives the lowest and
-highest): a trial lasts a few seconds, so one pause of a mitmdump in it (a full garbage
-collection) decides that trial's p99. Capacity: the most concurrent streams (on a
-ladder) at 50 events/s whose median p99 added latency stays under 50 ms, addon and
-passthrough, and their ratio. Memory: mitmdump's RSS before and after 2,000 client
-aborts at random points.
-
-Upstream, proxies and client share the machine's CPUs; the figures are only comparable
-within one run (``docs/benchmarks.md`` says how to read them).
+Three targets against the same upstream, one after the other: the upstream directly,
+mitmdump with ``stream = True`` (:mod:`streamfix.bench.addon`) and mitmdump with
+``addons/repair.py``. The upstream (``--serve``, its own process) answers with a
+Devin-style ``/v1/responses`` turn (:func:`streamfix.bench.streams.turn_stream`), one
+event per chunk, ``--pace-ms`` apart, and keeps when it sent each delta; the client
+(asyncio, in this process) asks for those times after the stream, so a delta's latency
+is its arrival minus its send (``--stamped``: every event timed by a key in its JSON,
+which defeats skimming: the worst case). Reported per target and concurrency: p50 and p99
+per event, the latency each proxy adds, and capacity: the most streams at 50 events/s
+whose median p99 added latency stays under 50 ms, over ``--trials`` rotating trials.
+Memory: RSS around 2,000 client aborts. Figures compare only within one run
+(docs/benchmarks.md says how to read them).
 """
 
 from __future__ import annotations
@@ -55,9 +35,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import bench
+from ..procs import ROOT, Proc
+from . import mitm, streams
+from .report import machine
 
-ROOT = Path(__file__).resolve().parent.parent
 LEVELS = (1, 50, 100, 200)
 LADDER = (5, 10, 20, 30, 40, 50, 60, 75, 100, 125, 150, 200, 300)
 """Concurrencies tried for capacity, in order; the ladder stops at the first rung where
@@ -72,7 +53,7 @@ _STAMP = re.compile(rb'"x_t":(\d+),')
 
 # --- the timed upstream ---------------------------------------------------------------
 def _events() -> list[bytes]:
-    return bench.events_of(bench.turn_stream())
+    return streams.events_of(streams.turn_stream())
 
 
 _DELTA = re.compile(rb'"type":"response\.[a-z_]+\.delta"')
@@ -294,20 +275,21 @@ def run(
     }  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="streamfix-capacity-") as tmp:
         tmpd = Path(tmp)
-        procs: list[bench._Proc] = []
+        procs: list[Proc] = []
         try:
-            up = bench._Proc(
-                [sys.executable, "-m", "streamfix.capacity", "--serve", "--pace-ms", str(pace_ms)], tmpd / "up.log"
+            up = mitm.bench_proc(
+                [sys.executable, "-m", "streamfix.bench.capacity", "--serve", "--pace-ms", str(pace_ms)],
+                tmpd / "up.log",
             )
             procs.append(up)
             upstream = up.wait_for(r"listening on (http://\S+)").group(1)
             ports = {"direct": int(upstream.rsplit(":", 1)[1])}
             pids = {}
             for label, addon in (
-                ("passthrough", ROOT / "streamfix" / "bench_addon.py"),
+                ("passthrough", mitm.ADDON),
                 ("addon", ROOT / "addons" / "repair.py"),
             ):
-                p, ports[label] = bench.start_proxy(upstream, addon, tmpd, label, procs)
+                p, ports[label] = mitm.start_proxy(upstream, addon, tmpd, label, procs)
                 pids[label] = p.p.pid
             for port in ports.values():  # warm-up
                 asyncio.run(_load(port, 2, pace_ms, ports["direct"], stamped))
@@ -322,9 +304,9 @@ def run(
                     one: dict[str, dict[str, float]] = {}
                     for label in order:
                         t0 = time.monotonic()
-                        c0 = bench._cpu_seconds(pids[label]) if label in pids else 0.0
+                        c0 = mitm.cpu_seconds(pids[label]) if label in pids else 0.0
                         lat, events = asyncio.run(_load(ports[label], n, pace_ms, ports["direct"], stamped))
-                        cpu = bench._cpu_seconds(pids[label]) - c0 if label in pids else 0.0
+                        cpu = mitm.cpu_seconds(pids[label]) - c0 if label in pids else 0.0
                         one[label] = {
                             "p50": _pct(lat, 0.5),
                             "p99": _pct(lat, 0.99),
@@ -370,7 +352,7 @@ def _fmt_row(row: dict[str, dict[str, float]]) -> str:
 
 
 def report(r: dict[str, Any]) -> str:
-    m = bench.machine()
+    m = machine()
     lines = [
         f"machine: {m['nproc']} CPUs, {m['cpu']}; Python {m['python']}; mitmproxy {m['mitmproxy']}; {m['platform']}",
         f"model-paced streams: one event per chunk, {r['pace_ms']:g} ms apart ({1000 / r['pace_ms']:g} events/s); "
@@ -451,7 +433,7 @@ def report(r: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m streamfix.capacity", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m streamfix.bench.capacity", description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="1 and 50 streams, a short ladder, 200 aborts")
     ap.add_argument("--pace-ms", type=float, default=20.0, help="pause between a stream's events (default 20)")
     ap.add_argument("--aborts", type=int, default=2000)

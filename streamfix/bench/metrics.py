@@ -1,6 +1,6 @@
 """What ``streamfix_metrics`` costs, in instructions (valgrind callgrind), per turn and per flow.
 
-    python -m streamfix.bench_metrics            # needs valgrind on the PATH
+    python -m streamfix.bench.metrics            # needs valgrind on the PATH
 
 Off, the metrics addon has no hooks (tests/addons/test_metrics.py), so it costs nothing per event
 or per flow. On, it costs nothing per event either (no hook runs per SSE read or
@@ -71,7 +71,7 @@ def _run(n: int, what: str) -> None:
 
 def _instructions(n: int, what: str, out: Path) -> int:
     cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, "-m",
-           "streamfix.bench_metrics", "--child", what, str(n)]  # fmt: skip
+           "streamfix.bench.metrics", "--child", what, str(n)]  # fmt: skip
     r = subprocess.run(cmd, capture_output=True, text=True, check=True)
     m = re.search(r"Collected : (\d+)", r.stderr)
     if m is None:
@@ -80,7 +80,7 @@ def _instructions(n: int, what: str, out: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m streamfix.bench_metrics", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m streamfix.bench.metrics", description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=200)
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)

@@ -1,6 +1,6 @@
 """The benchmark's baseline addon: stream every SSE response with the least work.
 
-    mitmdump -s streamfix/bench_addon.py [--set streamfix_bench_floor=FLOOR] ...
+    mitmdump -s streamfix/bench/addon.py [--set streamfix_bench_floor=FLOOR] ...
 
 ``flow.response.stream = True`` (the default floor, ``stream``) is the cheapest way
 mitmproxy can forward a stream as it arrives; ``python -m streamfix.bench`` compares the
@@ -22,7 +22,7 @@ from pathlib import Path
 
 from mitmproxy import ctx, http
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from streamfix.wire.sse import SseParser
 

@@ -1,8 +1,8 @@
 """Instructions per upstream event inside mitmdump, counted by valgrind's callgrind.
 
     python -m streamfix.bench --instructions      # `just bench --instructions`, ~10 min on 2 cores
-    python -m streamfix.instructions --quick      # two streams, one event per write
-    python -m streamfix.instructions --against ../other-checkout   # A/B of two checkouts, same run
+    python -m streamfix.bench.instructions --quick      # two streams, one event per write
+    python -m streamfix.bench.instructions --against ../other-checkout   # A/B of two checkouts, same run
 
 CPU time on a shared 2-core machine moves by 10-30 % between runs of the same code;
 instruction counts do not (within about 1 %, whatever else the machine does). Each proxy
@@ -14,7 +14,7 @@ divided by the stream's upstream events, is the figure. Every body is checked (t
 repaired one against the in-process repair, the passthrough one against the original).
 
 The proxies, all in the same run: ``passthrough`` (``flow.response.stream = True``,
-``streamfix/bench_addon.py``: the floor), ``repair`` (``addons/repair.py`` on the
+``streamfix/bench/addon.py``: the floor), ``repair`` (``addons/repair.py`` on the
 compiled core when one is built for these sources, wire/_core.py) and ``repair-pure``
 (the same with ``STREAMFIX_PURE=1``); ``--floors`` adds the bench addon's floors
 (identity callable, + SSE parse, + one JSON parse per event), ``--against DIR`` the
@@ -41,11 +41,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import bench
+from ..procs import ROOT, Proc
+from . import mitm
+from . import streams as synthetic
+from .inprocess import repair_in_process
+from .report import machine
 
-ROOT = bench.ROOT
 MODES = (("1 event/write", "event"), ("16 KiB writes", "batched"))
-ALL_STREAMS = {**bench.STREAMS, **bench.SHORT_STREAMS}
+ALL_STREAMS = {**synthetic.STREAMS, **synthetic.SHORT_STREAMS}
 
 
 def valgrind() -> tuple[str, str]:
@@ -73,7 +76,7 @@ def valgrind() -> tuple[str, str]:
 class Counted:
     """One mitmdump under callgrind: instrumentation off until :meth:`measure`."""
 
-    def __init__(self, label: str, proc: bench._Proc, port: int, ctl: str, dumps: Path) -> None:
+    def __init__(self, label: str, proc: Proc, port: int, ctl: str, dumps: Path) -> None:
         self.label = label
         self.proc = proc
         self.base = f"http://127.0.0.1:{port}"
@@ -106,7 +109,7 @@ class Counted:
         return int(m.group(1)), got
 
 
-def _start(label: str, upstream: str, tmpd: Path, procs: list[bench._Proc], vg: str, ctl: str, **kw: Any) -> Counted:
+def _start(label: str, upstream: str, tmpd: Path, procs: list[Proc], vg: str, ctl: str, **kw: Any) -> Counted:
     addon = kw.pop("addon")
     args = kw.pop("args", ())
     dumps = tmpd / "dumps"
@@ -115,7 +118,7 @@ def _start(label: str, upstream: str, tmpd: Path, procs: list[bench._Proc], vg: 
     # one hash seed for every proxy: str hashes decide dict and set layouts, which moved the
     # counts by up to 1.6 % between processes of the same code
     kw["env"] = {"PYTHONHASHSEED": "0", **kw.get("env", {})}
-    p, port = bench.start_proxy(upstream, addon, tmpd, label, procs, *args, prefix=prefix, timeout=600, **kw)
+    p, port = mitm.start_proxy(upstream, addon, tmpd, label, procs, *args, prefix=prefix, timeout=600, **kw)
     return Counted(label, p, port, ctl, dumps)
 
 
@@ -141,20 +144,18 @@ def run(
         if keep is not None:  # the callgrind dumps stay there (callgrind_annotate reads them)
             keep.mkdir(parents=True, exist_ok=True)
             (tmpd / "dumps").symlink_to(keep.resolve())
-        recs = bench._write_recordings(tmpd / "recordings")
-        procs: list[bench._Proc] = []
+        recs = mitm.write_recordings(tmpd / "recordings")
+        procs: list[Proc] = []
         try:
-            upstream = bench._start_replay(tmpd, procs)
-            specs: list[tuple[str, dict[str, Any]]] = [
-                ("passthrough", {"addon": ROOT / "streamfix" / "bench_addon.py"})
-            ]
+            upstream = mitm.start_replay(tmpd, procs)
+            specs: list[tuple[str, dict[str, Any]]] = [("passthrough", {"addon": mitm.ADDON})]
             if floors:
                 for f in ("identity", "parse", "json"):
                     specs.append(
                         (
                             f,
                             {
-                                "addon": ROOT / "streamfix" / "bench_addon.py",
+                                "addon": mitm.ADDON,
                                 "args": ("--set", f"streamfix_bench_floor={f}"),
                             },
                         )
@@ -170,7 +171,7 @@ def run(
                 proxies = list(pool.map(lambda s: _start(s[0], upstream, tmpd, procs, vg, ctl, **s[1]), specs))
             cores = {}
             for c in proxies:
-                m = re.search(r"streamfix: protocol core: (.*)", c.proc.log.read_text("utf-8", "replace"))
+                m = re.search(r"streamfix: protocol core: (.*)", c.proc.output)
                 cores[c.label] = m.group(1) if m else ""
 
             def one(c: Counted, name: str, suffix: str) -> dict[str, Any]:
@@ -187,7 +188,7 @@ def run(
                 with httpx.Client(timeout=1200) as client:
 
                     def fetch() -> tuple[bytes, int]:
-                        return bench._fetch(client, c.base + path, body, headers)
+                        return mitm.fetch(client, c.base + path, body, headers)
 
                     fetch()  # warm-up, not counted
                     counts, reads, ok = [], [], True
@@ -196,7 +197,7 @@ def run(
                         counts.append(n)
                         reads.append(n_reads)
                         if c.label.startswith(("repair", "against")):
-                            ok &= bench._masked(got) == expect[name]
+                            ok &= mitm.masked(got) == expect[name]
                         else:
                             ok &= got == original
                 return {
@@ -211,9 +212,9 @@ def run(
                 }
 
             expect = {
-                name: bench._masked(
-                    bench.repair_in_process(
-                        ALL_STREAMS[name][0], ALL_STREAMS[name][2], bench.events_of(recs[f"bench-{name}-event"][1])
+                name: mitm.masked(
+                    repair_in_process(
+                        ALL_STREAMS[name][0], ALL_STREAMS[name][2], synthetic.events_of(recs[f"bench-{name}-event"][1])
                     )[0]
                 )
                 for name in streams
@@ -234,7 +235,7 @@ def run(
 
 
 def report(res: dict[str, Any], repeats: int) -> str:
-    m = bench.machine()
+    m = machine()
     labels = res["labels"]
     out = [
         f"machine: {m['nproc']} CPUs, {m['cpu']}; Python {m['python']}; mitmproxy {m['mitmproxy']}; {m['platform']}",
@@ -290,13 +291,13 @@ def report(res: dict[str, Any], repeats: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m streamfix.instructions", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m streamfix.bench.instructions", description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="two streams (responses-claude, chat), one event per write")
     ap.add_argument(
         "--streams",
         nargs="*",
         default=None,
-        help=f"bench streams (default all: {', '.join(bench.STREAMS)}; also {', '.join(bench.SHORT_STREAMS)}, "
+        help=f"bench streams (default all: {', '.join(synthetic.STREAMS)}; also {', '.join(synthetic.SHORT_STREAMS)}, "
         "a short turn: what a flow costs beyond its events)",
     )
     ap.add_argument("--floors", action="store_true", help="also the bench addon's floors (identity, parse, json)")
@@ -314,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
         help="the upstream pauses this long between writes (paced like a model; default 0: back to back)",
     )
     a = ap.parse_args(argv)
-    streams = a.streams or (["responses-claude", "chat"] if a.quick else list(bench.STREAMS))
+    streams = a.streams or (["responses-claude", "chat"] if a.quick else list(synthetic.STREAMS))
     modes = ["event"] if a.quick else [s for _, s in MODES]
     t0 = time.monotonic()
     only = a.proxies.split(",") if a.proxies else None
