@@ -45,6 +45,7 @@ from streamfix.addons.receipts import comment, receipt, where
 from streamfix.addons.salvage import Salvage
 from streamfix.addons.turn import http_turn
 from streamfix.addons.websocket import WebSocketRepair
+from streamfix.addons.workers import Workers
 from streamfix.wire import _core as core
 from streamfix.wire.apis import api_for_path, stream_repairer
 from streamfix.wire.encoding import decoder_for
@@ -358,6 +359,7 @@ def _show_progress(flow: http.HTTPFlow, s: FlowStream) -> None:
 _repair = Repair()
 addons = [
     Listeners(),  # first: checks the regular listener's proxy credentials before they are redacted
+    Workers(),  # streamfix_redis: the correlation shared by the workers (streamfix sidecar --workers N)
     _repair,
     WebSocketRepair(_repair, receipt),
     Salvage(),

@@ -49,13 +49,24 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .devin import RequestInfo, TapResult
 
-__all__ = ["Correlator", "PendingRequest", "Resolver", "UpstreamRecord", "client_cap", "client_needles"]
+__all__ = [
+    "Correlator",
+    "PendingRequest",
+    "Resolver",
+    "UpstreamRecord",
+    "choose_linked",
+    "choose_pending",
+    "choose_record",
+    "client_cap",
+    "client_needles",
+    "is_open_link",
+]
 
 MAX_NEEDLES = 8
 """How many of the client's last user/tool texts are kept to match a request by."""
@@ -161,6 +172,79 @@ def client_needles(path: str, body: dict[str, Any]) -> tuple[str, ...]:
     return tuple(n for n in needles if len(n) >= MIN_NEEDLE)[-MAX_NEEDLES:]
 
 
+# --- the matching rules, as pure functions (Correlator and addons/sharedstate.py's
+# SharedCorrelator, whose records and pending requests live in Redis, apply the same ones)
+
+
+def choose_pending(pending: Iterable[PendingRequest], contents: Sequence[str]) -> tuple[PendingRequest | None, bool]:
+    """The pending client request an upstream request with these prompt contents was
+    caused by (its last needle in one of them; then most needles found, not matched
+    before, oldest), and whether another one matched equally well."""
+    best: tuple[int, int, float] | None = None
+    chosen: PendingRequest | None = None
+    keys: list[tuple[int, int]] = []
+    for p in pending:
+        if not any(p.needles[-1] in c for c in contents):
+            continue
+        found = sum(1 for n in p.needles if any(n in c for c in contents))
+        key = (found, 0 if p.upstream_flow_ids else 1, -p.noted)
+        keys.append(key[:2])
+        if best is None or key > best:
+            best, chosen = key, p
+    if chosen is None or best is None:
+        return None, False
+    return chosen, keys.count(best[:2]) > 1
+
+
+def choose_record(
+    records: Iterable[UpstreamRecord], digest: Digest, client_flow_id: str | None
+) -> tuple[UpstreamRecord | None, int]:
+    """Among the records with this digest, the finished, unclaimed one a client flow
+    claims (linked to it, then unlinked, then linked to another; oldest finished first;
+    an empty output only through its link), and how many could have been."""
+    empty = digest[1] == 0 and digest[3] == 0
+    best: tuple[int, float] | None = None
+    chosen: UpstreamRecord | None = None
+    n = 0
+    for rec in records:
+        if rec.claimed_by is not None or rec.finished is None:
+            continue
+        if rec.client_flow_id is None:
+            rank = 1
+        elif client_flow_id is not None and rec.client_flow_id == client_flow_id:
+            rank = 2
+        else:
+            rank = 0  # linked to another client flow: only if nothing else fits
+        if empty and rank != 2:
+            continue
+        n += 1
+        key = (rank, -rec.finished)
+        if best is None or key > best:
+            best, chosen = key, rec
+    return chosen, n
+
+
+def choose_linked(records: Iterable[UpstreamRecord], client_flow_id: str) -> UpstreamRecord | None:
+    """No digest match: the finished, unclaimed record the request side linked to this
+    client flow unambiguously (the latest finished, if CPA retried)."""
+    chosen: UpstreamRecord | None = None
+    for rec in records:
+        if (
+            rec.client_flow_id == client_flow_id
+            and not rec.link_ambiguous
+            and rec.claimed_by is None
+            and rec.finished is not None
+            and (chosen is None or rec.finished >= chosen.finished)  # type: ignore[operator]
+        ):
+            chosen = rec
+    return chosen
+
+
+def is_open_link(rec: UpstreamRecord, client_flow_id: str) -> bool:
+    """An upstream call linked to this client flow, started, its end not read, unclaimed."""
+    return rec.client_flow_id == client_flow_id and rec.finished is None and rec.claimed_by is None
+
+
 class Resolver:
     """The callable for :attr:`wire.verdict.Verdict.resolver`; remembers what it found.
 
@@ -243,20 +327,10 @@ class Correlator:
         contents = [text for _, text in info.prompts if text]
         if not contents or not self.pending:
             return None
-        best: tuple[int, int, float] | None = None
-        chosen: PendingRequest | None = None
-        keys: list[tuple[int, int]] = []
-        for p in self.pending.values():
-            if not any(p.needles[-1] in c for c in contents):
-                continue
-            found = sum(1 for n in p.needles if any(n in c for c in contents))
-            key = (found, 0 if p.upstream_flow_ids else 1, -p.noted)
-            keys.append(key[:2])
-            if best is None or key > best:
-                best, chosen = key, p
-        if chosen is not None and best is not None:
+        chosen, ambiguous = choose_pending(self.pending.values(), contents)
+        if chosen is not None:
             chosen.upstream_flow_ids.append(upstream_flow_id)
-            chosen.last_match_ambiguous = keys.count(best[:2]) > 1
+            chosen.last_match_ambiguous = ambiguous
             self.stats["requests_matched"] += 1
         return chosen
 
@@ -300,26 +374,8 @@ class Correlator:
         ids = self._by_digest.get(digest)
         if not ids:
             return self._claim_linked(client_flow_id)
-        empty = digest[1] == 0 and digest[3] == 0
-        best: tuple[int, float] | None = None
-        chosen: UpstreamRecord | None = None
-        n = 0
-        for fid in ids:
-            rec = self.records.get(fid)
-            if rec is None or rec.claimed_by is not None or rec.finished is None:
-                continue
-            if rec.client_flow_id is None:
-                rank = 1
-            elif client_flow_id is not None and rec.client_flow_id == client_flow_id:
-                rank = 2
-            else:
-                rank = 0  # linked to another client flow: only if nothing else fits
-            if empty and rank != 2:
-                continue
-            n += 1
-            key = (rank, -rec.finished)
-            if best is None or key > best:
-                best, chosen = key, rec
+        found = (self.records.get(fid) for fid in ids)
+        chosen, n = choose_record([r for r in found if r is not None], digest, client_flow_id)
         if chosen is None:
             return self._claim_linked(client_flow_id)
         if n > 1:
@@ -335,16 +391,7 @@ class Correlator:
         flow, unambiguously (the latest finished, if CPA retried). O(records)."""
         if client_flow_id is None:
             return None
-        chosen: UpstreamRecord | None = None
-        for rec in self.records.values():
-            if (
-                rec.client_flow_id == client_flow_id
-                and not rec.link_ambiguous
-                and rec.claimed_by is None
-                and rec.finished is not None
-                and (chosen is None or rec.finished >= chosen.finished)  # type: ignore[operator]
-            ):
-                chosen = rec
+        chosen = choose_linked(self.records.values(), client_flow_id)
         if chosen is None:
             return None
         chosen.claimed_by = client_flow_id
@@ -363,8 +410,7 @@ class Correlator:
         (started, its end of stream not read, unclaimed)? O(records)."""
         if client_flow_id is None:
             return False
-        return any(r.client_flow_id == client_flow_id and r.finished is None and r.claimed_by is None
-                   for r in self.records.values())  # fmt: skip
+        return any(is_open_link(r, client_flow_id) for r in self.records.values())
 
     def resolve(self, verdict: Any, client_flow_id: str | None = None, final: bool = True) -> UpstreamRecord | None:
         """Find, claim and report the upstream record for a client Verdict.
