@@ -240,6 +240,20 @@ def main(argv: list[str] | None = None, prog: str = "scripts/sidecar") -> int:
         help="credentials the --upstream-proxy listener requires (streamfix_upstream_proxyauth; "
         "required beyond loopback; also USER:PASS from config.yaml, or @HTPASSWD)",
     )
+    ap.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run N mitmdump workers behind HAProxy on the same addresses (one core each; docs/scaling.md); "
+        "default 1: one process, no balancer",
+    )
+    ap.add_argument(
+        "--redis",
+        metavar="URL",
+        help="redis://HOST:PORT/DB where the workers (or several sidecars) match the two legs (needed with "
+        "--workers N > 1 and --upstream-proxy); local: start a redis-server here",
+    )
     ap.add_argument("--options", action="store_true", help="list streamfix's options (--set NAME=VALUE) and exit")
     a = ap.parse_args(argv)
     if a.options:
@@ -253,6 +267,16 @@ def main(argv: list[str] | None = None, prog: str = "scripts/sidecar") -> int:
     errors = sfoptions_errors(set_specs(extra))
     if errors:
         _fail(ap, "\n".join(errors))
+    from . import workers
+
+    upstream_leg = bool(a.upstream_proxy) and not any(
+        sp.split("=", 1)[0] == "streamfix_upstream" and sp.split("=", 1)[1].lower() in ("false", "off", "no", "0")
+        for sp in set_specs(extra)
+        if "=" in sp
+    )
+    problem = workers.preflight(a.workers, a.web, upstream_leg, a.redis)
+    if problem:
+        return workers.refuse(ap.prog, problem)
     if a.upstream_proxy_auth:
         extra = ["--set", f"streamfix_upstream_proxyauth={a.upstream_proxy_auth}", *extra]
     if a.upstream_proxy and not _loopback(a.upstream_proxy.rpartition(":")[0] or "127.0.0.1") \
@@ -309,6 +333,26 @@ def main(argv: list[str] | None = None, prog: str = "scripts/sidecar") -> int:
         ),
         flush=True,
     )
+    if a.workers > 1:
+        try:
+            return workers.run(
+                a.workers,
+                lambda listen, up, more: mitm_command(upstream, listen, up, False, a.keep_bodies, more),
+                a.listen,
+                a.upstream_proxy,
+                extra,
+                a.redis,
+                "",
+            )
+        finally:
+            if replay is not None:
+                stop(replay)
+    redis = None
+    if a.redis == "local":
+        redis, url = workers.start_local_redis()
+        extra = ["--set", f"streamfix_redis={url}", *extra]
+    elif a.redis:
+        extra = ["--set", f"streamfix_redis={a.redis}", *extra]
     cmd = mitm_command(upstream, a.listen, a.upstream_proxy, a.web, a.keep_bodies, extra)
     # its own process group: a terminal's Ctrl-C reaches only us, and mitmdump gets exactly
     # one SIGINT (ours); a second one during its shutdown kills it (exit -2, no done hooks)
@@ -328,6 +372,8 @@ def main(argv: list[str] | None = None, prog: str = "scripts/sidecar") -> int:
     finally:
         if replay is not None:
             stop(replay)
+        if redis is not None:
+            stop(redis)
 
 
 def _loopback(host: str) -> bool:
