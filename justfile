@@ -67,3 +67,11 @@ replay *ARGS:
 clients *ARGS:
     scripts/install-clients
     {{py}} tests/clients/harness.py {{ARGS}}
+
+# the workers' benchmark: the capacity ladder of 1 and 2 streamfix workers and 2 passthrough workers behind HAProxy
+bench-workers *ARGS:
+    {{py}} -m streamfix.capacity_workers {{ARGS}}
+
+# what the Redis round trips of the shared correlation cost per turn (latency; --instructions: callgrind)
+bench-redis *ARGS:
+    {{py}} -m streamfix.bench_redis {{ARGS}}

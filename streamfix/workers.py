@@ -112,8 +112,12 @@ def max_connections() -> int:
     return max(64, min(10_000, (soft - 200) // 2))
 
 
-def haproxy_config(workers: list[Worker], listen: str, upstream_proxy: str | None, sock: Path) -> str:
-    """The HAProxy configuration (see the module docstring for what each part is for)."""
+def haproxy_config(
+    workers: list[Worker], listen: str, upstream_proxy: str | None, sock: Path, checks: bool = True
+) -> str:
+    """The HAProxy configuration (see the module docstring for what each part is for).
+    ``checks=False`` (the benchmark's passthrough workers, which have no health
+    endpoint): the same balancer without health checks."""
     conns = max_connections()
     lines = [
         "# written by streamfix sidecar --workers (streamfix/workers.py); regenerated at each start",
@@ -138,9 +142,10 @@ def haproxy_config(workers: list[Worker], listen: str, upstream_proxy: str | Non
         "    balance leastconn",
         "    option httpchk GET /readyz",
     ]
-    lines += [f"    server w{w.name} 127.0.0.1:{w.client_port} check port {w.metrics_port}" for w in workers]
+    check = (lambda w: f" check port {w.metrics_port}") if checks else (lambda w: "")
+    lines += [f"    server w{w.name} 127.0.0.1:{w.client_port}{check(w)}" for w in workers]
     lines += ["backend clients_alive", "    balance leastconn", "    option httpchk GET /livez"]
-    lines += [f"    server w{w.name} 127.0.0.1:{w.client_port} check port {w.metrics_port}" for w in workers]
+    lines += [f"    server w{w.name} 127.0.0.1:{w.client_port}{check(w)}" for w in workers]
     if upstream_proxy:
         lines += ["frontend upstream", f"    bind {_bind(upstream_proxy)}", "    default_backend upstream_leg",
                   "backend upstream_leg", "    balance leastconn"]  # fmt: skip

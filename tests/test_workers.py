@@ -398,3 +398,33 @@ async def test_sigterm_drains_every_worker(replay_workers):
     out = "\n".join(c.launcher.lines[start:])
     assert out.count("every stream in flight finished") == 2
     assert len([t for t in c.turn_lines() if t["transport"] == "sse"]) >= n
+
+
+# --- Prometheus sees the totals -------------------------------------------------------------
+async def test_prometheus_scrapes_every_workers_series_from_one_target(chain, tmp_path):
+    """A real Prometheus scraping the launcher's one metrics address: the sum over the
+    workers' labelled series equals the turn log, and each worker's share is its lines."""
+    from test_metrics_prometheus import PROMETHEUS, Prom
+
+    if PROMETHEUS is None:
+        pytest.skip("no prometheus on PATH (scripts/install-prometheus installs it)")
+    run = uuid.uuid4().hex[:6]
+    async with client() as c:
+        await asyncio.gather(*(turn(c, chain.base, "chat", "stop", f"prom-{run}-{i}") for i in range(12)))
+    deadline = time.monotonic() + 60
+    while not all(t.get("worker") for t in chain.turn_lines()) and time.monotonic() < deadline:
+        await asyncio.sleep(0.2)
+    lines = chain.turn_lines()
+    prom = Prom(tmp_path, f"127.0.0.1:{chain.metrics_port}")
+    try:
+        prom.wait("sum(streamfix_turns_total)", len(lines))
+        got = prom.values("sum by (worker) (streamfix_turns_total)", "worker")
+        assert got == {(k,): float(sum(t["worker"] == k for t in lines)) for k in ("1", "2")}
+        assert prom.values('streamfix_workers{state="up"}')[()] == 2
+        up = prom.values("sum by (leg) (streamfix_tokens_total)", "leg")
+        assert up[("upstream",)] == sum(
+            sum((t["tokens"]["upstream"] or {}).get(k) or 0 for k in ("input_tokens", "output_tokens", "cached_tokens"))
+            for t in lines
+        )
+    finally:
+        prom.proc.stop()
