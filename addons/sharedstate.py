@@ -164,7 +164,11 @@ class Store(Protocol):
         ...
 
     def pending_matched(self, client_flow_id: str) -> None: ...
-    def add_record(self, rec: UpstreamRecord, worker: str, ttl: float) -> None: ...
+    def add_record(self, rec: UpstreamRecord, worker: str, ttl: float, matched: str | None = None) -> None:
+        """An upstream call started; ``matched``: the pending request it was matched to
+        (counted as matched, in the same call)."""
+        ...
+
     def finish_record(self, upstream_flow_id: str, finished: float, result: SharedResult, ttl: float) -> None: ...
     def drop_record(self, upstream_flow_id: str) -> None: ...
     def records(
@@ -173,8 +177,9 @@ class Store(Protocol):
         """(the records with this output digest, the records linked to this client flow)."""
         ...
 
-    def claim(self, upstream_flow_id: str, client_flow_id: str) -> bool:
-        """Take a finished record for a client flow: True for exactly one caller."""
+    def claim(self, upstream_flow_id: str, client_flow_id: str, drop_pending: bool = False) -> bool:
+        """Take a finished record for a client flow: True for exactly one caller. With
+        ``drop_pending``, the client flow's pending request goes too (in the same call)."""
         ...
 
     def forget_worker(self, worker: str) -> int:
@@ -216,7 +221,9 @@ class MemoryStore:
         if got is not None:
             got[0].upstream_flow_ids.append("?")
 
-    def add_record(self, rec: UpstreamRecord, worker: str, ttl: float) -> None:
+    def add_record(self, rec: UpstreamRecord, worker: str, ttl: float, matched: str | None = None) -> None:
+        if matched is not None:
+            self.pending_matched(matched)
         self.recs[rec.flow_id] = (_copy_record(rec), self.clock() + ttl)
         if rec.client_flow_id is not None:
             self.linked.setdefault(rec.client_flow_id, set()).add(rec.flow_id)
@@ -246,11 +253,13 @@ class MemoryStore:
         linked = self._get(self.linked.get(client_flow_id, ())) if client_flow_id is not None else []
         return by, linked
 
-    def claim(self, upstream_flow_id: str, client_flow_id: str) -> bool:
+    def claim(self, upstream_flow_id: str, client_flow_id: str, drop_pending: bool = False) -> bool:
         got = self.recs.get(upstream_flow_id)
         if got is None or got[0].finished is None or got[0].claimed_by is not None:
             return False
         got[0].claimed_by = client_flow_id
+        if drop_pending:
+            self.drop_pending(client_flow_id)
         return True
 
     def forget_worker(self, worker: str) -> int:
@@ -291,10 +300,16 @@ return out
 each as [id, [field, value, ...], ...]: data only, the rules decide in Python."""
 _CLAIM = """
 if redis.call('HEXISTS', KEYS[1], 'finished') == 1 and redis.call('HSETNX', KEYS[1], 'claimed', ARGV[1]) == 1 then
+  if KEYS[2] then
+    redis.call('DEL', KEYS[2])
+    redis.call('HDEL', KEYS[3], ARGV[1])
+  end
   return 1
 end
 return 0
 """
+"""Claim the record KEYS[1] for client flow ARGV[1]; then drop its pending request
+(KEYS[2], and its entry in the index KEYS[3]) when given."""
 _MATCHED = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return redis.call('HINCRBY', KEYS[1], 'matched', 1) end
 return 0
@@ -457,7 +472,7 @@ class RedisStore:
         return self._call("forget_worker", do, 0)
 
     # --- response side ------------------------------------------------------------------
-    def add_record(self, rec: UpstreamRecord, worker: str, ttl: float) -> None:
+    def add_record(self, rec: UpstreamRecord, worker: str, ttl: float, matched: str | None = None) -> None:
         k = self._k("r", rec.flow_id)
 
         def do() -> None:
@@ -469,6 +484,8 @@ class RedisStore:
             if rec.max_tokens_original is not None:
                 fields["orig"] = rec.max_tokens_original
             pipe = self.client.pipeline(transaction=False)
+            if matched is not None:
+                self._matched(keys=[self._k("p", matched)], client=pipe)
             pipe.hset(k, mapping=fields)
             pipe.pexpire(k, int(ttl * 1000))
             if rec.client_flow_id is not None:
@@ -516,9 +533,11 @@ class RedisStore:
 
         return self._call("records", do, ([], []))
 
-    def claim(self, upstream_flow_id: str, client_flow_id: str) -> bool:
-        return bool(self._call("claim", lambda: self._claim(keys=[self._k("r", upstream_flow_id)],
-                                                            args=[client_flow_id]), 0))  # fmt: skip
+    def claim(self, upstream_flow_id: str, client_flow_id: str, drop_pending: bool = False) -> bool:
+        keys = [self._k("r", upstream_flow_id)]
+        if drop_pending:
+            keys += [self._k("p", client_flow_id), self.prefix + "ph"]
+        return bool(self._call("claim", lambda: self._claim(keys=keys, args=[client_flow_id]), 0))
 
 
 def _pending_of(fid: str, h: dict[bytes, bytes]) -> PendingRequest | None:
@@ -570,6 +589,11 @@ class SharedCorrelator(Correlator):
         self.worker = worker
         self._noted: set[str] = set()
         """Client flows whose pending request this process wrote (only those are dropped)."""
+        self._matched: dict[str, str] = {}
+        """Upstream flow -> the pending request it was matched to, counted when it starts."""
+        self._digest: Any = None
+        self._gathered: tuple[Any, str | None, list[UpstreamRecord], list[UpstreamRecord]] | None = None
+        """Within one resolve: the records read by ``awaiting``, for the claim after it."""
 
     # --- request side ---------------------------------------------------------------
     def note_client_request(self, flow_id: str, path: str, body: Any) -> PendingRequest | None:
@@ -595,7 +619,7 @@ class SharedCorrelator(Correlator):
             return None
         chosen, ambiguous = choose_pending(self.store.pending_candidates(contents, self.ttl_pending), contents)
         if chosen is not None:
-            self.store.pending_matched(chosen.flow_id)
+            self._matched[upstream_flow_id] = chosen.flow_id  # counted in the store by upstream_started
             chosen.upstream_flow_ids.append(upstream_flow_id)
             chosen.last_match_ambiguous = ambiguous
             self.stats["requests_matched"] += 1
@@ -611,7 +635,7 @@ class SharedCorrelator(Correlator):
         link_ambiguous: bool = False,
     ) -> UpstreamRecord:
         rec = super().upstream_started(flow_id, client_flow_id, max_tokens_sent, max_tokens_original, link_ambiguous)
-        self.store.add_record(rec, self.worker, self.ttl_open)
+        self.store.add_record(rec, self.worker, self.ttl_open, self._matched.pop(flow_id, None))
         return rec
 
     def upstream_finished(self, flow_id: str, result: Any) -> UpstreamRecord | None:
@@ -627,9 +651,23 @@ class SharedCorrelator(Correlator):
         self.store.drop_record(flow_id)
 
     # --- the client leg's claim ------------------------------------------------------
+    def resolve(self, verdict: Any, client_flow_id: str | None = None, final: bool = True) -> UpstreamRecord | None:
+        self._digest = verdict.digest()  # awaiting() reads the records once for both looks
+        try:
+            return super().resolve(verdict, client_flow_id, final)
+        finally:
+            self._digest = self._gathered = None
+
+    def _records(self, digest: Any, client_flow_id: str | None):
+        g = self._gathered
+        if g is not None and g[0] == digest and g[1] == client_flow_id:
+            self._gathered = None
+            return g[2], g[3]
+        return self.store.records(digest, client_flow_id)
+
     def claim(self, digest: Digest, client_flow_id: str | None = None) -> UpstreamRecord | None:
         for _ in range(3):  # another worker may take the chosen record first: choose again
-            by_digest, linked = self.store.records(digest, client_flow_id)
+            by_digest, linked = self._records(digest, client_flow_id)
             chosen, n = choose_record(by_digest, digest, client_flow_id)
             by_link = False
             if chosen is None and client_flow_id is not None:
@@ -637,7 +675,10 @@ class SharedCorrelator(Correlator):
                 by_link = chosen is not None
             if chosen is None:
                 return None
-            if self.store.claim(chosen.flow_id, client_flow_id or "?"):
+            drop = client_flow_id is not None and client_flow_id in self._noted
+            if self.store.claim(chosen.flow_id, client_flow_id or "?", drop):
+                if drop:
+                    self._noted.discard(client_flow_id)  # its pending request went with the claim
                 chosen.claimed_by = client_flow_id or "?"
                 chosen.by_link = by_link
                 self.stats["by_link" if by_link else "resolved_shared"] = (
@@ -651,5 +692,7 @@ class SharedCorrelator(Correlator):
     def awaiting(self, client_flow_id: str | None) -> bool:
         if client_flow_id is None:
             return False
-        _, linked = self.store.records(None, client_flow_id)
+        by_digest, linked = self.store.records(self._digest, client_flow_id)
+        if self._digest is not None:
+            self._gathered = (self._digest, client_flow_id, by_digest, linked)
         return any(is_open_link(r, client_flow_id) for r in linked)
