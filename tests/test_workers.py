@@ -428,3 +428,24 @@ async def test_prometheus_scrapes_every_workers_series_from_one_target(chain, tm
         )
     finally:
         prom.proc.stop()
+
+
+def test_compose_and_systemd_run_workers_with_redis():
+    """The recipes (deploy/): the compose file runs the workers with its redis service,
+    the image has HAProxy, the systemd unit starts a local Redis; each command line passes
+    the launcher's checks."""
+    from ruamel.yaml import YAML
+
+    from streamfix.workers import preflight
+
+    deploy = ROOT / "deploy"
+    c = YAML(typ="safe").load((deploy / "compose.yaml").read_text())
+    cmd = c["services"]["streamfix"]["command"]
+    redis = cmd[cmd.index("--redis") + 1]
+    assert int(cmd[cmd.index("--workers") + 1]) > 1 and redis == "redis://redis:6379/0"
+    assert "redis" in c["services"] and "redis" in c["services"]["streamfix"]["depends_on"]
+    assert "ports" not in c["services"]["redis"]
+    assert "apt-get install -y --no-install-recommends haproxy" in (deploy / "Dockerfile").read_text()
+    unit = (deploy / "streamfix.service").read_text()
+    assert "--workers 2 --redis local" in unit
+    assert preflight(2, False, True, redis) is None and preflight(2, False, True, "local") is None
