@@ -666,8 +666,13 @@ class SharedCorrelator(Correlator):
         return self.store.records(digest, client_flow_id)
 
     def claim(self, digest: Digest, client_flow_id: str | None = None) -> UpstreamRecord | None:
+        empty = digest[1] == 0 and digest[3] == 0
         for _ in range(3):  # another worker may take the chosen record first: choose again
-            by_digest, linked = self._records(digest, client_flow_id)
+            if empty:  # an empty output is only ever matched through its link: only linked records
+                _, linked = self._records(None, client_flow_id)
+                by_digest = [r for r in linked if r.digest == digest]
+            else:
+                by_digest, linked = self._records(digest, client_flow_id)
             chosen, n = choose_record(by_digest, digest, client_flow_id)
             by_link = False
             if chosen is None and client_flow_id is not None:
@@ -681,9 +686,8 @@ class SharedCorrelator(Correlator):
                     self._noted.discard(client_flow_id)  # its pending request went with the claim
                 chosen.claimed_by = client_flow_id or "?"
                 chosen.by_link = by_link
-                self.stats["by_link" if by_link else "resolved_shared"] = (
-                    self.stats.get("by_link" if by_link else "resolved_shared", 0) + 1
-                )
+                if by_link:
+                    self.stats["by_link"] += 1
                 if n > 1:
                     self.stats["ties"] += 1
                 return chosen
@@ -692,7 +696,10 @@ class SharedCorrelator(Correlator):
     def awaiting(self, client_flow_id: str | None) -> bool:
         if client_flow_id is None:
             return False
-        by_digest, linked = self.store.records(self._digest, client_flow_id)
+        d = self._digest
+        if d is not None and d[1] == 0 and d[3] == 0:
+            d = None  # an empty output: only its linked records count (claim)
+        by_digest, linked = self.store.records(d, client_flow_id)
         if self._digest is not None:
-            self._gathered = (self._digest, client_flow_id, by_digest, linked)
+            self._gathered = (d, client_flow_id, by_digest, linked)
         return any(is_open_link(r, client_flow_id) for r in linked)

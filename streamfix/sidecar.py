@@ -274,7 +274,8 @@ def main(argv: list[str] | None = None, prog: str = "scripts/sidecar") -> int:
         for sp in set_specs(extra)
         if "=" in sp
     )
-    problem = workers.preflight(a.workers, a.web, upstream_leg, a.redis)
+    redis_set = any(sp.startswith("streamfix_redis=") and sp != "streamfix_redis=" for sp in set_specs(extra))
+    problem = workers.preflight(a.workers, a.web, upstream_leg, a.redis or ("given" if redis_set else None))
     if problem:
         return workers.refuse(ap.prog, problem)
     if a.upstream_proxy_auth:

@@ -599,10 +599,11 @@ def refuse(prog: str, msg: str) -> int:
 
 
 def preflight(n: int, web: bool, upstream_leg: bool, redis: str | None) -> str | None:
-    """Why ``--workers N`` / ``--redis`` cannot run as given (one line), or None."""
+    """Why ``--workers N`` / ``--redis`` cannot run as given (one line), or None. ``redis``:
+    ``--redis``'s value, ``"given"`` for a ``--set streamfix_redis=URL`` after ``--``."""
     if n < 1:
         return f"--workers {n}: give 1 or more"
-    if redis is not None and redis != "local" and not redis.startswith(("redis://", "rediss://", "unix://")):
+    if redis not in (None, "local", "given") and not redis.startswith(("redis://", "rediss://", "unix://")):
         return f"--redis {redis}: give redis://HOST:PORT/DB, or local (a redis-server started here)"
     if redis == "local" and shutil.which("redis-server") is None:
         return "--redis local: no redis-server on PATH (Debian: apt-get install redis-server)"

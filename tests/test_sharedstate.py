@@ -185,3 +185,30 @@ def test_a_redis_that_stalls_is_waited_for_no_longer_than_the_bound(tmp_path):
         assert rest < 0.5, rest
     finally:
         r.stop()
+
+
+def test_an_empty_output_is_matched_only_through_its_link_across_workers(workers):
+    a, b, c = workers
+    tap = DevinTap()
+    tap.feed(frame(stop_reason=11) + encode_end_stream())
+    b.upstream_started("up", client_flow_id="mine")
+    b.upstream_finished("up", tap.result())
+    assert c.resolve(Verdict(), "other") is None  # same (empty) digest, not its link
+    v = Verdict()
+    v.resolver = a.resolver("mine")
+    d = v.decide()
+    assert d.outcome == "content_filter" and d.evidence[0].detail == "Devin StopReason 11 CONTENT_FILTER"
+
+
+def test_a_failed_upstream_call_reports_unknown_across_workers(workers):
+    a, b, _ = workers
+    tap = DevinTap()
+    tap.feed(frame(text=b"hi", stop_reason=3) + encode_end_stream("internal", "boom"))
+    b.upstream_started("up")
+    b.upstream_finished("up", tap.result())
+    v = Verdict()
+    v.observe_text("hi")
+    v.resolver = a.resolver("c")
+    d = v.decide()
+    assert d.outcome != "max_tokens"
+    assert any(e.detail.endswith("trailer error internal") for e in d.evidence)
