@@ -148,7 +148,7 @@ def test_redis_gone_every_call_is_bounded_one_line_then_it_resumes(tmp_path, cap
         d = v.decide()
         assert all(e.source != "upstream" for e in d.evidence)  # the client-leg rules decided
         took = time.monotonic() - t0
-        assert took < 5, took  # a refused connection fails at once; the bound is 0.2 s per breaker period
+        assert took < 10, took  # a refused connection fails at once; the bound is 0.2 s per breaker period
         lines = [x for x in caplog.messages if "does not answer" in x]
         assert len(lines) == 2, lines  # once per process (store), not once per call
         r.start()
@@ -181,8 +181,8 @@ def test_a_redis_that_stalls_is_waited_for_no_longer_than_the_bound(tmp_path):
             corr.awaiting(f"c{i}")
         rest = time.monotonic() - t1
         r.proc.signal(signal.SIGCONT)
-        assert 0.1 <= first < 2.0, first
-        assert rest < 0.5, rest
+        assert 0.1 <= first < 3.0, first  # it waited its timeout (0.15 s), not more than a generous bound
+        assert rest < 1.0, rest  # the breaker: 20 calls return at once
     finally:
         r.stop()
 

@@ -29,6 +29,7 @@ import time
 import uuid
 
 import httpx
+import orjson
 import pytest
 from streamfix.wire.contract import check
 from support import ROOT, alive, child_env, show_logs_on_failure, start_replay
@@ -449,3 +450,48 @@ def test_compose_and_systemd_run_workers_with_redis():
     unit = (deploy / "streamfix.service").read_text()
     assert "--workers 2 --redis local" in unit
     assert preflight(2, False, True, redis) is None and preflight(2, False, True, "local") is None
+
+
+async def test_a_kept_alive_connection_and_a_websocket_stay_on_their_worker(chain):
+    """Four kept-alive connections with six requests each, three WebSockets with three
+    turns each: all the turns of one connection were served by one worker (the turn log
+    says which; each turn is found there by its own Devin input count)."""
+    import aiohttp
+
+    run = uuid.uuid4().hex[:6]
+    base = 70_000 + (int(run, 16) % 1000) * 100
+    groups: list[list[tuple[str, int]]] = []
+    for k in range(4):
+        names = [(f"ka-{run}-{k}-{i}", base + 10 * k + i) for i in range(6)]
+        async with httpx.AsyncClient(timeout=TIMEOUT, trust_env=False, limits=httpx.Limits(max_connections=1)) as c:
+            for conv, n in names:
+                await turn(c, chain.base, "chat", "stop", conv, f"[usage:field7] [prompt_tokens:{n}]")
+        groups.append(names)
+    url = chain.base.replace("http://", "ws://", 1) + "/v1/responses"
+    for k in range(3):
+        names = [(f"ws-{run}-{k}-{i}", base + 50 + 10 * k + i) for i in range(3)]
+        async with aiohttp.ClientSession(trust_env=False) as s, s.ws_connect(url) as ws:
+            for conv, n in names:
+                text = f"Go. [scenario:stop] [conv:{conv}] [usage:field7] [prompt_tokens:{n}]"
+                create = {
+                    "type": "response.create",
+                    "model": "devin/swe-2",
+                    "input": [{"role": "user", "content": text}],
+                }
+                await ws.send_str(orjson.dumps(create).decode())
+                while True:
+                    m = orjson.loads((await asyncio.wait_for(ws.receive(), TIMEOUT)).data)
+                    if m.get("type") in ("response.completed", "response.incomplete", "response.failed"):
+                        break
+        groups.append(names)
+    seen = {r["conv"]: r["usage"]["input_tokens"] for r in chain.seen() if run in r["conv"]}
+    want = {seen[conv] for g in groups for conv, _ in g}
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        worker_of = {(t["tokens"].get("upstream") or {}).get("input_tokens"): t["worker"] for t in chain.turn_lines()}
+        if want <= set(worker_of):
+            break
+        await asyncio.sleep(0.2)
+    per_group = [{worker_of[seen[conv]] for conv, _ in g} for g in groups]
+    assert all(len(ws) == 1 for ws in per_group), per_group
+    print(f"connections' workers: {[next(iter(ws)) for ws in per_group]}")
