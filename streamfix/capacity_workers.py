@@ -126,6 +126,7 @@ def run(quick: bool = False, pace_ms: float = 20.0, trials: int | None = None) -
             for port in ports.values():  # warm-up
                 asyncio.run(capacity._load(port, 4, pace_ms, ports["direct"]))
             per_stream = len(capacity._events())
+            balancers = {p for ps in pids.values() for p in ps if _comm(p) == "haproxy"}
 
             def measure(n: int) -> dict[str, dict[str, float]]:
                 runs = []
@@ -134,11 +135,13 @@ def run(quick: bool = False, pace_ms: float = 20.0, trials: int | None = None) -
                     order = TARGETS[k:] + TARGETS[:k]
                     one: dict[str, dict[str, float]] = {}
                     for label in order:
-                        c0 = sum(bench._cpu_seconds(p) for p in pids[label])
+                        c0 = [bench._cpu_seconds(p) for p in pids[label]]
                         lat, events = asyncio.run(capacity._load(ports[label], n, pace_ms, ports["direct"]))
-                        cpu = sum(bench._cpu_seconds(p) for p in pids[label]) - c0
+                        cpu = [bench._cpu_seconds(p) - c for p, c in zip(pids[label], c0)]
+                        per = max(n * per_stream, 1)
+                        lb = sum(c for p, c in zip(pids[label], cpu) if p in balancers) / per * 1e6
                         one[label] = {"p50": capacity._pct(lat, 0.5), "p99": capacity._pct(lat, 0.99),
-                                      "events": events, "cpu_us": cpu / max(n * per_stream, 1) * 1e6}  # fmt: skip
+                                      "events": events, "cpu_us": sum(cpu) / per * 1e6, "lb_us": lb}  # fmt: skip
                     runs.append(one)
                 row: dict[str, dict[str, float]] = {}
                 for label in TARGETS:
@@ -193,10 +196,14 @@ def report(r: dict[str, Any]) -> str:
             )
             + " |"
         )
-    lines += ["", "CPU per upstream event (µs, all of a target's processes: workers and HAProxy)",
-              "| streams | " + " | ".join(PROXIES) + " |", "|---:|" + "---:|" * len(PROXIES)]  # fmt: skip
+    title = "CPU per upstream event (µs, all of a target's processes: workers and HAProxy; HAProxy's share in ())"
+    lines += ["", title, "| streams | " + " | ".join(PROXIES) + " |", "|---:|" + "---:|" * len(PROXIES)]
+
+    def cell(v: dict[str, float]) -> str:
+        return f"{v['cpu_us']:.0f}" + (f" ({v['lb_us']:.0f})" if v["lb_us"] else "")
+
     for n, row in r["ladder"].items():
-        lines.append(f"| {n} | " + " | ".join(f"{row[k]['cpu_us']:.0f}" for k in PROXIES) + " |")
+        lines.append(f"| {n} | " + " | ".join(cell(row[k]) for k in PROXIES) + " |")
     cap = r["capacity"]
     one, two, floor = cap["streamfix x1"], cap["streamfix x2"], cap["passthrough x2"]
     lines += [
