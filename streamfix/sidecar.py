@@ -4,6 +4,8 @@
     python -m streamfix.sidecar --upstream http://127.0.0.1:8317   # in front of a real CPA
     python -m streamfix.sidecar --upstream http://127.0.0.1:8317 --upstream-proxy 127.0.0.1:8080
     python -m streamfix.sidecar --web                 # mitmweb, bodies kept for the views
+    python -m streamfix.sidecar --workers 2 --redis local --upstream http://127.0.0.1:8317 --upstream-proxy 127.0.0.1:8080
+                                                      # 2 workers behind HAProxy, the legs matched in Redis
 
 Everything after ``--`` goes to mitmdump as it is (``-- --set streamfix_truncation=completed``).
 SIGTERM drains (the streams in flight finish first, see docs/operations.md); Ctrl-C stops at once.
@@ -71,6 +73,8 @@ mitmdump's own options go after --, as they are:
 is true). %(prog)s --options lists streamfix's options with their help and defaults.
 --web: mitmweb prints its UI's address with a random ?token=... (open that URL; set a fixed
 one with -- --set web_password=SECRET). The upstream leg: docs/upstream-leg.md.
+--workers N (N > 1): N mitmdump workers behind HAProxy on the same addresses, one core
+each; with --upstream-proxy it needs --redis (docs/scaling.md).
 """
 
 
