@@ -550,7 +550,12 @@ def merge_expositions(texts: dict[str, str], up: dict[str, bool], restarts: dict
 
     families: dict[str, Metric] = {}
     for name, text in texts.items():
-        for fam in text_string_to_metric_families(text):
+        try:
+            parsed = list(text_string_to_metric_families(text))
+        except ValueError:  # a worker's answer cut short (it was dying): its series are left out this time
+            up[name] = False
+            continue
+        for fam in parsed:
             m = families.get(fam.name)
             if m is None:
                 m = families[fam.name] = Metric(fam.name, fam.documentation, fam.type)

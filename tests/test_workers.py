@@ -220,6 +220,10 @@ def test_merge_of_the_workers_expositions():
 
     assert {f.name for f in text_string_to_metric_families(out)} == {"x", "g", "streamfix_workers",
                                                                      "streamfix_worker_restarts"}  # fmt: skip
+    # a worker's exposition cut mid-line (it died while answering) is left out, and counted down
+    out = merge_expositions({"1": a, "2": 'x_total{api="ch'}, {"1": True, "2": True}, {"1": 0, "2": 0}).decode()
+    assert 'worker="2"' not in out.replace('streamfix_worker_restarts_total{worker="2"}', "")
+    assert 'streamfix_workers{state="up"} 1.0' in out
 
 
 @pytest.fixture
