@@ -363,6 +363,7 @@ class Launcher:
         if self.metrics:
             parts.append(f"metrics {self.metrics} (each worker's series labelled worker)")
         parts.append(f"correlation in {'Redis at ' + self.redis_url if self.redis_url else 'each worker (no Redis)'}")
+        parts.append(f"HAProxy's configuration {self.dir / 'haproxy.cfg'}, its runtime API {self.sock}")
         self.say("; ".join(parts))
         for w in self.workers:
             up = f", upstream leg 127.0.0.1:{w.upstream_port}" if w.upstream_port else ""
