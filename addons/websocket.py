@@ -415,6 +415,8 @@ class WebSocketRepair:
                 error = "the WebSocket closed before the turn's terminal event"
             elif (rep is not None and decision is None) or t.terminal in ("response.failed", "error"):
                 ended = "upstream_error"  # a failure terminal: no success decision was made
+            elif decision is not None and decision.failed and not decision.native:
+                ended = "upstream_error"  # the upstream leg proved the provider's call failed
             elif decision is not None and decision.truncated:
                 ended = "truncated"
             else:

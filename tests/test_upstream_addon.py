@@ -69,7 +69,9 @@ def clienthello(sni, mode=REGULAR, address=("server.codeium.com", 443)):
 
 
 def test_options_defaults_and_validation(addon):
-    assert addon.hosts == ("server.codeium.com",)
+    assert addon.hosts[0] == "server.codeium.com"  # Devin's, then the providers' public API hosts
+    assert {"generativelanguage.googleapis.com", "*-aiplatform.googleapis.com", "api.anthropic.com",
+            "api.openai.com", "chatgpt.com", "cloudcode-pa.googleapis.com"} <= set(addon.hosts)  # fmt: skip
     addon.tctx.configure(addon, streamfix_upstream_hosts=["Devin.Example", "*.codeium.com", "127.0.0.1"])
     assert addon.hosts == ("devin.example", "*.codeium.com", "127.0.0.1")
     for bad in (["https://server.codeium.com"], ["a/b"], [""], ["a*.b"], ["*"], ["two words"]):
@@ -83,7 +85,10 @@ def test_options_defaults_and_validation(addon):
     [
         ("server.codeium.com", ("server.codeium.com", 443), REGULAR, False),
         ("SERVER.codeium.com", ("x", 443), REGULAR, False),
-        ("api.anthropic.com", ("api.anthropic.com", 443), REGULAR, True),
+        ("api.anthropic.com", ("api.anthropic.com", 443), REGULAR, False),  # a provider host: decoded
+        ("us-central1-aiplatform.googleapis.com", ("x", 443), REGULAR, False),  # *-aiplatform...
+        ("aiplatform.googleapis.com.evil.example", ("x", 443), REGULAR, True),
+        ("api.example.com", ("api.example.com", 443), REGULAR, True),
         (None, ("server.codeium.com", 443), REGULAR, False),  # no SNI: the CONNECT host
         (None, ("10.0.0.1", 443), REGULAR, True),
         ("api.anthropic.com", ("api.anthropic.com", 443), REVERSE, False),  # client leg: not ours

@@ -54,6 +54,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .devin import RequestInfo, TapResult
+from .upstream_call import CallResult
 
 __all__ = ["Correlator", "PendingRequest", "Resolver", "UpstreamRecord", "client_cap", "client_needles"]
 
@@ -79,7 +80,11 @@ class UpstreamRecord:
     max_tokens_original: int | None = None
     """Field 8.2 as the gateway wrote it, when the sidecar patched it."""
     finished: float | None = None
-    result: TapResult | None = None
+    result: TapResult | CallResult | None = None
+    """What the call said (Devin's :class:`wire.devin.TapResult`, any other provider's
+    :class:`wire.upstream_call.CallResult`); set at its decisive event, and replaced by the
+    final one at the end of its body while no client flow has claimed it."""
+    provider: str = "devin"
     claimed_by: str | None = None
     """The client flow id (or ``"?"``) that claimed it."""
     link_ambiguous: bool = False
@@ -238,7 +243,7 @@ class Correlator:
         """The client flow is over: its pending request can go."""
         self.pending.pop(flow_id, None)
 
-    def match_request(self, upstream_flow_id: str, info: RequestInfo) -> PendingRequest | None:
+    def match_request(self, upstream_flow_id: str, info: RequestInfo | Any) -> PendingRequest | None:
         """The pending client request that caused this upstream request, or None."""
         contents = [text for _, text in info.prompts if text]
         if not contents or not self.pending:
@@ -268,10 +273,11 @@ class Correlator:
         max_tokens_sent: int | None = None,
         max_tokens_original: int | None = None,
         link_ambiguous: bool = False,
+        provider: str = "devin",
     ) -> UpstreamRecord:
         self._sweep()
         rec = UpstreamRecord(flow_id, self.clock(), client_flow_id, max_tokens_sent, max_tokens_original,
-                             link_ambiguous=link_ambiguous)  # fmt: skip
+                             link_ambiguous=link_ambiguous, provider=provider)  # fmt: skip
         self.records[flow_id] = rec
         while len(self.records) > self.max_records:
             _, old = self.records.popitem(last=False)
@@ -279,10 +285,18 @@ class Correlator:
             self.stats["expired"] += 1
         return rec
 
-    def upstream_finished(self, flow_id: str, result: TapResult) -> UpstreamRecord | None:
-        """The upstream's end-of-stream envelope was read (or its body ended)."""
+    def upstream_finished(self, flow_id: str, result: TapResult | CallResult) -> UpstreamRecord | None:
+        """The upstream's end-of-stream envelope was read (or its body ended); for another
+        provider, its decisive event passed. A second call (the body's end after the
+        decisive event) replaces the result while no client flow has claimed the record."""
         rec = self.records.get(flow_id)
-        if rec is None or rec.finished is not None:
+        if rec is None:
+            return rec
+        if rec.finished is not None:
+            if rec.claimed_by is None and rec.result is not None and rec.result != result:
+                self._unindex(rec)
+                rec.result = result
+                self._by_digest.setdefault(result.digest, []).append(flow_id)
             return rec
         rec.finished = self.clock()
         rec.result = result
@@ -389,8 +403,9 @@ class Correlator:
         detail = r.detail() + (", matched by prompt (content digest differs)" if rec.by_link else "")
         verdict.upstream(r.outcome or "unknown", detail)
         report_usage = getattr(verdict, "upstream_usage", None)
-        if r.usage is not None and report_usage is not None:
-            report_usage(r.usage.counts())
+        counts = r.counts()
+        if counts is not None and report_usage is not None:
+            report_usage(counts)
         return rec
 
     def resolver(self, client_flow_id: str | None = None) -> Resolver:

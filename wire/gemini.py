@@ -44,8 +44,9 @@ from typing import Any
 import orjson
 
 from .rules import FlowContext, Rules
-from .sse import Event
+from .sse import Event, format_event
 from .stream import ApiRepairer
+from .upstream_terminal import gemini_error
 from .verdict import Verdict
 
 __all__ = ["HOLD_LIMIT", "GeminiRepairer", "repair_gemini_json"]
@@ -145,7 +146,17 @@ class GeminiRepairer(ApiRepairer):
         out = self._settle()
         if self.decision is None:
             self.decision = self.verdict.decide()
+            d = self.decision
+            if d.failed and not d.native and self.rules.upstream_failure and not self._errored:
+                out.append(self._failure(d.evidence[0].detail if d.evidence else "failed"))  # upstream leg
         return out
+
+    def _failure(self, detail: str, eol: bytes = b"\n") -> bytes:
+        """Rule upstream_failure (issue 28): the API's error object, one more event."""
+        self.count("upstream_failure")
+        self._errored = True
+        self.note(f"ended with an error object: the upstream failed ({detail})")
+        return format_event(orjson.dumps(gemini_error(detail)), eol=eol)
 
     def _settle(self) -> list[bytes]:
         """Decide a held finishing chunk and release it with what was held after it."""
@@ -167,6 +178,12 @@ class GeminiRepairer(ApiRepairer):
                 self.note(note)
                 self.fire("usage")
                 dirty = True
+        if d.failed and not d.native and self.rules.upstream_failure:
+            # upstream leg (issue 28): the chunk keeps its content without the finish, the
+            # error object follows it
+            for cand in finishing:
+                cand.pop("finishReason", None)
+            return self._dump(ev, obj, True) + self._failure(d.evidence[0].detail if d.evidence else "failed", ev.eol)
         if not d.truncated or d.native or self.rules.truncation == "off" or len(self._candidates) > 1:
             if d.truncated and not d.native and self.rules.truncation != "off":
                 self.note(f"{d.receipt()}; not applied: the stream has several candidates")
@@ -188,7 +205,8 @@ class GeminiRepairer(ApiRepairer):
 
 USAGE_FIELDS = {
     "promptTokenCount": "input_tokens",
-    "candidatesTokenCount": "output_tokens",
+    "candidatesTokenCount": "candidates_tokens",
+    "thoughtsTokenCount": "reasoning_tokens",
     "cachedContentTokenCount": "cached_tokens",
 }
 """Gemini ``usageMetadata`` key -> :class:`wire.verdict.UpstreamUsage` attribute (CPA's
