@@ -480,7 +480,10 @@ class UpstreamLeg:
     def error(self, flow: http.HTTPFlow) -> None:
         s = self.streams.pop(flow.id, None)
         if isinstance(s, ProviderStream):
-            s.finish(cut=True)  # the connection failed before the body's end: a cut body
+            # the provider's connection failed before the body's end: a cut body; CPA going
+            # away (its own client aborted, or it stopped reading) cuts nothing the provider sent
+            msg = (flow.error.msg if flow.error is not None else "").lower()
+            s.finish(cut="client" not in msg)
             if flow.response is not None and flow.response.raw_content is None and s.chunks:
                 flow.response.raw_content = b"".join(s.chunks)
             return

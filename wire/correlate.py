@@ -139,6 +139,16 @@ def _texts(content: Any) -> list[str]:
     return out
 
 
+def _strings(v: Any) -> list[str]:
+    if isinstance(v, str):
+        return [v]
+    if isinstance(v, dict):
+        return [s for x in v.values() for s in _strings(x)]
+    if isinstance(v, list):
+        return [s for x in v for s in _strings(x)]
+    return []
+
+
 def client_needles(path: str, body: dict[str, Any]) -> tuple[str, ...]:
     """The texts of the client's user messages and tool results, in order (last
     :data:`MAX_NEEDLES`), from a ``/v1/responses``, chat or messages request body."""
@@ -156,6 +166,14 @@ def client_needles(path: str, body: dict[str, Any]) -> tuple[str, ...]:
                     out += _texts(item.get("content"))
                 elif t in ("function_call_output", "custom_tool_call_output"):
                     out += _texts(item.get("output"))
+    elif isinstance(body.get("contents"), list):  # Gemini: contents[].parts[] of the user's turns
+        for c in body["contents"]:
+            if isinstance(c, dict) and c.get("role", "user") in ("user", "function", "tool"):
+                for part in c.get("parts") or ():
+                    if isinstance(part, dict) and isinstance(part.get("text"), str):
+                        out.append(part["text"])
+                    elif isinstance(part, dict) and isinstance(part.get("functionResponse"), dict):
+                        out += [v for v in _strings(part["functionResponse"].get("response"))]
     else:  # chat completions and messages share the messages[] shape
         msgs = body.get("messages")
         if isinstance(msgs, list):

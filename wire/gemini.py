@@ -96,6 +96,10 @@ def _observe(verdict: Verdict, cand: dict[str, Any]) -> None:
     for p in parts:
         if isinstance(p, dict) and not p.get("thought") and isinstance(p.get("text"), str):
             verdict.observe_text(p["text"])
+        fc = p.get("functionCall") if isinstance(p, dict) else None
+        if isinstance(fc, dict) and isinstance(fc.get("args"), dict):
+            # the upstream leg's digest (wire/upstream_decoders.py) hashes the same bytes
+            verdict.observe_args(orjson.dumps(fc["args"]).decode())
 
 
 class GeminiRepairer(ApiRepairer):

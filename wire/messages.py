@@ -195,6 +195,20 @@ class MessagesRepairer(HoldingRepairer):
         if self.decision is None:
             self._report_args()
             self.decision = self.verdict.decide()
+            d = self.decision
+            if (
+                d.failed
+                and not d.native
+                and self.rules.upstream_failure
+                and not (self._errored or self._upstream_failed)
+            ):
+                # upstream leg (issue 28): the stream ended with neither message_delta nor
+                # message_stop and the provider's call failed: the API's error event
+                detail = d.evidence[0].detail if d.evidence else "failed"
+                self.note(f"ended with an error event: the upstream failed ({detail})")
+                self.count("upstream_failure")
+                self._upstream_failed = True
+                return [*self._flush(), format_event(orjson.dumps(messages_error(detail)), event="error")]
         return self._flush()
 
     # --- the rules -------------------------------------------------------------

@@ -171,6 +171,8 @@ class CallDecoder:
     and handed to :meth:`on_json`, one at a time; everything else is skipped."""
     envelopes: tuple[str, ...] = ()
     """Prefixes a JSON body (or SSE frame) may be wrapped in (``response.``)."""
+    sse_envelope = False
+    """SSE frames too may come in the envelope (Gemini CLI / Antigravity)."""
     item_starts: tuple[str, ...] = ()
     """JSON bodies: paths whose objects' starts :meth:`on_json_start` is told of (to
     count candidates or choices)."""
@@ -199,6 +201,8 @@ class CallDecoder:
         """Why the decoder stopped reading (its own failure); the bytes went on."""
         self.partial = False
         """The body ended inside an event (SSE) or a JSON value."""
+        self.done = False
+        """``[DONE]`` came: the provider's own end of stream."""
         self._text = Digest()
         self._args = Digest()
 
@@ -237,7 +241,7 @@ class CallDecoder:
                 return
             self.bad += 1
             return
-        self.on_event(event, self._unwrap(obj))
+        self.on_event(event, self._unwrap(obj) if self.sse_envelope else obj)
 
     def _unwrap(self, obj: dict[str, Any]) -> dict[str, Any]:
         for env in self.envelopes:
@@ -331,7 +335,10 @@ class CallDecoder:
         raise NotImplementedError
 
     def on_done(self) -> None:
-        """``data: [DONE]``: the stream's end (the decision, whatever it is, is known)."""
+        """``data: [DONE]`` (or Interactions' ``event: done``): the provider says its stream
+        is over, so the decision, whatever it is, is known; without a finish before it the
+        call ended without one."""
+        self.done = True
         self.decided = True
 
     def on_json(self, path: str, value: Any) -> None:
@@ -375,7 +382,7 @@ class CallDecoder:
                     self.on_close()
             except Exception as e:  # noqa: BLE001 - fail open
                 self.stopped = self.stopped or f"{self.provider} decoder failed: {type(e).__name__}"
-            if cut or self.partial:
+            if (cut and not self.done) or self.partial:  # after its [DONE] the provider cut nothing
                 self.ended = "cut"
             else:
                 self.ended = "finish" if self.finish is not None else "no_finish"
@@ -385,6 +392,9 @@ class CallDecoder:
         return (self._text.hexdigest(), self._text.size, self._args.hexdigest(), self._args.size)
 
     def result(self) -> CallResult:
+        ended = self.ended
+        if ended is None and self.done:  # the provider's [DONE]: its stream is over, body end or not
+            ended = "finish" if self.finish is not None else "no_finish"
         return CallResult(
             provider=self.provider,
             finish=self.finish,
@@ -392,7 +402,7 @@ class CallDecoder:
             says=self.says,
             usage=self.usage,
             errors=tuple(self.errors),
-            ended=self.ended,
+            ended=ended,
             digest=self.digest(),
             events=self.events,
             bad=self.bad,
@@ -410,6 +420,7 @@ class GeminiDecoder(CallDecoder):
     provider = "gemini"
     finish_field = "finishReason"
     envelopes = ("response.",)
+    sse_envelope = True
     item_starts = ("candidates.item",)
     json_items = (
         "candidates.item.content.parts.item",
