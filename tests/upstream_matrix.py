@@ -56,21 +56,23 @@ BODIES: dict[tuple[str, bool, bool], dict[tuple[str, str, str], bytes]] = {}
 """The last run's client bodies, for a failing test to show."""
 
 
-def config(port: int, d: Path, base: str, proxy: str) -> str:
-    """One CPA config.yaml with every provider entry; ``proxy``: each entry's proxy-url."""
-    head = realcpa.config_head(port, d / "auths", "")
+def config(port: int, d: Path, base: str, proxy: str, retries: int = 0) -> str:
+    """One CPA config.yaml with every provider entry; ``proxy``: each entry's proxy-url;
+    ``retries``: CPA's ``request-retry``."""
+    head = realcpa.config_head(port, d / "auths", "").replace("request-retry: 0", f"request-retry: {retries}")
     px = proxy or "direct"
     out = [head]
+    keys = (1, 2) if retries else (1,)  # with retries, a second key to fail over to
     for alias, (key, name) in PROVIDERS.items():
         models = f'models: [{{name: "{name}", alias: "{alias}"}}]'
         if key == "openai-compatibility":
+            entries = ", ".join(f'{{api-key: "fake-openai-{k}", proxy-url: "{px}"}}' for k in keys)
             out.append(f'{key}:\n  - name: "fakeoai"\n    base-url: "{base}/v1"\n'
-                       f'    api-key-entries: [{{api-key: "fake-openai", proxy-url: "{px}"}}]\n    {models}\n')  # fmt: skip
+                       f"    api-key-entries: [{entries}]\n    {models}\n")  # fmt: skip
         else:
             url = base + ("/codex" if key == "codex-api-key" else "")
-            out.append(
-                f'{key}:\n  - api-key: "fake-{key}"\n    base-url: "{url}"\n    proxy-url: "{px}"\n    {models}\n'
-            )
+            out.append(f"{key}:\n" + "".join(f'  - api-key: "fake-{key}-{k}"\n    base-url: "{url}"\n'
+                                             f'    proxy-url: "{px}"\n    {models}\n' for k in keys))  # fmt: skip
     return "".join(out)
 
 
@@ -95,23 +97,26 @@ class Stack:
             shutil.rmtree(d, ignore_errors=True)
 
 
-def _cpa(version: str, base: str, proxy: str, name: str) -> tuple[Proc, int, Path]:
+def _cpa(version: str, base: str, proxy: str, name: str, retries: int = 0) -> tuple[Proc, int, Path]:
     exe = realcpa.binary(version)
     if exe is None:
         raise FileNotFoundError(realcpa.missing_reason(version))
 
     def write(d: Path, port: int) -> dict[str, str]:
-        (d / "config.yaml").write_text(config(port, d, base, proxy))
+        (d / "config.yaml").write_text(config(port, d, base, proxy, retries))
         return {}
 
     return realcpa.launch(exe, f"{version}-{name}", write, 30.0)
 
 
-def start(version: str, fakes: Any, confdir: Path, extra: list[str] | None = None) -> Stack:
-    """CPA raw, and CPA behind both legs of a sidecar (its own mitmdump)."""
+def start(version: str, fakes: Any, confdir: Path, extra: list[str] | None = None, retries: int = 0,
+          direct: bool = False) -> Stack:  # fmt: skip
+    """CPA raw, and CPA behind both legs of a sidecar (its own mitmdump); ``retries``: CPA's
+    request-retry (both); ``direct``: the second CPA's entries bypass the sidecar's upstream
+    listener (proxy-url: direct) while the clients still go through its client leg."""
     st = Stack(version, fakes)
     try:
-        proc, port, d = _cpa(version, fakes.url, "", "raw")
+        proc, port, d = _cpa(version, fakes.url, "", "raw", retries)
         st.procs["CPA raw"], st.cpa_raw = proc, f"http://127.0.0.1:{port}"
         st.dirs.append(d)
         reg = free_port()
@@ -129,7 +134,9 @@ def start(version: str, fakes: Any, confdir: Path, extra: list[str] | None = Non
         d = Path(tempfile.mkdtemp(prefix=f"cpa-{version}-legs-"))
         (d / "auths").mkdir()
         (d / "home").mkdir()
-        (d / "config.yaml").write_text(config(cpa_port, d, fakes.url, f"http://127.0.0.1:{reg}"))
+        (d / "config.yaml").write_text(
+            config(cpa_port, d, fakes.url, "" if direct else f"http://127.0.0.1:{reg}", retries)
+        )
         proc = Proc([str(exe), "-config", str(d / "config.yaml"), "-local-model"], cwd=d,
                     env=realcpa.clean_env({"HOME": str(d / "home")}))  # fmt: skip
         st.procs["CPA legs"] = proc
@@ -399,7 +406,7 @@ def expected(alias: str, kind: str, conv: int | None = None) -> dict[str, Any]:
     if p in ("gemini", "responses"):
         thoughts = fu.THOUGHT_TOKENS if s.thinking else 0
         return {"ended": ended, "output": fu.out_tokens(s) + thoughts, "input": fu.input_tokens(s)}
-    s2, cut, tokens = s.capped(None)
+    s2, _cut, tokens = s.capped(None)
     return {"ended": ended, "output": tokens, "input": fu.input_tokens(s2)}
 
 

@@ -130,7 +130,7 @@ class GeminiRepairer(ApiRepairer):
                     self._finished = True
                     for cand in finishing:
                         _native(self.verdict, cand.get("finishReason"))
-                    if has_usage or self.rules.truncation == "off":
+                    if (has_usage or self.rules.truncation == "off") and not self._upstream_open():
                         return out + [self._apply(ev, obj, finishing)]
                     self._finish = (ev, obj, finishing)
                     self.held.append(ev)
@@ -161,6 +161,17 @@ class GeminiRepairer(ApiRepairer):
         self._errored = True
         self.note(f"ended with an error object: the upstream failed ({detail})")
         return format_event(orjson.dumps(gemini_error(detail)), eol=eol)
+
+    def _upstream_open(self) -> bool:
+        """Upstream leg (issue 28): the provider call the request side linked to this flow is
+        still open (CPA wrote its finish before the provider's stream ended: its Claude
+        translator does at a tool call's block stop): hold the finishing chunk until the
+        next event or the end, when the resolver looks again (wire/correlate.py)."""
+        v = self.verdict
+        if v.resolver is None:
+            return False
+        v.decide()  # runs the resolver once; while waiting it puts itself back
+        return bool(getattr(v.resolver, "waiting", False))
 
     def _settle(self) -> list[bytes]:
         """Decide a held finishing chunk and release it with what was held after it."""

@@ -156,6 +156,7 @@ class MessagesRepairer(HoldingRepairer):
         self._stopped: tuple[Rec, _Block] | None = None  # a held tool_use stop
         self._nameless: _Block | None = None
         self._upstream_failed = False  # rule upstream_failure: the stop became an error event
+        self._delta_held: tuple[Rec, dict[str, Any]] | None = None  # message_delta waiting for the upstream leg
         self.skim = _Skim()
 
     # --- EventRepairer -----------------------------------------------------------
@@ -165,6 +166,8 @@ class MessagesRepairer(HoldingRepairer):
         obj = self.parse(ev)
         rec = Rec(ev, obj)
         kind = obj.get("type") if obj is not None else None
+        if self._delta_held is not None and ev.data is not None:
+            self._settle_delta()  # the event after a held message_delta: the resolver looks again
         if ev.data is not None and self._stopped is not None:
             srec, sblock = self._stopped
             self._stopped = None
@@ -389,9 +392,36 @@ class MessagesRepairer(HoldingRepairer):
         usage = obj.get("usage")
         if isinstance(usage, dict):
             self.verdict.usage(usage.get("output_tokens"))
-        if self.decision is not None:
+        if self.decision is not None or self._delta_held is not None:
             self.note("a second message_delta, passed through")
             return
+        if self._upstream_open():
+            # upstream leg (issue 28): the provider call linked to this flow is still open
+            # (CPA wrote message_delta before the provider's stream ended): held until the
+            # next event (message_stop comes after that end), then decided
+            rec.wait = "upstream"
+            self._delta_held = (rec, obj)
+            return
+        self._decide_delta(rec, obj)
+
+    def _upstream_open(self) -> bool:
+        v = self.verdict
+        if v.resolver is None:
+            return False
+        v.decide()  # runs the resolver once; while waiting it puts itself back
+        return bool(getattr(v.resolver, "waiting", False))
+
+    def _settle_delta(self) -> None:
+        held = self._delta_held
+        if held is not None:
+            self._delta_held = None
+            held[0].wait = None
+            self._decide_delta(*held)
+
+    def _decide_delta(self, rec: Rec, obj: dict[str, Any]) -> None:
+        delta = obj.get("delta")
+        sr = delta.get("stop_reason") if isinstance(delta, dict) else None
+        usage = obj.get("usage")
         self._report_args()
         d = self.decision = self.verdict.decide()
         if d.failed and not d.native and self.rules.upstream_failure:
@@ -461,6 +491,7 @@ class MessagesRepairer(HoldingRepairer):
         if self._stopped is not None:
             self._stopped[0].wait = None
             self._stopped = None
+        self._settle_delta()
 
 
 def fill_messages_usage(usage: dict[str, Any], verdict: Verdict) -> str | None:

@@ -100,12 +100,10 @@ def gemini_chunks(s: fp.Script, kind: str, model: str) -> tuple[list[dict], dict
                 "modelVersion": model, "responseId": rid}  # fmt: skip
 
     out: list[dict] = [chunk([{"text": t, "thought": True}]) for t in s.thinking]
-    deltas = 0
-    for t in s.text:
+    for deltas, t in enumerate(s.text):
         if kind == "error" and deltas >= 2:
             break
         out.append(chunk([{"text": t}]))
-        deltas += 1
     if kind == "error":
         return out, {"error": {"code": 503, "message": "The model is overloaded.", "status": "UNAVAILABLE"}}
     calls = [{"functionCall": {"name": c.name, "args": orjson.loads("".join(c.args))}} for c in s.calls
@@ -181,12 +179,10 @@ def responses_events(s: fp.Script, kind: str, model: str) -> list[tuple[str, dic
         item={"id": mid, "type": "message", "status": "in_progress", "role": "assistant", "content": []})  # fmt: skip
     add("response.content_part.added", item_id=mid, output_index=idx, content_index=0,
         part={"type": "output_text", "annotations": [], "text": ""})  # fmt: skip
-    deltas = 0
-    for t in s.text:
+    for deltas, t in enumerate(s.text):
         if kind == "error" and deltas >= 2:
             break
         add("response.output_text.delta", item_id=mid, output_index=idx, content_index=0, delta=t, logprobs=[])
-        deltas += 1
     if kind == "error":
         add("response.failed", response={**base, "status": "failed", "output": items,
                                          "error": {"code": "server_error", "message": "The model is overloaded."}})  # fmt: skip
@@ -260,6 +256,8 @@ def anthropic_frames(s: fp.Script, kind: str, model: str, cut: bool, tokens: int
 
 def chat_frames(s: fp.Script, kind: str, model: str, cut: bool, tokens: int, include_usage: bool) -> list[bytes]:
     frames = fp.chat_chunks(s, model, cut, tokens, "chatcmpl-fakeupstream", include_usage)
+    if input_tokens(s) != fp.INPUT_TOKENS:  # the conversation's own input count in the usage chunk
+        frames = [_chat_input(f, input_tokens(s)) if b'"usage"' in f else f for f in frames]
     if kind in ("safety", "refusal"):
         frames = [f.replace(b'"finish_reason":"stop"', b'"finish_reason":"content_filter"') for f in frames]
     if kind in ("no_finish", "cut"):
@@ -268,6 +266,14 @@ def chat_frames(s: fp.Script, kind: str, model: str, cut: bool, tokens: int, inc
         if kind == "cut":
             frames = [f for f in frames if f != b"data: [DONE]\n\n"]
     return frames
+
+
+def _chat_input(frame: bytes, n: int) -> bytes:
+    obj = orjson.loads(frame[len(b"data: ") :])
+    u = obj["usage"]
+    u["prompt_tokens"] = n
+    u["total_tokens"] = n + u["completion_tokens"]
+    return b"data: " + orjson.dumps(obj) + b"\n\n"
 
 
 def interactions_frames(s: fp.Script, kind: str, model: str, cut: bool, tokens: int) -> list[bytes]:
@@ -334,7 +340,7 @@ class FakeUpstreams:
         got = await self._read(request, "gemini")
         if isinstance(got, web.Response):
             return got
-        body, kind, conv = got
+        _body, kind, conv = got
         path = request.path
         model = path.rsplit("/models/", 1)[-1].split(":", 1)[0] if "/models/" in path else "gemini-fake"
         s = script_for(kind, conv)
@@ -392,6 +398,9 @@ class FakeUpstreams:
         model = str(body.get("model", "gpt"))
         if not body.get("stream"):
             obj = fp.chat_json(s, model, cut, tokens, "chatcmpl-fakeupstream")
+            if "usage" in obj:
+                obj["usage"]["prompt_tokens"] = input_tokens(s)
+                obj["usage"]["total_tokens"] = input_tokens(s) + obj["usage"]["completion_tokens"]
             if kind in ("safety", "refusal"):
                 obj["choices"][0]["finish_reason"] = "content_filter"
             return web.Response(body=orjson.dumps(obj), content_type="application/json")
