@@ -261,9 +261,12 @@ class CallDecoder:
         self._json_events()
 
     def _json_bad(self) -> None:
+        """The body is not (or stops being) JSON: what was read before counts, the rest is
+        not read, and the call did not end as a JSON body (a cut, whatever the chunking)."""
+        self._json_events()
         self.bad += 1
+        self.partial = True
         self._jdone = True
-        self._jevents[:] = []
 
     def _json_events(self) -> None:
         evs = self._jevents
@@ -373,11 +376,7 @@ class CallDecoder:
                         self._jcoro.close()
                         self._json_events()
                     except ijson.JSONError:
-                        self.partial = self._jstarted
-                        if not self._jstarted:
-                            self.bad += 1
-                    if not self._jstarted and not cut:
-                        self.partial = False
+                        self._json_bad()
                 if self.stopped is None:
                     self.on_close()
             except Exception as e:  # noqa: BLE001 - fail open
