@@ -56,15 +56,17 @@ BODIES: dict[tuple[str, bool, bool], dict[tuple[str, str, str], bytes]] = {}
 """The last run's client bodies, for a failing test to show."""
 
 
-def config(port: int, d: Path, base: str, proxy: str, retries: int = 0) -> str:
+def config(port: int, d: Path, base: str, proxy: str, retries: int = 0, primary: str | None = None) -> str:
     """One CPA config.yaml with every provider entry; ``proxy``: each entry's proxy-url;
-    ``retries``: CPA's ``request-retry``."""
+    ``retries``: CPA's ``request-retry``; ``primary``: the alias whose entry also serves
+    the model the real clients ask for (:data:`realcpa.MODEL`)."""
     head = realcpa.config_head(port, d / "auths", "").replace("request-retry: 0", f"request-retry: {retries}")
     px = proxy or "direct"
     out = [head]
     keys = (1, 2) if retries else (1,)  # with retries, a second key to fail over to
     for alias, (key, name) in PROVIDERS.items():
-        models = f'models: [{{name: "{name}", alias: "{alias}"}}]'
+        models = f'models: [{{name: "{name}", alias: "{alias}"}}'
+        models += f', {{name: "{name}", alias: "{realcpa.MODEL}"}}]' if alias == primary else "]"
         if key == "openai-compatibility":
             entries = ", ".join(f'{{api-key: "fake-openai-{k}", proxy-url: "{px}"}}' for k in keys)
             out.append(f'{key}:\n  - name: "fakeoai"\n    base-url: "{base}/v1"\n'
@@ -97,26 +99,28 @@ class Stack:
             shutil.rmtree(d, ignore_errors=True)
 
 
-def _cpa(version: str, base: str, proxy: str, name: str, retries: int = 0) -> tuple[Proc, int, Path]:
+def _cpa(
+    version: str, base: str, proxy: str, name: str, retries: int = 0, primary: str | None = None
+) -> tuple[Proc, int, Path]:
     exe = realcpa.binary(version)
     if exe is None:
         raise FileNotFoundError(realcpa.missing_reason(version))
 
     def write(d: Path, port: int) -> dict[str, str]:
-        (d / "config.yaml").write_text(config(port, d, base, proxy, retries))
+        (d / "config.yaml").write_text(config(port, d, base, proxy, retries, primary))
         return {}
 
     return realcpa.launch(exe, f"{version}-{name}", write, 30.0)
 
 
 def start(version: str, fakes: Any, confdir: Path, extra: list[str] | None = None, retries: int = 0,
-          direct: bool = False) -> Stack:  # fmt: skip
+          direct: bool = False, primary: str | None = None) -> Stack:  # fmt: skip
     """CPA raw, and CPA behind both legs of a sidecar (its own mitmdump); ``retries``: CPA's
     request-retry (both); ``direct``: the second CPA's entries bypass the sidecar's upstream
     listener (proxy-url: direct) while the clients still go through its client leg."""
     st = Stack(version, fakes)
     try:
-        proc, port, d = _cpa(version, fakes.url, "", "raw", retries)
+        proc, port, d = _cpa(version, fakes.url, "", "raw", retries, primary)
         st.procs["CPA raw"], st.cpa_raw = proc, f"http://127.0.0.1:{port}"
         st.dirs.append(d)
         reg = free_port()
@@ -135,7 +139,7 @@ def start(version: str, fakes: Any, confdir: Path, extra: list[str] | None = Non
         (d / "auths").mkdir()
         (d / "home").mkdir()
         (d / "config.yaml").write_text(
-            config(cpa_port, d, fakes.url, "" if direct else f"http://127.0.0.1:{reg}", retries)
+            config(cpa_port, d, fakes.url, "" if direct else f"http://127.0.0.1:{reg}", retries, primary)
         )
         proc = Proc([str(exe), "-config", str(d / "config.yaml"), "-local-model"], cwd=d,
                     env=realcpa.clean_env({"HOME": str(d / "home")}))  # fmt: skip

@@ -289,10 +289,10 @@ def interactions_frames(s: fp.Script, kind: str, model: str, cut: bool, tokens: 
 # --- the server ---------------------------------------------------------------------------
 
 
-def _kind(raw: bytes) -> tuple[str, int | None]:
+def _kind(raw: bytes, default: str = "text_tool") -> tuple[str, int | None]:
     kinds = _TURN.findall(raw)
     convs = _CONV.findall(raw)
-    kind = kinds[-1].decode() if kinds else "text_tool"
+    kind = kinds[-1].decode() if kinds else default
     return (kind if kind in KINDS else "text_tool"), (int(convs[-1]) if convs else None)
 
 
@@ -300,6 +300,8 @@ def _kind(raw: bytes) -> tuple[str, int | None]:
 class FakeUpstreams:
     delay_ms: float = 1.0
     requests: deque = field(default_factory=lambda: deque(maxlen=2000))
+    default_kind: str = "text_tool"
+    """The turn kind of a request without a ``[turn:KIND]`` marker (the real clients' prompts)."""
     fail_next: dict[str, int] = field(default_factory=dict)
     """Provider -> how many of its next calls answer HTTP 503 (a call CPA retries)."""
 
@@ -327,7 +329,7 @@ class FakeUpstreams:
     async def _read(self, request: web.Request, api: str) -> tuple[dict, str, int | None] | web.Response:
         raw = await request.read()
         body = orjson.loads(raw) if raw else {}
-        kind, conv = _kind(raw)
+        kind, conv = _kind(raw, self.default_kind)
         self.requests.append({"api": api, "path": request.path_qs, "body": body, "kind": kind, "conv": conv})
         if self.fail_next.get(api):
             self.fail_next[api] -= 1
