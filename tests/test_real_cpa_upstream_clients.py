@@ -27,7 +27,7 @@ from standins import fake_upstreams as fu
 from support import show_logs_on_failure
 
 sys.path.insert(0, str(Path(__file__).with_name("clients")))
-from runners import CLIENT_LIST, CLIENTS, installed, run_aisdk_batch, run_codex, run_openai_py  # noqa: E402
+from runners import CLIENT_LIST, CLIENTS, installed, run_aisdk_batch, run_codex, run_openai_py
 
 pytestmark = [pytest.mark.e2e, pytest.mark.clients]
 KINDS = ("error", "no_finish", "cut", "max_tokens", "safety")
