@@ -48,7 +48,7 @@ from streamfix.wire.correlate import Correlator, PendingRequest, Resolver
 from streamfix.wire.devin import CHAT_PATH, DEFAULT_HOSTS, DevinTap, TapResult, patch_max_tokens, read_request
 from streamfix.wire.encoding import decoder_for as body_decoder_for
 from streamfix.wire.upstream_call import CallResult
-from streamfix.wire.upstream_decoders import CallDecoder, decoder_for, provider_for_path, read_json_request
+from streamfix.wire.upstream_decoders import CallDecoder, CallTap, decoder_for, provider_for_path, read_json_request
 
 logger = logging.getLogger("streamfix.upstream")
 
@@ -165,49 +165,43 @@ class UpstreamStream:
 
 
 class ProviderStream:
-    """``flow.response.stream`` for another provider's response (SSE or JSON): the same
-    bytes out, a :class:`wire.upstream_decoders.CallDecoder` inside. Like
-    :class:`UpstreamStream`: each chunk returned as it came, never raises; the chunks are
-    kept (and joined once at the end) only when bodies are kept (mitmweb, ``-w``)."""
+    """Another provider's response (SSE or JSON): ``flow.response.stream`` is its
+    :attr:`tap`, a :class:`wire.upstream_decoders.CallTap` (compiled: mitmproxy calls no
+    interpreted code per read), which returns every read as it came and feeds the decoder;
+    this object records the call's facts at the decisive event and at the end. The reads
+    are kept (and joined once at the end) only when bodies are kept (mitmweb, ``-w``)."""
 
-    __slots__ = ("chunks", "decided", "decoder", "failed", "finished", "flow", "inflate", "keep", "leg")
+    __slots__ = ("decoder", "finished", "flow", "leg", "tap")
 
     def __init__(self, leg: UpstreamLeg, flow: http.HTTPFlow, decoder: CallDecoder, inflate: Any, keep: bool) -> None:
         self.leg = leg
         self.flow = flow
         self.decoder = decoder
-        self.inflate = inflate
-        self.keep = keep
-        self.chunks: list[bytes] = []
-        self.decided = False
         self.finished = False
-        self.failed: str | None = None
+        self.tap = CallTap(decoder, inflate, keep, self.decided, self.finish)
 
-    def __call__(self, chunk: bytes) -> bytes | list[bytes]:
-        if chunk and self.keep:
-            self.chunks.append(chunk)
-        if self.failed is None and not self.finished:
-            try:
-                if chunk:
-                    self.decoder.feed(self.inflate.decode(chunk) if self.inflate else chunk)
-                    if self.decoder.decided and not self.decided:
-                        self.decided = True  # the decisive event passed: CPA has not read it yet
-                        self.leg.decided(self.flow, self.decoder.result())
-                else:
-                    if self.inflate is not None:
-                        self.decoder.feed(self.inflate.flush())
-                    self.finish()
-            except Exception as e:  # noqa: BLE001 - fail open: stop reading, keep forwarding
-                self.failed = f"{type(e).__name__}: {e}"
-                logger.warning(f"streamfix: upstream decoder failed ({self.failed}); stream passed through")
-        return chunk if chunk else []
+    @property
+    def chunks(self) -> list[bytes]:
+        return self.tap.chunks
+
+    def decided(self) -> None:
+        """The decisive event passed: CPA has not read it yet."""
+        try:
+            self.leg.decided(self.flow, self.decoder.result())
+        except Exception:
+            logger.exception("streamfix: recording an upstream result failed")
 
     def finish(self, cut: bool = False) -> None:
         """End of body (``cut``: the connection failed first): record the result once."""
         if self.finished:
             return
         self.finished = True
-        self.leg.finished(self.flow, self.decoder.close(cut=cut))
+        try:
+            if self.tap.failed is not None:
+                logger.warning(f"streamfix: upstream decoder failed ({self.tap.failed}); stream passed through")
+            self.leg.finished(self.flow, self.decoder.close(cut=cut))
+        except Exception:
+            logger.exception("streamfix: recording an upstream result failed")
 
 
 class UpstreamLeg:
@@ -397,7 +391,7 @@ class UpstreamLeg:
         keep = bool(getattr(opts, "streamfix_keep_bodies", False) or getattr(opts, "save_stream_file", None))
         s = ProviderStream(self, flow, decoder, inflate, keep)
         self.streams[flow.id] = s
-        resp.stream = s
+        resp.stream = s.tap
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         resp = flow.response
@@ -438,8 +432,10 @@ class UpstreamLeg:
         resp = flow.response
         if isinstance(s, ProviderStream):
             s.finish()
-            if resp is not None and resp.raw_content is None and s.chunks:
-                resp.raw_content = b"".join(s.chunks)
+            if resp is not None:
+                if resp.raw_content is None and s.chunks:
+                    resp.raw_content = b"".join(s.chunks)
+                resp.stream = True  # the tap lets go of the flow (it was streamed)
             return
         rec = self.correlator.records.get(flow.id)
         if s is None and rec is not None and rec.provider != "devin":
@@ -484,8 +480,10 @@ class UpstreamLeg:
             # away (its own client aborted, or it stopped reading) cuts nothing the provider sent
             msg = (flow.error.msg if flow.error is not None else "").lower()
             s.finish(cut="client" not in msg)
-            if flow.response is not None and flow.response.raw_content is None and s.chunks:
-                flow.response.raw_content = b"".join(s.chunks)
+            if flow.response is not None:
+                if flow.response.raw_content is None and s.chunks:
+                    flow.response.raw_content = b"".join(s.chunks)
+                flow.response.stream = True
             return
         if s is not None:
             s.finish()  # records a truncated stream unless the trailer already passed

@@ -16,6 +16,7 @@ from streamfix.addons import upstream as mod
 from streamfix.wire import devin_pb2 as pb
 from streamfix.wire.connect import decode_body, encode_end_stream, encode_frame
 from streamfix.wire.devin import CHAT_PATH, read_request
+from streamfix.wire.upstream_decoders import CallTap
 from streamfix.wire.verdict import Verdict
 from test_connect import SAMPLE
 from test_devin import make_request
@@ -345,7 +346,7 @@ def test_provider_flows_are_decoded_unchanged_and_decide_the_client_flow(addon, 
         "max_tokens": None,
     }
     addon.responseheaders(f)
-    assert isinstance(f.response.stream, mod.ProviderStream)
+    assert isinstance(f.response.stream, CallTap) and isinstance(addon.streams[f.id], mod.ProviderStream)
     body = SAMPLES[("gemini", "sse", "thoughts_max")]
     chunks = [body[i : i + 13] for i in range(0, len(body), 13)]
     stream = f.response.stream

@@ -146,13 +146,36 @@ def test_garbage_fails_open(provider, framing, garbage):
     assert r.ended in ("no_finish", "cut")
 
 
-def test_a_decoder_that_breaks_stops_reading_and_says_so(monkeypatch):
+def test_a_decoder_that_breaks_stops_reading_and_says_so():
     d = decoder_for("gemini", CTYPE["sse"])
-    monkeypatch.setattr(d, "on_event", lambda *a: 1 / 0)
+    d._sse = None  # an internal error on the next read (no parser, no JSON reader): works compiled too
     d.feed(SAMPLES[("gemini", "sse", "stop")])
-    assert d.stopped == "gemini decoder failed: ZeroDivisionError"
+    assert d.stopped == "gemini decoder failed: AttributeError"
     d.feed(b"more")  # nothing raises, nothing more is read
     assert d.close().finish is None
+
+
+def test_the_tap_returns_every_read_as_it_came_and_reports_twice():
+    import gzip
+
+    from streamfix.wire.encoding import decoder_for as inflater
+    from streamfix.wire.upstream_decoders import CallTap
+
+    seen = []
+    body = SAMPLES[("anthropic", "sse", "tool_use")]
+    tap = CallTap(
+        decoder_for("anthropic", CTYPE["sse"]), None, True, lambda: seen.append("decided"), lambda: seen.append("end")
+    )
+    reads = [body[i : i + 50] for i in range(0, len(body), 50)]
+    assert all(tap(r) is r for r in reads) and tap(b"") == []
+    assert seen == ["decided", "end"] and b"".join(tap.chunks) == body
+    z = gzip.compress(body)
+    d = decoder_for("anthropic", CTYPE["sse"])
+    tap = CallTap(d, inflater("gzip"), False, lambda: None, lambda: None)
+    assert tap(z[:7]) is not None and tap(z[7:]) == z[7:] and tap(b"") == []
+    assert d.close().finish == "tool_use" and tap.chunks == []
+    broken = CallTap(decoder_for("gemini", CTYPE["sse"]), inflater("gzip"), False, lambda: None, lambda: None)
+    assert broken(b"not gzip") == b"not gzip" and broken.failed is not None  # the read still goes out
 
 
 @BUDGET
@@ -363,3 +386,25 @@ def test_authoritative_usage_corrects_only_what_differs():
     devin = UpstreamUsage(10, 55, 4, 65)  # not authoritative: a non-zero count is never overwritten
     usage = {"input_tokens": 10, "output_tokens": 5}
     assert devin.fill(usage, {"output_tokens": "output_tokens"}) == [] and usage["output_tokens"] == 5
+
+
+@pytest.mark.parametrize("key", sorted(SAMPLES), ids=["/".join(k) for k in sorted(SAMPLES)])
+def test_skimming_gives_the_full_paths_facts(key):
+    """The deltas read without a JSON parse (``CallDecoder.skim``) record what the full
+    parse records, escapes and spacing included."""
+    provider, framing, _ = key
+    skimmed = decode(provider, framing, [SAMPLES[key]])
+    d = decoder_for(provider, CTYPE[framing])
+    d.skimming = False
+    d.feed(SAMPLES[key])
+    assert d.close() == skimmed and d.skimmed == 0
+
+
+def test_the_common_deltas_are_skimmed():
+    for key, n in ((("gemini", "sse", "thoughts_max"), 1), (("anthropic", "sse", "tool_use"), 7),
+                   (("openai_chat", "sse", "length"), 4), (("responses", "sse", "completed"), 4),
+                   (("interactions", "sse", "completed"), 3), (("gemini", "sse", "spaced_escapes"), 1)):  # fmt: skip
+        provider, framing, _ = key
+        d = decoder_for(provider, CTYPE[framing])
+        d.feed(SAMPLES[key])
+        assert d.skimmed == n, (key, d.skimmed)

@@ -178,7 +178,23 @@ def _rsse(*objs):
     return sse(*objs, events=tuple(o["type"] for o in objs))
 
 
+ESCAPED = 'Line one\n"quoted" \\ caf\u00e9 \U0001f600'
+"""A text delta with what JSON escapes: a newline, quotes, a backslash, non-ASCII (as
+``\\u`` escapes, as Python's and Google's encoders write them), an astral character."""
+
+
+def spaced(*objs) -> bytes:
+    """SSE with ``json.dumps``'s spacing and ASCII escapes (the Gemini API documents its
+    stream so: ``{"candidates": [{"content": {"parts": [{"text": "The"}]...``)."""
+    import json
+
+    return b"".join(b"data: " + json.dumps(o).encode() + b"\r\n\r\n" for o in objs)
+
+
 SAMPLES: dict[tuple[str, str, str], bytes] = {
+    ("gemini", "sse", "spaced_escapes"): spaced(_gc([{"text": ESCAPED}], usage={"promptTokenCount": 8, "totalTokenCount": 8}),
+                                                _gc([{"text": ESCAPED}]), _gc([{"text": ""}], "STOP",
+                                                {"promptTokenCount": 8, "candidatesTokenCount": 9, "totalTokenCount": 17})),
     ("gemini", "sse", "stop"): sse(*G_STOP, crlf=True),
     ("gemini", "sse", "thoughts_max"): sse(*G_THOUGHTS_MAX),
     ("gemini", "sse", "parallel"): sse(*G_PARALLEL),
@@ -243,6 +259,7 @@ SAMPLES: dict[tuple[str, str, str], bytes] = {
 
 # (finish, outcome, ended, errors, usage (input, output, reasoning, cached, total) or None, text bytes, args bytes)
 EXPECT: dict[tuple[str, str, str], tuple] = {
+    ("gemini", "sse", "spaced_escapes"): ("STOP", "complete", "finish", 0, (8, 9, 0, 0, 17), 2 * 30, 0),
     ("gemini", "sse", "stop"): ("STOP", "complete", "finish", 0, (8, 7, 0, 0, 15), 28, 0),
     ("gemini", "sse", "thoughts_max"): ("MAX_TOKENS", "max_tokens", "finish", 0, (10, 55, 50, 4, 65), 21, 0),
     ("gemini", "sse", "parallel"): ("STOP", "complete", "finish", 0, (20, 12, 0, 0, 32), 14, 31),

@@ -63,6 +63,7 @@ import ijson  # type: ignore[import-untyped]  # push parser (yajl2_c backend): J
 import orjson
 from ijson.common import ObjectBuilder  # type: ignore[import-untyped]
 
+from .encoding import Decoder
 from .sse import SseParser
 from .upstream_call import CallResult, Ending
 from .verdict import Digest, Outcome, UpstreamUsage
@@ -70,6 +71,7 @@ from .verdict import Digest, Outcome, UpstreamUsage
 __all__ = [
     "AnthropicDecoder",
     "CallDecoder",
+    "CallTap",
     "ChatDecoder",
     "GeminiDecoder",
     "InteractionsDecoder",
@@ -205,6 +207,9 @@ class CallDecoder:
         """``[DONE]`` came: the provider's own end of stream."""
         self._text = Digest()
         self._args = Digest()
+        self.skimming = True
+        """Read the common deltas without a JSON parse (:meth:`skim`); False: parse all."""
+        self.skimmed = 0
 
     # --- input ------------------------------------------------------------------------
     def feed(self, chunk: bytes) -> None:
@@ -221,6 +226,10 @@ class CallDecoder:
             self.stopped = f"{self.provider} decoder failed: {type(e).__name__}"
 
     def _frame(self, event: str | None, data: bytes) -> None:
+        if self.skimming and self.skim(event, data):
+            self.events += 1
+            self.skimmed += 1
+            return
         d = data.strip()
         if not d:
             return
@@ -313,6 +322,47 @@ class CallDecoder:
         path = path.removeprefix("item.")
         self.events += 1
         self.on_json(path, value)
+
+    # --- skimming: the common deltas without a JSON parse ---------------------------
+    def skim(self, event: str | None, data: bytes) -> bool:
+        """Handle an event that is only a text or argument delta without parsing its JSON
+        (the bytes checks are what its provider's deltas look like); False: the full
+        path parses it. The same facts either way (tests: every sample, skimmed or not)."""
+        return False
+
+    def skim_string(self, data: bytes, key: bytes, args: bool) -> bool:
+        """Hash the JSON string value after ``key`` (``b'"text":'``) as the full path would
+        (its decoded UTF-8); False when there is none (a null, a number)."""
+        i = data.find(key)
+        if i < 0:
+            return False
+        i += len(key)
+        n = len(data)
+        while i < n and data[i] == 32:  # '"text": "x"' (spaces after the colon)
+            i += 1
+        if i >= n or data[i] != 34:
+            return False
+        start = i + 1
+        j = start
+        while True:  # the closing quote: one not escaped (an even number of backslashes before it)
+            j = data.find(b'"', j)
+            if j < 0:
+                return False
+            k = j
+            while data[k - 1] == 92:
+                k -= 1
+            if (j - k) % 2 == 0:
+                break
+            j += 1
+        raw = data[start:j]
+        if 92 in raw:  # escapes: decode just the string
+            try:
+                raw = orjson.loads(data[start - 1 : j + 1]).encode("utf-8", "surrogatepass")
+            except orjson.JSONDecodeError:
+                return False
+        if raw:
+            (self._args if args else self._text).add(raw)
+        return True
 
     # --- what subclasses call ------------------------------------------------------
     def text(self, s: Any) -> None:
@@ -435,6 +485,24 @@ class GeminiDecoder(CallDecoder):
         self.model = ""
         self._candidate = -1  # JSON: the candidate being read (only the first is hashed)
 
+    def skim(self, event: str | None, data: bytes) -> bool:
+        # one text part of one candidate, nothing else that counts (usageMetadata in a
+        # chunk without a finish is superseded by the finishing chunk's; the first one is
+        # read, so that a call cut before its finish still has its prompt count)
+        if (
+            (self.usage is None and b'"usageMetadata"' in data)
+            or (not self.model and b'"modelVersion"' in data)
+            or data.count(b'"text"') != 1
+            or b'"finishReason"' in data
+            or b'"thought"' in data
+            or b'"functionCall"' in data
+            or b'"error"' in data
+            or b'"promptFeedback"' in data
+            or data.count(b'"content"') != 1
+        ):
+            return False
+        return self.skim_string(data, b'"text":', False)
+
     def on_event(self, event: str | None, obj: dict[str, Any]) -> None:
         err = obj.get("error")
         if err is not None:
@@ -529,6 +597,15 @@ class InteractionsDecoder(CallDecoder):
     def __init__(self, json_body: bool = False) -> None:
         super().__init__(json_body)
         self.model = ""
+
+    def skim(self, event: str | None, data: bytes) -> bool:
+        if b'"event_type":"step.delta"' not in data or data.count(b'"type"') != 1 or b'"error"' in data:
+            return False
+        if b'"type":"text"' in data:
+            return self.skim_string(data, b'"text":', False)
+        if b'"type":"arguments_delta"' in data:
+            return self.skim_string(data, b'"arguments":', True)
+        return False
 
     def on_event(self, event: str | None, obj: dict[str, Any]) -> None:
         kind = obj.get("event_type")
@@ -631,6 +708,16 @@ class AnthropicDecoder(CallDecoder):
         self._out = 0
         self.model = ""
 
+    def skim(self, event: str | None, data: bytes) -> bool:
+        if event != "content_block_delta" or b'"error"' in data:
+            return False
+        if b'"type":"text_delta"' in data:
+            return data.count(b'"text"') == 1 and self.skim_string(data, b'"text":', False)
+        if b'"type":"input_json_delta"' in data:
+            return data.count(b'"partial_json"') == 1 and self.skim_string(data, b'"partial_json":', True)
+        # thinking is not hashed: the client leg hashes message text and arguments only
+        return b'"type":"thinking_delta"' in data or b'"type":"signature_delta"' in data
+
     def on_event(self, event: str | None, obj: dict[str, Any]) -> None:
         t = obj.get("type")
         if t == "content_block_delta":
@@ -711,6 +798,22 @@ class ChatDecoder(CallDecoder):
         self.model = ""
         self._choice = -1
 
+    def skim(self, event: str | None, data: bytes) -> bool:
+        if (
+            b'"finish_reason":null' not in data
+            or b'"usage":{' in data
+            or b'"error"' in data
+            or data.count(b'"delta"') != 1
+            or self.model == ""
+        ):
+            return False
+        if b'"tool_calls"' in data:
+            return data.count(b'"arguments"') == 1 and self.skim_string(data, b'"arguments":', True)
+        if data.count(b'"content"') == 1:
+            self.skim_string(data, b'"content":', False)  # null, or a string
+            return True
+        return b'"content"' not in data  # a role chunk, reasoning: nothing hashed
+
     def on_event(self, event: str | None, obj: dict[str, Any]) -> None:
         if obj.get("error") is not None:
             self.error(obj["error"])
@@ -789,6 +892,13 @@ class ResponsesDecoder(CallDecoder):
         self.model = ""
         self._status = ""
         self._reason = ""
+
+    def skim(self, event: str | None, data: bytes) -> bool:
+        if event == "response.output_text.delta" or event == "response.function_call_arguments.delta":
+            if data.count(b'"delta"') != 1 or b'"error"' in data:
+                return False
+            return self.skim_string(data, b'"delta":', event != "response.output_text.delta")
+        return event is not None and event.startswith("response.") and event.endswith(".delta")
 
     def on_event(self, event: str | None, obj: dict[str, Any]) -> None:
         t = obj.get("type")
@@ -873,6 +983,54 @@ class ResponsesDecoder(CallDecoder):
                 self.set_finish("failed", "failed")
                 return
             self._response(r, "response." + self._status)
+
+
+# --- the stream callable ------------------------------------------------------------------
+
+
+class CallTap:
+    """``flow.response.stream`` for a provider response: every read returned as it came (the
+    same object: the upstream body is never changed) and fed, decompressed by ``inflate``
+    when it is encoded, to ``decoder``; ``on_decided()`` once, the moment the decoder's
+    decisive event has passed (before CPA can read it), ``on_end()`` at the end of the body
+    (mitmproxy's last call, ``b""``). Compiled with the decoders, so that mitmproxy calls
+    no interpreted code per read. Never raises: a failure stops the reading
+    (:attr:`failed`) and the reads still go out. ``keep``: the reads are kept in
+    :attr:`chunks` (bodies kept for mitmweb and ``-w``)."""
+
+    __slots__ = ("chunks", "decoder", "failed", "inflate", "keep", "on_decided", "on_end", "sent")
+
+    def __init__(self, decoder: CallDecoder, inflate: Decoder | None, keep: bool, on_decided: Any, on_end: Any) -> None:
+        self.decoder = decoder
+        self.inflate = inflate
+        self.keep = keep
+        self.chunks: list[bytes] = []
+        self.on_decided = on_decided
+        self.on_end = on_end
+        self.sent = False
+        self.failed: str | None = None
+
+    def __call__(self, chunk: bytes) -> bytes | list[bytes]:
+        if not chunk:
+            if self.failed is None and self.inflate is not None:
+                try:
+                    self.decoder.feed(self.inflate.flush())
+                except Exception as e:  # noqa: BLE001 - never raise into mitmproxy
+                    self.failed = f"{type(e).__name__}: {e}"
+            self.on_end()
+            return []
+        if self.keep:
+            self.chunks.append(chunk)
+        if self.failed is None:
+            try:
+                d = self.decoder
+                d.feed(chunk if self.inflate is None else self.inflate.decode(chunk))
+                if d.decided and not self.sent:
+                    self.sent = True
+                    self.on_decided()
+            except Exception as e:  # noqa: BLE001 - never raise into mitmproxy: the read goes on
+                self.failed = f"{type(e).__name__}: {e}"
+        return chunk
 
 
 # --- which decoder ---------------------------------------------------------------------------
