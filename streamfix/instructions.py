@@ -238,13 +238,13 @@ def run(
 UPSTREAM_STREAMS: dict[str, tuple[str, str]] = {
     # name -> (the bench stream whose body the provider sends, the provider path CPA calls)
     "gemini": ("gemini", "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"),
-    "anthropic": ("messages", "/v1/messages?beta=true"),
+    "anthropic": ("anthropic", "/v1/messages?beta=true"),
     "openai-chat": ("chat", "/v1/chat/completions"),
     "responses": ("responses-claude", "/v1/responses"),
 }
-"""The upstream leg's row: each provider wire the decoders read, as CPA calls it. Anthropic,
-OpenAI chat and Responses bodies are the bench's own streams of those wires; Gemini's is
-:func:`gemini_stream`."""
+"""The upstream leg's row: each provider wire the decoders read, as CPA calls it. OpenAI
+chat and Responses bodies are the bench's own streams of those wires; Gemini's is
+:func:`gemini_stream`, Anthropic's :func:`anthropic_stream`."""
 
 
 def gemini_stream(text: int = 2400, thoughts: int = 200, seed: int = 3) -> bytes:
@@ -270,23 +270,69 @@ def gemini_stream(text: int = 2400, thoughts: int = 200, seed: int = 3) -> bytes
     return b"".join(out)
 
 
+def anthropic_stream(text: int = 2400, thinking: int = 200, seed: int = 4) -> bytes:
+    """A long Anthropic Messages stream as the API sends it (``event: TYPE`` + ``data:``,
+    LF framing): message_start, a thinking block, a text block, a tool_use block whose
+    input streams in fragments, message_delta with the stop reason and usage, message_stop."""
+    import random
+
+    import orjson
+
+    rng = random.Random(seed)
+    out: list[bytes] = []
+
+    def ev(obj: dict[str, Any]) -> None:
+        out.append(b"event: " + obj["type"].encode() + b"\ndata: " + orjson.dumps(obj) + b"\n\n")
+
+    ev({"type": "message_start", "message": {"id": "msg_bench", "type": "message", "role": "assistant", "content": [],
+        "model": "claude-sonnet-4-5", "stop_reason": None, "stop_sequence": None,
+        "usage": {"input_tokens": 1200, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 800, "output_tokens": 1}}})  # fmt: skip
+    blocks = [("thinking", "thinking_delta", "thinking", bench._deltas(rng, thinking)),
+              ("text", "text_delta", "text", bench._deltas(rng, text)),
+              ("tool_use", "input_json_delta", "partial_json", ['{"path": "a.txt", "content": "', *("x" * 8 for _ in range(100)), '"}'])]  # fmt: skip
+    for i, (btype, dtype, key, pieces) in enumerate(blocks):
+        start: dict[str, Any] = (
+            {"type": btype, btype: ""}
+            if btype != "tool_use"
+            else {"type": "tool_use", "id": "toolu_b", "name": "write_file", "input": {}}
+        )
+        ev({"type": "content_block_start", "index": i, "content_block": start})
+        for piece in pieces:
+            ev({"type": "content_block_delta", "index": i, "delta": {"type": dtype, key: piece}})
+        ev({"type": "content_block_stop", "index": i})
+    ev(
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+            "usage": {"output_tokens": 2900},
+        }
+    )
+    ev({"type": "message_stop"})
+    return b"".join(out)
+
+
 def _upstream_recordings(root: Path, recs: dict[str, tuple[str, bytes, int]]) -> dict[str, tuple[str, bytes, int]]:
-    """The Gemini stream as a bench recording (event and 16 KiB writes) beside the others."""
-    body = gemini_stream()
+    """The Gemini and Anthropic provider streams as bench recordings (event and 16 KiB
+    writes) beside the others."""
     out = dict(recs)
+    for name, body in (("gemini", gemini_stream()), ("anthropic", anthropic_stream())):
+        _recording(root, name, body, out)
+    return out
+
+
+def _recording(root: Path, name: str, body: bytes, out: dict[str, tuple[str, bytes, int]]) -> None:
     for mode, chunk in (("event", "event"), ("batched", "bytes:16384")):
-        rec = root / f"bench-gemini-{mode}"
+        rec = root / f"bench-{name}-{mode}"
         rec.mkdir(parents=True, exist_ok=True)
         (rec / "response.body").write_bytes(body)
         (rec / "recording.json").write_text(json.dumps({
-            "description": f"streamfix.instructions: a Gemini provider stream, {mode} writes", "api": "gemini",
+            "description": f"streamfix.instructions: a {name} provider stream, {mode} writes", "api": name,
             "kind": "clean", "source": "streamfix.instructions (synthetic)",
-            "request": {"method": "POST", "path": UPSTREAM_STREAMS["gemini"][1],
+            "request": {"method": "POST", "path": UPSTREAM_STREAMS[name][1],
                         "headers": {"content-type": "application/json"}, "body": {}},
             "response": {"status": 200, "headers": {"content-type": "text/event-stream"}},
             "pacing": {"delay_ms": 0, "chunk": chunk}}, indent=1))  # fmt: skip
-        out[rec.name] = (UPSTREAM_STREAMS["gemini"][1], body, len(bench.events_of(body)))
-    return out
+        out[rec.name] = (UPSTREAM_STREAMS[name][1], body, len(bench.events_of(body)))
 
 
 def run_upstream(streams: list[str], modes: list[str], repeats: int, keep: Path | None = None) -> dict[str, Any]:

@@ -64,7 +64,8 @@ import orjson
 from ijson.common import ObjectBuilder  # type: ignore[import-untyped]
 
 from .encoding import Decoder
-from .sse import SseParser
+from .skim import Skim
+from .sse import Event, SseParser
 from .upstream_call import CallResult, Ending
 from .verdict import Digest, Outcome, UpstreamUsage
 
@@ -129,6 +130,43 @@ CHAT_FINISH: dict[str, Outcome] = {
     "content_filter": "content_filter",
 }
 RESPONSES_INCOMPLETE: dict[str, Outcome] = {"max_output_tokens": "max_tokens", "content_filter": "content_filter"}
+
+
+_GEMINI_TEXT = ("candidates", 0, "content", "parts", 0, "text")
+_GEMINI_HOLES = frozenset({_GEMINI_TEXT, *(("usageMetadata", k) for k in (
+    "promptTokenCount", "candidatesTokenCount", "thoughtsTokenCount", "totalTokenCount", "cachedContentTokenCount"))})  # fmt: skip
+_INTERACTIONS_HOLES = frozenset({("index",), ("delta", "text"), ("delta", "arguments"), ("delta", "content", "text")})
+_ANTHROPIC_HOLES = frozenset({("index",), ("delta", "text"), ("delta", "partial_json"), ("delta", "thinking")})
+_CHAT_CONTENT = ("choices", 0, "delta", "content")
+_CHAT_ARGS = ("choices", 0, "delta", "tool_calls", 0, "function", "arguments")
+_CHAT_HOLES = frozenset({_CHAT_CONTENT, _CHAT_ARGS, ("choices", 0, "delta", "reasoning_content"),
+                         ("choices", 0, "delta", "tool_calls", 0, "index"), ("created",), ("obfuscation",)})  # fmt: skip
+_RESPONSES_HOLES = frozenset({("sequence_number",), ("delta",), ("obfuscation",)})
+"""The values that change from one delta to the next, per provider (wire/skim.py holes)."""
+
+
+def _chat_pure(obj: dict[str, Any]) -> tuple[str, tuple[Any, ...] | None] | None:
+    """(kind, the hole hashed) of a chunk that is one delta of one choice and nothing else
+    that counts (no finish, usage, error, call header); else None."""
+    choices = obj.get("choices")
+    if not isinstance(choices, list) or len(choices) != 1 or obj.get("usage") is not None or "error" in obj:
+        return None
+    ch = choices[0]
+    if not isinstance(ch, dict) or ch.get("index", 0) != 0 or ch.get("finish_reason") is not None:
+        return None
+    d = ch.get("delta")
+    if not isinstance(d, dict) or len(d) != 1:
+        return None
+    if isinstance(d.get("content"), str):
+        return "text", _CHAT_CONTENT
+    if isinstance(d.get("reasoning_content"), str):
+        return "reasoning", None
+    tcs = d.get("tool_calls")
+    if isinstance(tcs, list) and len(tcs) == 1 and isinstance(tcs[0], dict) and set(tcs[0]) == {"index", "function"}:
+        f = tcs[0]["function"]
+        if isinstance(f, dict) and set(f) == {"arguments"} and isinstance(f["arguments"], str):
+            return "args", _CHAT_ARGS
+    return None
 
 
 def _n(v: Any) -> int:
@@ -208,8 +246,13 @@ class CallDecoder:
         self._text = Digest()
         self._args = Digest()
         self.skimming = True
-        """Read the common deltas without a JSON parse (:meth:`skim`); False: parse all."""
+        """Read the common deltas without a JSON parse (:meth:`learn`); False: parse all."""
         self.skimmed = 0
+        self._skim = Skim()
+        self._ev: Event | None = None  # the event the full path is on (SSE)
+        self._top: Any = None  # its parsed object, before an envelope is taken off
+        self._pre: tuple[Any, ...] = ()  # the envelope's key path ("response",) or ()
+        self._cr = False  # a CR at the end of the last read (its LF may follow)
 
     # --- input ------------------------------------------------------------------------
     def feed(self, chunk: bytes) -> None:
@@ -217,19 +260,59 @@ class CallDecoder:
             return
         try:
             if self._sse is not None:
-                for ev in self._sse.feed(chunk):
-                    if ev.complete and ev.data is not None:
-                        self._frame(ev.event, ev.data)
+                self._feed_sse(chunk)
             else:
                 self._json_feed(chunk)
         except Exception as e:  # noqa: BLE001 - a decoder never breaks the stream it reads
             self.stopped = f"{self.provider} decoder failed: {type(e).__name__}"
 
+    def _feed_sse(self, chunk: bytes) -> None:
+        """A read of an SSE body: CR line ends made LF (the decoder re-emits nothing, so
+        only the events matter: Google frames with CRLF, and the parser's fast path and
+        the learned layouts are LF), events of a learned layout read without a parse, the
+        rest through the parser and the full path."""
+        if self._cr or 13 in chunk:
+            if self._cr:
+                chunk = b"\r" + chunk
+            self._cr = chunk.endswith(b"\r")  # a CR whose LF may come in the next read
+            if self._cr:
+                chunk = chunk[:-1]
+            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+            if not chunk:
+                return
+        parser = self._sse
+        assert parser is not None
+        skim = self._skim
+        if self.skimming and skim.active and parser.idle() and parser.fast():
+            n = len(chunk)
+            pos = 0
+            while pos < n:
+                s = skim.match(chunk, pos)
+                if s is None:
+                    break
+                info = s.layout.info
+                if info is not None and info[0] >= 0:
+                    try:
+                        text = s.text(info[0])
+                    except ValueError:
+                        break  # the full path fails on it the same way
+                    raw = s.plain if s.plain is not None else text.encode("utf-8", "surrogatepass")
+                    if raw:
+                        (self._args if info[1] else self._text).add(raw)
+                self.events += 1
+                self.skimmed += 1
+                pos += len(s.raw)
+            if pos:
+                if pos >= n:
+                    return
+                chunk = chunk[pos:]
+        for ev in parser.feed(chunk):
+            if ev.complete and ev.data is not None:
+                self._ev = ev
+                self._frame(ev.event, ev.data)
+        self._ev = None
+
     def _frame(self, event: str | None, data: bytes) -> None:
-        if self.skimming and self.skim(event, data):
-            self.events += 1
-            self.skimmed += 1
-            return
         d = data.strip()
         if not d:
             return
@@ -250,7 +333,11 @@ class CallDecoder:
                 return
             self.bad += 1
             return
-        self.on_event(event, self._unwrap(obj) if self.sse_envelope else obj)
+        self._top = obj
+        inner = self._unwrap(obj) if self.sse_envelope else obj
+        self._pre = ("response",) if inner is not obj else ()
+        self.on_event(event, inner)
+        self._top = None
 
     def _unwrap(self, obj: dict[str, Any]) -> dict[str, Any]:
         for env in self.envelopes:
@@ -323,46 +410,23 @@ class CallDecoder:
         self.events += 1
         self.on_json(path, value)
 
-    # --- skimming: the common deltas without a JSON parse ---------------------------
-    def skim(self, event: str | None, data: bytes) -> bool:
-        """Handle an event that is only a text or argument delta without parsing its JSON
-        (the bytes checks are what its provider's deltas look like); False: the full
-        path parses it. The same facts either way (tests: every sample, skimmed or not)."""
-        return False
-
-    def skim_string(self, data: bytes, key: bytes, args: bool) -> bool:
-        """Hash the JSON string value after ``key`` (``b'"text":'``) as the full path would
-        (its decoded UTF-8); False when there is none (a null, a number)."""
-        i = data.find(key)
-        if i < 0:
-            return False
-        i += len(key)
-        n = len(data)
-        while i < n and data[i] == 32:  # '"text": "x"' (spaces after the colon)
-            i += 1
-        if i >= n or data[i] != 34:
-            return False
-        start = i + 1
-        j = start
-        while True:  # the closing quote: one not escaped (an even number of backslashes before it)
-            j = data.find(b'"', j)
-            if j < 0:
-                return False
-            k = j
-            while data[k - 1] == 92:
-                k -= 1
-            if (j - k) % 2 == 0:
-                break
-            j += 1
-        raw = data[start:j]
-        if 92 in raw:  # escapes: decode just the string
-            try:
-                raw = orjson.loads(data[start - 1 : j + 1]).encode("utf-8", "surrogatepass")
-            except orjson.JSONDecodeError:
-                return False
-        if raw:
-            (self._args if args else self._text).add(raw)
-        return True
+    # --- skimming: the common deltas without a JSON parse (wire/skim.py) -------------
+    def learn(
+        self, kind: str, obj: Any, holes: frozenset[tuple[Any, ...]], read: tuple[Any, ...] | None, args: bool
+    ) -> None:
+        """The event just parsed is a pure delta: learn its layout (``holes``: the values
+        that change from event to event; ``read``: the hole whose string is hashed, as
+        arguments when ``args``; None: nothing is hashed, e.g. thinking), so that the next
+        events of that layout are read without a parse (:meth:`_feed_sse`). Only what the
+        full path records of such an event is recorded of a skimmed one."""
+        ev = self._ev
+        if ev is None or not self.skimming:
+            return
+        top = self._top if self._top is not None else obj
+        pre = self._pre
+        layout = self._skim.learn(kind, ev.raw, ev.data, ev.event, top, frozenset(pre + h for h in holes))
+        if layout is not None and layout.info is None:
+            layout.info = (layout.slot(*(pre + read)) if read is not None else -1, args)
 
     # --- what subclasses call ------------------------------------------------------
     def text(self, s: Any) -> None:
@@ -409,6 +473,9 @@ class CallDecoder:
         if self.ended is None:
             try:
                 if self._sse is not None:
+                    if self._cr:
+                        self._cr = False
+                        self._feed_sse(b"\n")
                     for ev in self._sse.close():
                         if ev.complete and ev.data is not None:
                             self._frame(ev.event, ev.data)
@@ -468,10 +535,10 @@ class GeminiDecoder(CallDecoder):
 
     provider = "gemini"
     finish_field = "finishReason"
-    envelopes = ("response.",)
+    envelopes: tuple[str, ...] = ("response.",)
     sse_envelope = True
-    item_starts = ("candidates.item",)
-    json_items = (
+    item_starts: tuple[str, ...] = ("candidates.item",)
+    json_items: tuple[str, ...] = (
         "candidates.item.content.parts.item",
         "candidates.item.finishReason",
         "usageMetadata",
@@ -485,28 +552,25 @@ class GeminiDecoder(CallDecoder):
         self.model = ""
         self._candidate = -1  # JSON: the candidate being read (only the first is hashed)
 
-    def skim(self, event: str | None, data: bytes) -> bool:
-        # one text part of one candidate, nothing else that counts (usageMetadata in a
-        # chunk without a finish is superseded by the finishing chunk's; the first one is
-        # read, so that a call cut before its finish still has its prompt count)
-        if (
-            (self.usage is None and b'"usageMetadata"' in data)
-            or (not self.model and b'"modelVersion"' in data)
-            or data.count(b'"text"') != 1
-            or b'"finishReason"' in data
-            or b'"thought"' in data
-            or b'"functionCall"' in data
-            or b'"error"' in data
-            or b'"promptFeedback"' in data
-            or data.count(b'"content"') != 1
-        ):
-            return False
-        return self.skim_string(data, b'"text":', False)
-
     def on_event(self, event: str | None, obj: dict[str, Any]) -> None:
         err = obj.get("error")
         if err is not None:
             self.error(err)
+            return
+        pure = self._pure(obj)
+        if pure is not None:
+            # a text (or thought) delta: hashed, its layout learned; the usageMetadata a
+            # Gemini stream carries in each chunk counts from the finishing chunk (the first
+            # is read: a call cut before its finish keeps its prompt count)
+            part = pure[0]
+            if not part.get("thought"):
+                self.text(part.get("text"))
+            if self.usage is None and isinstance(obj.get("usageMetadata"), dict):
+                self._usage(obj["usageMetadata"])
+            if isinstance(obj.get("modelVersion"), str):
+                self.model = obj["modelVersion"]
+            thought = bool(part.get("thought"))
+            self.learn("thought" if thought else "text", obj, _GEMINI_HOLES, None if thought else _GEMINI_TEXT, False)
             return
         cands = obj.get("candidates")
         if isinstance(cands, list):
@@ -533,6 +597,25 @@ class GeminiDecoder(CallDecoder):
             self.model = mv
         if self.finish is not None and self.usage is not None:
             self.decided = True
+
+    @staticmethod
+    def _pure(obj: dict[str, Any]) -> list[dict[str, Any]] | None:
+        """The parts of a chunk that is one text delta of one candidate, nothing else that
+        counts (no finish, no call, no block, no error); else None."""
+        cands = obj.get("candidates")
+        if not isinstance(cands, list) or len(cands) != 1 or "promptFeedback" in obj:
+            return None
+        c = cands[0]
+        if not isinstance(c, dict) or c.get("index", 0) != 0 or c.get("finishReason") is not None:
+            return None
+        content = c.get("content")
+        parts = content.get("parts") if isinstance(content, dict) else None
+        if not isinstance(parts, list) or len(parts) != 1:
+            return None
+        p = parts[0]
+        if not isinstance(p, dict) or not isinstance(p.get("text"), str) or set(p) - {"text", "thought"}:
+            return None
+        return parts
 
     def _part(self, p: Any) -> None:
         if not isinstance(p, dict):
@@ -591,21 +674,12 @@ class InteractionsDecoder(CallDecoder):
 
     provider = "interactions"
     finish_field = "status"
-    envelopes = ("interaction.",)
-    json_items = ("steps.item", "outputs.item", "status", "usage", "error", "model")
+    envelopes: tuple[str, ...] = ("interaction.",)
+    json_items: tuple[str, ...] = ("steps.item", "outputs.item", "status", "usage", "error", "model")
 
     def __init__(self, json_body: bool = False) -> None:
         super().__init__(json_body)
         self.model = ""
-
-    def skim(self, event: str | None, data: bytes) -> bool:
-        if b'"event_type":"step.delta"' not in data or data.count(b'"type"') != 1 or b'"error"' in data:
-            return False
-        if b'"type":"text"' in data:
-            return self.skim_string(data, b'"text":', False)
-        if b'"type":"arguments_delta"' in data:
-            return self.skim_string(data, b'"arguments":', True)
-        return False
 
     def on_event(self, event: str | None, obj: dict[str, Any]) -> None:
         kind = obj.get("event_type")
@@ -615,8 +689,12 @@ class InteractionsDecoder(CallDecoder):
                 t = d.get("type")
                 if t == "text":
                     self.text(d.get("text"))
+                    self.learn("text", obj, _INTERACTIONS_HOLES, ("delta", "text"), False)
                 elif t == "arguments_delta":
                     self.args(d.get("arguments"))
+                    self.learn("args", obj, _INTERACTIONS_HOLES, ("delta", "arguments"), True)
+                elif t == "thought_summary":
+                    self.learn("thought", obj, _INTERACTIONS_HOLES, None, False)
         elif kind == "step.start":
             step = obj.get("step")
             if isinstance(step, dict) and step.get("type") == "function_call":
@@ -700,23 +778,13 @@ class AnthropicDecoder(CallDecoder):
 
     provider = "anthropic"
     finish_field = "stop_reason"
-    json_items = ("content.item", "stop_reason", "usage", "error", "model", "type")
+    json_items: tuple[str, ...] = ("content.item", "stop_reason", "usage", "error", "model", "type")
 
     def __init__(self, json_body: bool = False) -> None:
         super().__init__(json_body)
         self._in: dict[str, int] = {}
         self._out = 0
         self.model = ""
-
-    def skim(self, event: str | None, data: bytes) -> bool:
-        if event != "content_block_delta" or b'"error"' in data:
-            return False
-        if b'"type":"text_delta"' in data:
-            return data.count(b'"text"') == 1 and self.skim_string(data, b'"text":', False)
-        if b'"type":"input_json_delta"' in data:
-            return data.count(b'"partial_json"') == 1 and self.skim_string(data, b'"partial_json":', True)
-        # thinking is not hashed: the client leg hashes message text and arguments only
-        return b'"type":"thinking_delta"' in data or b'"type":"signature_delta"' in data
 
     def on_event(self, event: str | None, obj: dict[str, Any]) -> None:
         t = obj.get("type")
@@ -726,8 +794,12 @@ class AnthropicDecoder(CallDecoder):
                 dt = d.get("type")
                 if dt == "text_delta":
                     self.text(d.get("text"))
+                    self.learn("text", obj, _ANTHROPIC_HOLES, ("delta", "text"), False)
                 elif dt == "input_json_delta":
                     self.args(d.get("partial_json"))
+                    self.learn("args", obj, _ANTHROPIC_HOLES, ("delta", "partial_json"), True)
+                elif dt == "thinking_delta":
+                    self.learn("thinking", obj, _ANTHROPIC_HOLES, None, False)
         elif t == "message_start":
             m = obj.get("message")
             if isinstance(m, dict):
@@ -790,29 +862,13 @@ class ChatDecoder(CallDecoder):
 
     provider = "openai_chat"
     finish_field = "finish_reason"
-    item_starts = ("choices.item",)
-    json_items = ("choices.item.message", "choices.item.finish_reason", "usage", "error", "model")
+    item_starts: tuple[str, ...] = ("choices.item",)
+    json_items: tuple[str, ...] = ("choices.item.message", "choices.item.finish_reason", "usage", "error", "model")
 
     def __init__(self, json_body: bool = False) -> None:
         super().__init__(json_body)
         self.model = ""
         self._choice = -1
-
-    def skim(self, event: str | None, data: bytes) -> bool:
-        if (
-            b'"finish_reason":null' not in data
-            or b'"usage":{' in data
-            or b'"error"' in data
-            or data.count(b'"delta"') != 1
-            or self.model == ""
-        ):
-            return False
-        if b'"tool_calls"' in data:
-            return data.count(b'"arguments"') == 1 and self.skim_string(data, b'"arguments":', True)
-        if data.count(b'"content"') == 1:
-            self.skim_string(data, b'"content":', False)  # null, or a string
-            return True
-        return b'"content"' not in data  # a role chunk, reasoning: nothing hashed
 
     def on_event(self, event: str | None, obj: dict[str, Any]) -> None:
         if obj.get("error") is not None:
@@ -821,6 +877,9 @@ class ChatDecoder(CallDecoder):
         if isinstance(obj.get("model"), str):
             self.model = obj["model"]
         choices = obj.get("choices")
+        learn = _chat_pure(obj)
+        if learn is not None:
+            self.learn(learn[0], obj, _CHAT_HOLES, learn[1], learn[0] == "args")
         if isinstance(choices, list):
             for ch in choices:
                 if not isinstance(ch, dict) or ch.get("index", 0) not in (0, None):
@@ -885,7 +944,7 @@ class ResponsesDecoder(CallDecoder):
 
     provider = "responses"
     finish_field = "status"
-    json_items = ("output.item", "status", "incomplete_details", "usage", "error", "model")
+    json_items: tuple[str, ...] = ("output.item", "status", "incomplete_details", "usage", "error", "model")
 
     def __init__(self, json_body: bool = False) -> None:
         super().__init__(json_body)
@@ -893,19 +952,16 @@ class ResponsesDecoder(CallDecoder):
         self._status = ""
         self._reason = ""
 
-    def skim(self, event: str | None, data: bytes) -> bool:
-        if event == "response.output_text.delta" or event == "response.function_call_arguments.delta":
-            if data.count(b'"delta"') != 1 or b'"error"' in data:
-                return False
-            return self.skim_string(data, b'"delta":', event != "response.output_text.delta")
-        return event is not None and event.startswith("response.") and event.endswith(".delta")
-
     def on_event(self, event: str | None, obj: dict[str, Any]) -> None:
         t = obj.get("type")
         if t == "response.output_text.delta":
             self.text(obj.get("delta"))
+            self.learn(t, obj, _RESPONSES_HOLES, ("delta",), False)
         elif t == "response.function_call_arguments.delta":
             self.args(obj.get("delta"))
+            self.learn(t, obj, _RESPONSES_HOLES, ("delta",), True)
+        elif isinstance(t, str) and t.startswith("response.reasoning") and t.endswith(".delta"):
+            self.learn(t, obj, _RESPONSES_HOLES, None, False)
         elif t in ("response.completed", "response.incomplete", "response.failed", "response.done"):
             r = obj.get("response")
             if isinstance(r, dict):
