@@ -110,6 +110,7 @@ class GeminiRepairer(ApiRepairer):
         self._finish: tuple[Event, dict[str, Any], list[dict[str, Any]]] | None = None
         self._candidates: set[int] = set()
         self._usage_after = False  # the event settling a held finish carries usageMetadata
+        self._late: Any = verdict.resolver  # upstream leg: the resolver, for a last look at the end
 
     def event(self, ev: Event) -> list[bytes]:
         obj = self.parse(ev)
@@ -148,12 +149,29 @@ class GeminiRepairer(ApiRepairer):
         if not self._finished and not self._errored:
             self.note("stream ended without a finishReason; passed through as it ended")
         out = self._settle()
-        if self.decision is None:
+        if self.decision is None or self._late_look():
             self.decision = self.verdict.decide()
-            d = self.decision
-            if d.failed and not d.native and self.rules.upstream_failure and not self._errored:
-                out.append(self._failure(d.evidence[0].detail if d.evidence else "failed"))  # upstream leg
+        d = self.decision
+        if d.failed and not d.native and self.rules.upstream_failure and not self._errored:
+            out.append(self._failure(d.evidence[0].detail if d.evidence else "failed"))  # upstream leg
         return out
+
+    def _late_look(self) -> bool:
+        """Upstream leg (issue 28): a finish decided while the linked provider call was still
+        open and never matched (CPA's OpenAI -> Gemini translator writes its ``STOP`` with
+        the first chunk): at the end of the stream, which comes after the provider's, the
+        resolver looks once more; True when it found the call now."""
+        late = self._late
+        if late is None or getattr(late, "record", None) is not None or self._errored or self.decision is None:
+            return False
+        if self.decision.native or self.decision.failed:
+            return False
+        try:
+            rec = late.correlator.resolve(self.verdict, late.client_flow_id, final=True)
+        except Exception:  # noqa: BLE001 - bookkeeping never breaks the stream
+            return False
+        late.record = rec
+        return rec is not None
 
     def _failure(self, detail: str, eol: bytes = b"\n") -> bytes:
         """Rule upstream_failure (issue 28): the API's error object, one more event."""

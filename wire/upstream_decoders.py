@@ -274,10 +274,13 @@ class CallDecoder:
         if self._cr or 13 in chunk:
             if self._cr:
                 chunk = b"\r" + chunk
-            self._cr = chunk.endswith(b"\r")  # a CR whose LF may come in the next read
-            if self._cr:
+            cr = chunk[-1] == 13  # a CR whose LF may come in the next read
+            self._cr = cr
+            if cr:
                 chunk = chunk[:-1]
-            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+            chunk = chunk.replace(b"\r\n", b"\n")
+            if 13 in chunk:  # CR alone as a line end (rare)
+                chunk = chunk.replace(b"\r", b"\n")
             if not chunk:
                 return
         parser = self._sse
