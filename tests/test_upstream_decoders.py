@@ -438,6 +438,13 @@ def test_long_streams_skimmed_give_the_full_paths_facts(provider):
         d.feed(p)
     assert d.close() == full and full.digest[1] > 0
     assert d.skimmed > len(pieces) * 0.8, (d.skimmed, len(pieces))  # most events skimmed
+    whole = b"".join(pieces)
+    for size in (1000, 16384, 7):  # reads that cut events: the parser ends the cut one, skimming goes on
+        d = decoder_for(provider, CTYPE["sse"])
+        for i in range(0, len(whole), size):
+            d.feed(whole[i : i + size])
+        assert d.close() == full
+        assert size == 7 or d.skimmed > len(pieces) * 0.7, (size, d.skimmed, len(pieces))
 
 
 def test_the_common_deltas_are_skimmed():

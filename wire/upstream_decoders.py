@@ -286,9 +286,18 @@ class CallDecoder:
         parser = self._sse
         assert parser is not None
         skim = self._skim
-        if self.skimming and skim.active and parser.idle() and parser.fast():
+        if self.skimming and skim.active and parser.fast():
             n = len(chunk)
             pos = 0
+            if not parser.idle():  # an event begun in an earlier read: the parser ends it first
+                pos = parser.seam(chunk)
+                if pos < 0 or pos >= n:
+                    self._parse(chunk)
+                    return
+                self._parse(chunk[:pos])
+                if not parser.idle() or not parser.fast():
+                    self._parse(chunk[pos:])
+                    return
             while pos < n:
                 s = skim.match(chunk, pos)
                 if s is None:
@@ -309,6 +318,12 @@ class CallDecoder:
                 if pos >= n:
                     return
                 chunk = chunk[pos:]
+        self._parse(chunk)
+
+    def _parse(self, chunk: bytes) -> None:
+        """Bytes through the parser, each complete event through the full path."""
+        parser = self._sse
+        assert parser is not None
         for ev in parser.feed(chunk):
             if ev.complete and ev.data is not None:
                 self._ev = ev
