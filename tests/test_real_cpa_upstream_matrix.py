@@ -324,3 +324,52 @@ def test_a_call_the_sidecar_never_sees_falls_back_to_the_client_leg(stacks, requ
         assert took < 20, f"four turns took {took:.1f} s"
     finally:
         direct.stop()
+
+
+@pytest.mark.parametrize("version", ["v7.2.140"])
+def test_the_evidence_reaches_the_turn_log_and_the_flows(stacks, request, version, tmp_path):
+    """The provider's truth in the turn log (ended, verdict evidence, tokens.upstream) and
+    in the receipt line naming the provider flow that decided the client flow."""
+    import json
+
+    if realcpa.binary(version) is None:
+        pytest.skip(realcpa.missing_reason(version))
+    log = tmp_path / "turns.jsonl"
+    d = Path(tempfile.mkdtemp(dir=tmp_path))
+    st = um.start(version, stacks.fakes, d / "conf", extra=["--set", f"streamfix_log={log}"])
+    show_logs_on_failure(request, {f"{k} turnlog": p for k, p in st.procs.items()})
+    try:
+
+        async def run():
+            async with aiohttp.ClientSession() as s:
+                a = await um.turn(s, st.url(True), "responses", "up-gemini", "cut", 31)
+                b = await um.turn(s, st.url(True), "chat", "up-gemini", "thoughts", 32)
+                return a, b
+
+        asyncio.run(run())
+        st.mitm.wait_count(r"streamfix: POST /v1/", 2, timeout=20)
+        deadline = 20
+        import time
+
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < deadline and (not log.exists() or len(log.read_text().splitlines()) < 2):
+            time.sleep(0.2)
+        turns = [json.loads(ln) for ln in log.read_text().splitlines()]
+    finally:
+        st.stop()
+    cut = next(t for t in turns if t["path"] == "/v1/responses")
+    assert cut["ended"] == "upstream_error"
+    assert cut["verdict"]["outcome"] == "failed"
+    assert cut["verdict"]["evidence"][0]["source"] == "upstream"
+    assert cut["verdict"]["evidence"][0]["detail"].startswith("Gemini body cut")
+    thoughts = next(t for t in turns if t["path"] == "/v1/chat/completions")
+    up = thoughts["tokens"]["upstream"]
+    want = um.expected("up-gemini", "thoughts", 32)
+    assert (up["output_tokens"], up["reasoning_tokens"], up["input_tokens"]) == (
+        want["output"],
+        fu.THOUGHT_TOKENS,
+        want["input"],
+    )
+    assert thoughts["tokens"]["client"]["output_tokens"] == want["output"]  # what the client was told: the provider's
+    lines = [ln for ln in st.mitm.lines if "streamfix: POST /v1/responses" in ln]
+    assert any("upstream flow " in ln and "why: upstream: Gemini body cut" in ln for ln in lines), lines
