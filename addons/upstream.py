@@ -1,4 +1,4 @@
-"""streamfix, upstream leg: read CPA's calls to Devin for the real stop reason.
+"""streamfix, upstream leg: read CPA's calls to its providers for their real stop reason.
 
     mitmdump --mode reverse:http://127.0.0.1:8317@127.0.0.1:8318 \\
              --mode regular@127.0.0.1:8080 \\
@@ -19,7 +19,14 @@ calls. This addon:
   the moment the end-of-stream envelope passes, records StopReason, usage and content
   digest in the shared :class:`wire.correlate.Correlator`, where the client leg's
   verdict finds it (:func:`resolver_for`);
-* keeps the body on the flow at the end (copied once) for the "Connect frames" view.
+* keeps the body on the flow at the end (copied once) for the "Connect frames" view;
+* on a ``POST`` to any other listed provider host whose path a decoder reads (Gemini
+  ``:streamGenerateContent`` / ``:generateContent``, Interactions, Anthropic ``/messages``,
+  chat ``/chat/completions``, ``/responses``; ``wire/upstream_decoders.py``), matches it to
+  its client request by prompt (nothing patched) and streams the response, SSE or JSON,
+  through a compiled :class:`wire.upstream_decoders.CallTap`: every read goes on as the
+  same object, and the call's facts (finish, usage, in-band errors, how the body ended)
+  reach the correlator at the provider's decisive event and, final, at the body's end.
 
 The client-leg addon calls :func:`note_client_request` at ``request`` time and sets
 ``verdict.resolver = resolver_for(flow.id)``. Everything here fails open: an error in the
