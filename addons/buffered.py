@@ -15,6 +15,7 @@ from streamfix.addons.flowstream import ORIGINAL, FlowState
 from streamfix.wire.apis import json_repairer, stream_repairer
 from streamfix.wire.rules import Rules
 from streamfix.wire.stream import StreamRepair
+from streamfix.wire.upstream_terminal import json_failure
 
 logger = logging.getLogger("streamfix")
 
@@ -75,7 +76,19 @@ def repair(flow: http.HTTPFlow, st: FlowState, rules: Rules, keep: bool) -> str:
                 return ""
             fired: Counter[str] = Counter()
             st.repairer = BodyRepair(fired)  # what the turn log reads of a repairer
-            if json_repairer(st.api)(obj, rules, st.ctx, st.verdict, fired=fired):
+            changed = json_repairer(st.api)(obj, rules, st.ctx, st.verdict, fired=fired)
+            d = st.verdict.decide()
+            if d.failed and not d.native and rules.upstream_failure:
+                # upstream leg (issue 28): the provider's call failed; the API's error, HTTP 502
+                status, err = json_failure(st.api, d.evidence[0].detail if d.evidence else "failed")
+                fired["upstream_failure"] += 1
+                st.repairer.changed = 1
+                if keep:
+                    flow.metadata[ORIGINAL] = content
+                resp.status_code = status
+                resp.content = orjson.dumps(err)
+                return "repaired" if receipts.write(flow, st, None, True, rules.truncation, fired) else ""
+            if changed:
                 st.repairer.changed = 1
                 if keep:
                     flow.metadata[ORIGINAL] = content

@@ -41,6 +41,7 @@ RULE_OPTIONS: dict[str, str] = {
     "streamfix_tool_index": "tool_index",
     "streamfix_tool_header": "tool_header",
     "streamfix_finish_reason": "finish_reason",
+    "streamfix_upstream_failure": "upstream_failure",
 }
 RULE_HELP: dict[str, str] = {
     "status": "Responses: give function_call items a status (in_progress on added, completed on done and in the terminal's output).",
@@ -73,6 +74,10 @@ RULE_HELP: dict[str, str] = {
     "tool_header": "Chat: do not announce a tool call's name twice when the gateway re-sends its header.",
     "finish_reason": "Chat: map a non-standard finish_reason (CPA's Gemini/Antigravity 'max_tokens', Gemini's "
     "lower-cased 'safety'...) to the spec's value ('length', 'content_filter').",
+    "upstream_failure": "every API: when the upstream leg proves the provider's call failed (an in-band error, a cut "
+    "body, a body that ended without a finish) and the gateway reports success, end the client's stream as its "
+    "API's failure (Responses response.failed, chat an error chunk, messages an error event, Gemini an error "
+    "object; a JSON body HTTP 502).",
 }
 TRUNCATION_CHOICES = ("incomplete", "completed", "off")
 MODE_CHOICES = ("repair", "check")

@@ -119,11 +119,16 @@ class SharedResult:
     def detail(self) -> str:
         return self._detail
 
+    def counts(self) -> UpstreamUsage | None:
+        """The usage for the verdict, as the reading worker's result gave it."""
+        return self.usage.counts() if self.usage is not None else None
+
 
 def summary(result: Any, worker: str = "") -> SharedResult:
-    """The facts of an upstream result another worker's client leg needs."""
-    usage = getattr(result, "usage", None)
-    counts = usage.counts() if usage is not None else None
+    """The facts of an upstream result another worker's client leg needs (Devin's
+    :class:`wire.devin.TapResult` or another provider's :class:`wire.upstream_call.CallResult`:
+    both give ``digest``, ``outcome``, ``detail()`` and ``counts()``)."""
+    counts = result.counts()
     digest = tuple(result.digest)
     return SharedResult(digest, result.outcome, result.detail(), SharedUsage(counts) if counts else None, worker)  # type: ignore[arg-type]
 
@@ -274,8 +279,18 @@ def _copy_pending(p: PendingRequest) -> PendingRequest:
 
 
 def _copy_record(r: UpstreamRecord) -> UpstreamRecord:
-    return UpstreamRecord(r.flow_id, r.started, r.client_flow_id, r.max_tokens_sent, r.max_tokens_original,
-                          r.finished, r.result, r.claimed_by, r.link_ambiguous)  # fmt: skip
+    return UpstreamRecord(
+        r.flow_id,
+        r.started,
+        r.client_flow_id,
+        r.max_tokens_sent,
+        r.max_tokens_original,
+        finished=r.finished,
+        result=r.result,
+        provider=r.provider,
+        claimed_by=r.claimed_by,
+        link_ambiguous=r.link_ambiguous,
+    )
 
 
 # --- Redis ------------------------------------------------------------------------------------
@@ -476,7 +491,12 @@ class RedisStore:
         k = self._k("r", rec.flow_id)
 
         def do() -> None:
-            fields: dict[str, Any] = {"started": repr(rec.started), "amb": int(rec.link_ambiguous), "worker": worker}
+            fields: dict[str, Any] = {
+                "started": repr(rec.started),
+                "amb": int(rec.link_ambiguous),
+                "worker": worker,
+                "prov": rec.provider,
+            }
             if rec.client_flow_id is not None:
                 fields["cid"] = rec.client_flow_id
             if rec.max_tokens_sent is not None:
@@ -566,10 +586,11 @@ def _record_of(fid: str, flat: list[bytes]) -> UpstreamRecord | None:
             cid.decode() if cid is not None else None,
             int(h[b"sent"]) if b"sent" in h else None,
             int(h[b"orig"]) if b"orig" in h else None,
-            finished,
-            result,  # type: ignore[arg-type]
-            claimed.decode() if claimed is not None else None,
-            h.get(b"amb") == b"1",
+            finished=finished,
+            result=result,  # type: ignore[arg-type]
+            provider=h.get(b"prov", b"devin").decode(),
+            claimed_by=claimed.decode() if claimed is not None else None,
+            link_ambiguous=h.get(b"amb") == b"1",
         )
     except (KeyError, ValueError, TypeError):
         return None
@@ -633,16 +654,22 @@ class SharedCorrelator(Correlator):
         max_tokens_sent: int | None = None,
         max_tokens_original: int | None = None,
         link_ambiguous: bool = False,
+        provider: str = "devin",
     ) -> UpstreamRecord:
-        rec = super().upstream_started(flow_id, client_flow_id, max_tokens_sent, max_tokens_original, link_ambiguous)
+        rec = super().upstream_started(
+            flow_id, client_flow_id, max_tokens_sent, max_tokens_original, link_ambiguous, provider
+        )
         self.store.add_record(rec, self.worker, self.ttl_open, self._matched.pop(flow_id, None))
         return rec
 
     def upstream_finished(self, flow_id: str, result: Any) -> UpstreamRecord | None:
         rec = self.records.get(flow_id)
-        first = rec is not None and rec.finished is None
+        before = rec.result if rec is not None else None
         rec = super().upstream_finished(flow_id, result)
-        if first and rec is not None and rec.finished is not None:
+        # the first result (a provider's decisive event), and the one that replaced it at the
+        # body's end while nobody had claimed it (a claim in another worker wins: the store's
+        # record is then claimed, and a client reads claimed records never again)
+        if rec is not None and rec.finished is not None and rec.result is result and result is not before:
             self.store.finish_record(flow_id, rec.finished, summary(result, self.worker), self.ttl_finished)
         return rec
 

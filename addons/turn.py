@@ -31,6 +31,8 @@ def http_turn(flow: http.HTTPFlow, st: FlowState) -> dict:
         ended = "upstream_error"
     elif (fault := getattr(rep, "fault", None)) is not None and (why := fault()) is not None:
         ended, error = "upstream_error", why
+    elif decision is not None and decision.failed and not decision.native:
+        ended, error = "upstream_error", decision.evidence[0].detail if decision.evidence else None
     elif decision is not None and decision.truncated:
         ended = "truncated"
     else:

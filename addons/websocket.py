@@ -247,6 +247,15 @@ class WebSocketRepair:
             body = {k: v for k, v in body.items() if k != "type"}
         s.last_request = body
         s.pending.append(body)
+        if "upstream" in self.repair.evidence:
+            # the upstream leg matches CPA's provider call to this turn by prompt: noted now,
+            # before the gateway makes that call (the turn itself starts with its first reply)
+            try:
+                shared.correlator().note_client_request(
+                    f"{flow.id}/{s.turns + len(s.pending)}", flow.request.path, body
+                )
+            except Exception:
+                logger.exception("streamfix: correlator bookkeeping failed; upstream evidence off for this turn")
 
     def _start_turn(self, flow: http.HTTPFlow, s: Socket) -> Turn:
         body = s.pending.popleft() if s.pending else None
@@ -258,7 +267,8 @@ class WebSocketRepair:
         verdict.request(body)
         if "upstream" in self.repair.evidence and body is not None:
             try:
-                shared.correlator().note_client_request(key, flow.request.path, body)
+                if key not in shared.correlator().pending:  # noted with the client's message, normally
+                    shared.correlator().note_client_request(key, flow.request.path, body)
                 verdict.resolver = shared.correlator().resolver(key)
             except Exception:
                 logger.exception("streamfix: correlator bookkeeping failed; upstream evidence off for this turn")
@@ -415,6 +425,8 @@ class WebSocketRepair:
                 error = "the WebSocket closed before the turn's terminal event"
             elif (rep is not None and decision is None) or t.terminal in ("response.failed", "error"):
                 ended = "upstream_error"  # a failure terminal: no success decision was made
+            elif decision is not None and decision.failed and not decision.native:
+                ended = "upstream_error"  # the upstream leg proved the provider's call failed
             elif decision is not None and decision.truncated:
                 ended = "truncated"
             else:

@@ -212,3 +212,35 @@ def test_a_failed_upstream_call_reports_unknown_across_workers(workers):
     d = v.decide()
     assert d.outcome != "max_tokens"
     assert any(e.detail.endswith("trailer error internal") for e in d.evidence)
+
+
+def test_another_providers_call_crosses_workers_and_its_final_result_wins(workers):
+    """A provider call (not Devin's) read in one worker: the record keeps its provider, the
+    result its authoritative usage with the reasoning tokens, and the result the body's end
+    gave (an in-band error after the decisive event) replaces the first one in the store
+    while no client has claimed it."""
+    from streamfix.wire.upstream_call import CallResult
+    from streamfix.wire.verdict import UpstreamUsage
+
+    a, b, _ = workers
+    body = {"messages": [{"role": "user", "content": "write the page [conv:g1]"}], "max_tokens": 50}
+    a.note_client_request("c1", "/v1/chat/completions", body)
+    got = b.match_request("up1", read_request(upstream_request(["write the page [conv:g1]"])))
+    assert got is not None and got.flow_id == "c1"
+    b.upstream_started("up1", got.flow_id, link_ambiguous=got.last_match_ambiguous, provider="gemini")
+    _, text, args = conversation(7, "max_tokens")
+    v = client_verdict(text, args, random.Random(4))
+    usage = UpstreamUsage(10, 55, 0, 65, source="usageMetadata", reasoning_tokens=50, authoritative=True)
+    first = CallResult("gemini", "STOP", "finishReason", "complete", usage, (), None, v.digest(), 3, 0)
+    final = CallResult("gemini", "STOP", "finishReason", "complete", usage, ("503 UNAVAILABLE",), "finish",
+                       v.digest(), 4, 0)  # fmt: skip
+    b.upstream_finished("up1", first)
+    b.upstream_finished("up1", final)
+    v.resolver = r = a.resolver("c1")
+    d = v.decide()
+    assert d.outcome == "failed" and r.record.flow_id == "up1"
+    assert any(e.source == "upstream" and "in-band error 503 UNAVAILABLE" in e.detail for e in d.evidence)
+    u = v.upstream_counts
+    assert (u.input_tokens, u.output_tokens, u.reasoning_tokens, u.authoritative) == (10, 55, 50, True)
+    by_digest, _ = a.store.records(v.digest(), "c1")
+    assert [rec.provider for rec in by_digest] == ["gemini"]

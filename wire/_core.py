@@ -34,6 +34,8 @@ COMPILED = (
     "rules",
     "verdict",
     "toolcalls",
+    "upstream_call",
+    "upstream_decoders",
 )
 """The modules mypyc compiles: the per-event path of every API's repairer."""
 

@@ -104,6 +104,7 @@ from .skim import Layout, Skim, Skimmed
 from .sse import Event, format_event
 from .stream import Streamed
 from .toolcalls import unique_ids
+from .upstream_terminal import chat_error
 from .verdict import Outcome, Verdict
 
 __all__ = ["HOLD_LIMIT", "ChatRepairer", "repair_chat_json"]
@@ -317,6 +318,7 @@ class ChatRepairer(HoldingRepairer):
         self._said: dict[int, _Said] = {}  # rule replay: choice -> what it streamed
         self._run: _Run | None = None  # rule replay: a run of deltas that may repeat the content
         self._noted_foreign = False
+        self._upstream_failed = False  # rule upstream_failure: the finish became an error chunk
         self.skim = Skim()
 
     # --- EventRepairer -----------------------------------------------------------
@@ -347,7 +349,35 @@ class ChatRepairer(HoldingRepairer):
                 self._chunk(rec, obj)
         elif ev.data is not None and self._finish is not None and not self._settled:
             self._settle()  # [DONE] (or any other data) after the finish: no usage is coming
+        if obj is None and self._done and ev.data is not None and ev.data.strip() == b"[DONE]":
+            self._upstream_done(rec)
         return self._queue(rec)
+
+    # --- upstream leg (issue 28): the provider's call failed -----------------------
+    def _upstream_done(self, rec: Rec) -> None:
+        """``[DONE]`` (rule upstream_failure): after a finish turned into the error chunk it
+        is withheld (an SSE comment: OpenAI ends a failed stream without it); with no
+        finish at all and the upstream leg proving the call failed, it becomes the error
+        chunk."""
+        if not self.rules.upstream_failure:
+            return
+        if self._upstream_failed:
+            rec.ev = Event(b": [DONE] withheld: the upstream failed" + rec.ev.eol + rec.ev.eol, eol=rec.ev.eol)
+            return
+        if self._finish is not None or self._errored or len(self._choices) > 1:
+            return
+        self._report_args()
+        d = self.decision = self.verdict.decide()
+        if d.failed and not d.native:
+            self._fail(rec, d.evidence[0].detail if d.evidence else "failed")
+
+    def _fail(self, rec: Rec, detail: str) -> None:
+        rec.obj = chat_error(detail)
+        rec.mark("upstream_failure")
+        self._upstream_failed = True
+        self.note(f"ended with an error chunk: the upstream failed ({detail})")
+
+    # --- end upstream leg ---
 
     # --- the common chunks: content deltas, argument deltas (parsed or skimmed) ----
     def _common(self, ev: Event, obj: dict[str, Any]) -> bytes | None:
@@ -781,6 +811,10 @@ class ChatRepairer(HoldingRepairer):
         self._report_args()
         d = self.decision = self.verdict.decide()
         self._fill_usage(rec)
+        if d.failed and not d.native and self.rules.upstream_failure and len(self._choices) <= 1 and rec.obj:
+            rec.obj.clear()  # upstream leg (issue 28): the finish chunk becomes the error chunk
+            self._fail(rec, d.evidence[0].detail if d.evidence else "failed")
+            return
         if not d.truncated or d.native or self.rules.truncation == "off":
             return
         if len(self._choices) > 1:
@@ -839,6 +873,7 @@ USAGE_FIELDS = {
     "prompt_tokens": "input_tokens",
     "completion_tokens": "output_tokens",
     "prompt_tokens_details.cached_tokens": "cached_tokens",
+    "completion_tokens_details.reasoning_tokens": "reasoning_tokens",
 }
 """Chat usage key -> :class:`wire.verdict.UpstreamUsage` attribute (CPA's mapping)."""
 

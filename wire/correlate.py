@@ -54,6 +54,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .devin import RequestInfo, TapResult
+from .upstream_call import CallResult
 
 __all__ = [
     "Correlator",
@@ -90,7 +91,11 @@ class UpstreamRecord:
     max_tokens_original: int | None = None
     """Field 8.2 as the gateway wrote it, when the sidecar patched it."""
     finished: float | None = None
-    result: TapResult | None = None
+    result: TapResult | CallResult | None = None
+    """What the call said (Devin's :class:`wire.devin.TapResult`, any other provider's
+    :class:`wire.upstream_call.CallResult`); set at its decisive event, and replaced by the
+    final one at the end of its body while no client flow has claimed it."""
+    provider: str = "devin"
     claimed_by: str | None = None
     """The client flow id (or ``"?"``) that claimed it."""
     link_ambiguous: bool = False
@@ -145,6 +150,16 @@ def _texts(content: Any) -> list[str]:
     return out
 
 
+def _strings(v: Any) -> list[str]:
+    if isinstance(v, str):
+        return [v]
+    if isinstance(v, dict):
+        return [s for x in v.values() for s in _strings(x)]
+    if isinstance(v, list):
+        return [s for x in v for s in _strings(x)]
+    return []
+
+
 def client_needles(path: str, body: dict[str, Any]) -> tuple[str, ...]:
     """The texts of the client's user messages and tool results, in order (last
     :data:`MAX_NEEDLES`), from a ``/v1/responses``, chat or messages request body."""
@@ -162,6 +177,14 @@ def client_needles(path: str, body: dict[str, Any]) -> tuple[str, ...]:
                     out += _texts(item.get("content"))
                 elif t in ("function_call_output", "custom_tool_call_output"):
                     out += _texts(item.get("output"))
+    elif isinstance(body.get("contents"), list):  # Gemini: contents[].parts[] of the user's turns
+        for c in body["contents"]:
+            if isinstance(c, dict) and c.get("role", "user") in ("user", "function", "tool"):
+                for part in c.get("parts") or ():
+                    if isinstance(part, dict) and isinstance(part.get("text"), str):
+                        out.append(part["text"])
+                    elif isinstance(part, dict) and isinstance(part.get("functionResponse"), dict):
+                        out += [v for v in _strings(part["functionResponse"].get("response"))]
     else:  # chat completions and messages share the messages[] shape
         msgs = body.get("messages")
         if isinstance(msgs, list):
@@ -207,8 +230,8 @@ def choose_record(
     chosen: UpstreamRecord | None = None
     n = 0
     for rec in records:
-        if rec.claimed_by is not None or rec.finished is None:
-            continue
+        if rec.claimed_by is not None or rec.finished is None or rec.digest != digest:
+            continue  # (a shared store's digest index may still list a record whose result was replaced)
         if rec.client_flow_id is None:
             rank = 1
         elif client_flow_id is not None and rec.client_flow_id == client_flow_id:
@@ -322,7 +345,7 @@ class Correlator:
         """The client flow is over: its pending request can go."""
         self.pending.pop(flow_id, None)
 
-    def match_request(self, upstream_flow_id: str, info: RequestInfo) -> PendingRequest | None:
+    def match_request(self, upstream_flow_id: str, info: RequestInfo | Any) -> PendingRequest | None:
         """The pending client request that caused this upstream request, or None."""
         contents = [text for _, text in info.prompts if text]
         if not contents or not self.pending:
@@ -342,10 +365,11 @@ class Correlator:
         max_tokens_sent: int | None = None,
         max_tokens_original: int | None = None,
         link_ambiguous: bool = False,
+        provider: str = "devin",
     ) -> UpstreamRecord:
         self._sweep()
         rec = UpstreamRecord(flow_id, self.clock(), client_flow_id, max_tokens_sent, max_tokens_original,
-                             link_ambiguous=link_ambiguous)  # fmt: skip
+                             link_ambiguous=link_ambiguous, provider=provider)  # fmt: skip
         self.records[flow_id] = rec
         while len(self.records) > self.max_records:
             _, old = self.records.popitem(last=False)
@@ -353,10 +377,18 @@ class Correlator:
             self.stats["expired"] += 1
         return rec
 
-    def upstream_finished(self, flow_id: str, result: TapResult) -> UpstreamRecord | None:
-        """The upstream's end-of-stream envelope was read (or its body ended)."""
+    def upstream_finished(self, flow_id: str, result: TapResult | CallResult) -> UpstreamRecord | None:
+        """The upstream's end-of-stream envelope was read (or its body ended); for another
+        provider, its decisive event passed. A second call (the body's end after the
+        decisive event) replaces the result while no client flow has claimed the record."""
         rec = self.records.get(flow_id)
-        if rec is None or rec.finished is not None:
+        if rec is None:
+            return rec
+        if rec.finished is not None:
+            if rec.claimed_by is None and rec.result is not None and rec.result != result:
+                self._unindex(rec)
+                rec.result = result
+                self._by_digest.setdefault(result.digest, []).append(flow_id)
             return rec
         rec.finished = self.clock()
         rec.result = result
@@ -435,8 +467,9 @@ class Correlator:
         detail = r.detail() + (", matched by prompt (content digest differs)" if rec.by_link else "")
         verdict.upstream(r.outcome or "unknown", detail)
         report_usage = getattr(verdict, "upstream_usage", None)
-        if r.usage is not None and report_usage is not None:
-            report_usage(r.usage.counts())
+        counts = r.counts()
+        if counts is not None and report_usage is not None:
+            report_usage(counts)
         return rec
 
     def resolver(self, client_flow_id: str | None = None) -> Resolver:

@@ -44,8 +44,9 @@ from typing import Any
 import orjson
 
 from .rules import FlowContext, Rules
-from .sse import Event
+from .sse import Event, format_event
 from .stream import ApiRepairer
+from .upstream_terminal import gemini_error
 from .verdict import Verdict
 
 __all__ = ["HOLD_LIMIT", "GeminiRepairer", "repair_gemini_json"]
@@ -95,6 +96,10 @@ def _observe(verdict: Verdict, cand: dict[str, Any]) -> None:
     for p in parts:
         if isinstance(p, dict) and not p.get("thought") and isinstance(p.get("text"), str):
             verdict.observe_text(p["text"])
+        fc = p.get("functionCall") if isinstance(p, dict) else None
+        if isinstance(fc, dict) and isinstance(fc.get("args"), dict):
+            # the upstream leg's digest (wire/upstream_decoders.py) hashes the same bytes
+            verdict.observe_args(orjson.dumps(fc["args"]).decode())
 
 
 class GeminiRepairer(ApiRepairer):
@@ -105,6 +110,7 @@ class GeminiRepairer(ApiRepairer):
         self._finish: tuple[Event, dict[str, Any], list[dict[str, Any]]] | None = None
         self._candidates: set[int] = set()
         self._usage_after = False  # the event settling a held finish carries usageMetadata
+        self._late: Any = verdict.resolver  # upstream leg: the resolver, for a last look at the end
 
     def event(self, ev: Event) -> list[bytes]:
         obj = self.parse(ev)
@@ -125,7 +131,7 @@ class GeminiRepairer(ApiRepairer):
                     self._finished = True
                     for cand in finishing:
                         _native(self.verdict, cand.get("finishReason"))
-                    if has_usage or self.rules.truncation == "off":
+                    if (has_usage or self.rules.truncation == "off") and not self._upstream_open():
                         return out + [self._apply(ev, obj, finishing)]
                     self._finish = (ev, obj, finishing)
                     self.held.append(ev)
@@ -143,9 +149,47 @@ class GeminiRepairer(ApiRepairer):
         if not self._finished and not self._errored:
             self.note("stream ended without a finishReason; passed through as it ended")
         out = self._settle()
-        if self.decision is None:
+        if self.decision is None or self._late_look():
             self.decision = self.verdict.decide()
+        d = self.decision
+        if d.failed and not d.native and self.rules.upstream_failure and not self._errored:
+            out.append(self._failure(d.evidence[0].detail if d.evidence else "failed"))  # upstream leg
         return out
+
+    def _late_look(self) -> bool:
+        """Upstream leg (issue 28): a finish decided while the linked provider call was still
+        open and never matched (CPA's OpenAI -> Gemini translator writes its ``STOP`` with
+        the first chunk): at the end of the stream, which comes after the provider's, the
+        resolver looks once more; True when it found the call now."""
+        late = self._late
+        if late is None or getattr(late, "record", None) is not None or self._errored or self.decision is None:
+            return False
+        if self.decision.native or self.decision.failed:
+            return False
+        try:
+            rec = late.correlator.resolve(self.verdict, late.client_flow_id, final=True)
+        except Exception:  # noqa: BLE001 - bookkeeping never breaks the stream
+            return False
+        late.record = rec
+        return rec is not None
+
+    def _failure(self, detail: str, eol: bytes = b"\n") -> bytes:
+        """Rule upstream_failure (issue 28): the API's error object, one more event."""
+        self.count("upstream_failure")
+        self._errored = True
+        self.note(f"ended with an error object: the upstream failed ({detail})")
+        return format_event(orjson.dumps(gemini_error(detail)), eol=eol)
+
+    def _upstream_open(self) -> bool:
+        """Upstream leg (issue 28): the provider call the request side linked to this flow is
+        still open (CPA wrote its finish before the provider's stream ended: its Claude
+        translator does at a tool call's block stop): hold the finishing chunk until the
+        next event or the end, when the resolver looks again (wire/correlate.py)."""
+        v = self.verdict
+        if v.resolver is None:
+            return False
+        v.decide()  # runs the resolver once; while waiting it puts itself back
+        return bool(getattr(v.resolver, "waiting", False))
 
     def _settle(self) -> list[bytes]:
         """Decide a held finishing chunk and release it with what was held after it."""
@@ -167,6 +211,12 @@ class GeminiRepairer(ApiRepairer):
                 self.note(note)
                 self.fire("usage")
                 dirty = True
+        if d.failed and not d.native and self.rules.upstream_failure:
+            # upstream leg (issue 28): the chunk keeps its content without the finish, the
+            # error object follows it
+            for cand in finishing:
+                cand.pop("finishReason", None)
+            return self._dump(ev, obj, True) + self._failure(d.evidence[0].detail if d.evidence else "failed", ev.eol)
         if not d.truncated or d.native or self.rules.truncation == "off" or len(self._candidates) > 1:
             if d.truncated and not d.native and self.rules.truncation != "off":
                 self.note(f"{d.receipt()}; not applied: the stream has several candidates")
@@ -188,7 +238,8 @@ class GeminiRepairer(ApiRepairer):
 
 USAGE_FIELDS = {
     "promptTokenCount": "input_tokens",
-    "candidatesTokenCount": "output_tokens",
+    "candidatesTokenCount": "candidates_tokens",
+    "thoughtsTokenCount": "reasoning_tokens",
     "cachedContentTokenCount": "cached_tokens",
 }
 """Gemini ``usageMetadata`` key -> :class:`wire.verdict.UpstreamUsage` attribute (CPA's

@@ -76,9 +76,10 @@ import orjson
 from .holding import HOLD_LIMIT, HoldingRepairer, Rec
 from .rules import FlowContext, Rules
 from .skim import Layout, Skim, Skimmed
-from .sse import Event
+from .sse import Event, format_event
 from .stream import Streamed
 from .toolcalls import unique_ids
+from .upstream_terminal import messages_error
 from .verdict import Outcome, Verdict
 
 __all__ = ["HOLD_LIMIT", "MessagesRepairer", "repair_messages_json"]
@@ -154,6 +155,8 @@ class MessagesRepairer(HoldingRepairer):
         self._next_out = 0
         self._stopped: tuple[Rec, _Block] | None = None  # a held tool_use stop
         self._nameless: _Block | None = None
+        self._upstream_failed = False  # rule upstream_failure: the stop became an error event
+        self._delta_held: tuple[Rec, dict[str, Any]] | None = None  # message_delta waiting for the upstream leg
         self.skim = _Skim()
 
     # --- EventRepairer -----------------------------------------------------------
@@ -163,6 +166,8 @@ class MessagesRepairer(HoldingRepairer):
         obj = self.parse(ev)
         rec = Rec(ev, obj)
         kind = obj.get("type") if obj is not None else None
+        if self._delta_held is not None and ev.data is not None:
+            self._settle_delta()  # the event after a held message_delta: the resolver looks again
         if ev.data is not None and self._stopped is not None:
             srec, sblock = self._stopped
             self._stopped = None
@@ -179,6 +184,8 @@ class MessagesRepairer(HoldingRepairer):
             self._block_stop(rec, obj)
         elif kind == "message_delta":
             self._message_delta(rec, obj)
+        elif kind == "message_stop":
+            self._upstream_stop(rec)
         elif kind == "error":
             self._errored = True
             self._release("an error event")
@@ -191,6 +198,20 @@ class MessagesRepairer(HoldingRepairer):
         if self.decision is None:
             self._report_args()
             self.decision = self.verdict.decide()
+            d = self.decision
+            if (
+                d.failed
+                and not d.native
+                and self.rules.upstream_failure
+                and not (self._errored or self._upstream_failed)
+            ):
+                # upstream leg (issue 28): the stream ended with neither message_delta nor
+                # message_stop and the provider's call failed: the API's error event
+                detail = d.evidence[0].detail if d.evidence else "failed"
+                self.note(f"ended with an error event: the upstream failed ({detail})")
+                self.count("upstream_failure")
+                self._upstream_failed = True
+                return [*self._flush(), format_event(orjson.dumps(messages_error(detail)), event="error")]
         return self._flush()
 
     # --- the rules -------------------------------------------------------------
@@ -371,11 +392,41 @@ class MessagesRepairer(HoldingRepairer):
         usage = obj.get("usage")
         if isinstance(usage, dict):
             self.verdict.usage(usage.get("output_tokens"))
-        if self.decision is not None:
+        if self.decision is not None or self._delta_held is not None:
             self.note("a second message_delta, passed through")
             return
+        if self._upstream_open():
+            # upstream leg (issue 28): the provider call linked to this flow is still open
+            # (CPA wrote message_delta before the provider's stream ended): held until the
+            # next event (message_stop comes after that end), then decided
+            rec.wait = "upstream"
+            self._delta_held = (rec, obj)
+            return
+        self._decide_delta(rec, obj)
+
+    def _upstream_open(self) -> bool:
+        v = self.verdict
+        if v.resolver is None:
+            return False
+        v.decide()  # runs the resolver once; while waiting it puts itself back
+        return bool(getattr(v.resolver, "waiting", False))
+
+    def _settle_delta(self) -> None:
+        held = self._delta_held
+        if held is not None:
+            self._delta_held = None
+            held[0].wait = None
+            self._decide_delta(*held)
+
+    def _decide_delta(self, rec: Rec, obj: dict[str, Any]) -> None:
+        delta = obj.get("delta")
+        sr = delta.get("stop_reason") if isinstance(delta, dict) else None
+        usage = obj.get("usage")
         self._report_args()
         d = self.decision = self.verdict.decide()
+        if d.failed and not d.native and self.rules.upstream_failure:
+            self._fail(rec, d.evidence[0].detail if d.evidence else "failed")  # upstream leg (issue 28)
+            return
         if self.rules.usage and self.verdict.upstream_counts is not None:
             u = usage if isinstance(usage, dict) else {}
             filled = fill_messages_usage(u, self.verdict)
@@ -388,6 +439,36 @@ class MessagesRepairer(HoldingRepairer):
             if sr != new and isinstance(obj.get("delta"), dict):
                 obj["delta"]["stop_reason"] = new
                 rec.mark("truncation")
+
+    # --- upstream leg (issue 28): the provider's call failed -----------------------
+    def _upstream_stop(self, rec: Rec) -> None:
+        """``message_stop`` (rule upstream_failure): withheld (an SSE comment) after the
+        message_delta became the error event; with no message_delta at all (CPA's Gemini
+        path ends a cut turn so) and the upstream leg proving the call failed, it becomes
+        the error event."""
+        if not self.rules.upstream_failure:
+            return
+        if self._upstream_failed:
+            rec.ev = Event(b": message_stop withheld: the upstream failed" + rec.ev.eol + rec.ev.eol, eol=rec.ev.eol)
+            rec.obj = None
+            return
+        if self.decision is not None or self._errored:
+            return
+        self._report_args()
+        d = self.decision = self.verdict.decide()
+        if d.failed and not d.native:
+            self._fail(rec, d.evidence[0].detail if d.evidence else "failed")
+
+    def _fail(self, rec: Rec, detail: str) -> None:
+        eol = rec.ev.eol
+        rec.ev = Event(format_event(orjson.dumps(messages_error(detail)), event="error", eol=eol), eol=eol)
+        rec.obj = None
+        rec.dirty = False
+        self.count("upstream_failure")
+        self._upstream_failed = True
+        self.note(f"ended with an error event: the upstream failed ({detail})")
+
+    # --- end upstream leg ---
 
     def _report_args(self) -> None:
         for b in self._order:
@@ -410,6 +491,7 @@ class MessagesRepairer(HoldingRepairer):
         if self._stopped is not None:
             self._stopped[0].wait = None
             self._stopped = None
+        self._settle_delta()
 
 
 def fill_messages_usage(usage: dict[str, Any], verdict: Verdict) -> str | None:
@@ -421,7 +503,8 @@ def fill_messages_usage(usage: dict[str, Any], verdict: Verdict) -> str | None:
     there), no cache read is added beside it: it would count the cached part twice.
     Returns the note for the receipt, or None when nothing was filled."""
     fields = {"output_tokens": "output_tokens"}
-    if not _count(usage.get("input_tokens")):
+    c = verdict.upstream_counts
+    if not _count(usage.get("input_tokens")) or (c is not None and c.authoritative):
         fields = {"input_tokens": "uncached_input_tokens", "cache_read_input_tokens": "cached_tokens", **fields}
     filled = verdict.fill_usage(usage, fields)
     return verdict.upstream_counts.note(filled) if filled and verdict.upstream_counts else None

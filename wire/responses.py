@@ -148,6 +148,7 @@ from .rules import FlowContext, Rules
 from .skim import Layout, Rewrite, Skim, Skimmed
 from .sse import Event, _whole, format_event
 from .stream import ApiRepairer, Streamed
+from .upstream_terminal import responses_failed
 from .verdict import Decision, Outcome, Verdict
 
 __all__ = [
@@ -1414,6 +1415,14 @@ class ResponsesRepairer(ApiRepairer):
                 dirty = True
                 self.fire("usage")
         rename = None
+        # --- upstream leg (issue 28): the provider's call failed: the API's failure ---
+        if d.failed and not d.native and self.rules.upstream_failure and typ in _SUCCESS_TERMINAL:
+            obj["type"] = rename = "response.failed"
+            responses_failed(resp, d.evidence[0].detail if d.evidence else "failed")
+            dirty = True
+            self.fire("upstream_failure")
+            self.note(f"terminal rewritten to response.failed ({d.evidence[0].detail if d.evidence else 'upstream'})")
+        # --- end upstream leg ---
         if typ == "response.completed" and d.truncated and not d.native and self.rules.truncation == "incomplete":
             obj["type"] = rename = "response.incomplete"
             resp["status"] = "incomplete"

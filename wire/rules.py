@@ -73,6 +73,11 @@ class Rules:
     """A ``finish_reason`` outside the spec that a gateway translated from another API
     (CPA's Gemini/Antigravity ``max_tokens``, Gemini's lower-cased ``safety``...) becomes
     the spec's value (``length``, ``content_filter``)."""
+    # the upstream leg (all APIs)
+    upstream_failure: bool = True
+    """The provider's call failed (its in-band error, a cut body, no finish: the upstream
+    leg's verdict ``failed``) while the gateway reports success: the client's terminal
+    becomes its API's failure (``wire/upstream_terminal.py``)."""
     # truncation (all APIs)
     truncation: TruncationPolicy = "incomplete"
     """What a truncation verdict does to a Responses terminal: ``incomplete`` (the spec),
