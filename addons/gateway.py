@@ -16,6 +16,10 @@ closes it again; when that fails, it answers the request itself::
 
 and sets the flow's error to the reason (mitmweb, the turn log). A reused client
 connection (keep-alive) already has its gateway connection and is not checked again.
+
+An ``https://`` gateway is also asked for a TLS handshake in that check: one that answers
+in plain HTTP (CPA serves plain HTTP unless its ``tls`` is on) would give the client
+mitmproxy's HTML error page; it gets the same JSON 502, saying which scheme to use.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import ssl
 
 import orjson
 from mitmproxy import ctx, http
@@ -36,15 +41,23 @@ CONNECT_TIMEOUT = 10.0
 """Seconds the check waits for the gateway to accept a connection."""
 
 
-def error_body(api: str, message: str) -> bytes:
-    """An HTTP error body in ``api``'s own shape."""
+def error_body(api: str, message: str, code: str = "gateway_unreachable") -> bytes:
+    """An HTTP error body in ``api``'s own shape (``code``: the OpenAI shape's error code)."""
     if api == "messages":
         return orjson.dumps({"type": "error", "error": {"type": "api_error", "message": message}})
     if api == "gemini":
         return orjson.dumps({"error": {"code": 502, "message": message, "status": "UNAVAILABLE"}})
-    return orjson.dumps(
-        {"error": {"message": message, "type": "server_error", "code": "gateway_unreachable", "param": None}}
-    )
+    return orjson.dumps({"error": {"message": message, "type": "server_error", "code": code, "param": None}})
+
+
+def plain_http(err: ssl.SSLError) -> bool:
+    """Does this handshake failure mean the other side answered in plain HTTP?"""
+    text = str(err)
+    return any(s in text for s in ("WRONG_VERSION_NUMBER", "record layer failure", "packet length", "HTTP_REQUEST"))
+
+
+_NO_VERIFY = ssl.create_default_context()
+_NO_VERIFY.check_hostname, _NO_VERIFY.verify_mode = False, ssl.CERT_NONE  # only: does it speak TLS at all?
 
 
 class Gateway:
@@ -69,8 +82,22 @@ class Gateway:
         if api is None:
             return
         host, port = flow.request.host, flow.request.port
+        tls = flow.request.scheme == "https"
         try:
-            _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), CONNECT_TIMEOUT)
+            _, writer = await asyncio.wait_for(
+                asyncio.open_connection(host, port, ssl=_NO_VERIFY if tls else None), CONNECT_TIMEOUT
+            )
+        except ssl.SSLError as e:
+            if plain_http(e):
+                fix = mode.data.replace("https://", "http://", 1)
+                self.refuse(
+                    flow,
+                    api,
+                    f"streamfix: the gateway at {mode.data} speaks plain HTTP, not TLS: start the sidecar with "
+                    f"--upstream {fix}",
+                    code="gateway_tls_mismatch",
+                )
+            return  # another TLS failure: mitmproxy's own connection says it
         except (TimeoutError, OSError) as e:
             if isinstance(e, OSError):
                 why = os.strerror(e.errno) if e.errno else (e.strerror or str(e) or type(e).__name__)
@@ -81,7 +108,7 @@ class Gateway:
         writer.close()
 
     @staticmethod
-    def refuse(flow: http.HTTPFlow, api: str, message: str) -> None:
-        flow.response = http.Response.make(502, error_body(api, message), {"content-type": "application/json"})
+    def refuse(flow: http.HTTPFlow, api: str, message: str, code: str = "gateway_unreachable") -> None:
+        flow.response = http.Response.make(502, error_body(api, message, code), {"content-type": "application/json"})
         flow.error = mflow.Error(message)
         logger.warning(f"{message}; {flow.request.method} {flow.request.path.split('?', 1)[0]} answered 502")
