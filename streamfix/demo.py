@@ -20,6 +20,7 @@ import httpx
 from streamfix.wire.sse import SseParser
 
 from . import procs
+from .cli import prog
 from .recordings import Recording, all_recordings, load
 
 
@@ -77,7 +78,7 @@ def diff_events(raw: list[str], fixed: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m streamfix.demo", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog=prog("demo"), description=__doc__.split("\n")[0])
     ap.add_argument("names", nargs="*", help="recordings to show (default: all)")
     a = ap.parse_args(argv)
     recs = [load(n) for n in a.names] if a.names else all_recordings()
