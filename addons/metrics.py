@@ -306,9 +306,15 @@ class Registry:
             except PackageNotFoundError:
                 return "unknown"
 
-        Gauge("streamfix_build_info", "Versions", ["version", "mitmproxy"], registry=r).labels(
-            _v("streamfix"), _v("mitmproxy")
-        ).set(1)
+        from streamfix.wire import _core
+
+        core = _core.describe().split(" (", 1)[0]  # compiled, pure or mixed: which protocol core runs
+        Gauge(
+            "streamfix_build_info",
+            "Versions, and the protocol core that runs",
+            ["version", "mitmproxy", "core"],
+            registry=r,
+        ).labels(_v("streamfix"), _v("mitmproxy"), core).set(1)
         pc.ProcessCollector(registry=r)
         self.sse = self.in_flight.labels("sse")
         self.websockets = self.in_flight.labels("websocket")
