@@ -28,9 +28,10 @@ import asyncio
 import logging
 import os
 import ssl
+import weakref
 
 import orjson
-from mitmproxy import ctx, http
+from mitmproxy import connection, ctx, http
 from mitmproxy import flow as mflow
 from mitmproxy.proxy import mode_specs
 from streamfix.wire.apis import api_for_path
@@ -50,6 +51,12 @@ def error_body(api: str, message: str, code: str = "gateway_unreachable") -> byt
     return orjson.dumps({"error": {"message": message, "type": "server_error", "code": code, "param": None}})
 
 
+def _close_writer(connect: asyncio.Future) -> None:
+    """The done callback of an abandoned check: close the connection had it been made."""
+    if not connect.cancelled() and connect.exception() is None:
+        connect.result()[1].close()
+
+
 def plain_http(err: ssl.SSLError) -> bool:
     """Does this handshake failure mean the other side answered in plain HTTP?"""
     text = str(err)
@@ -61,6 +68,10 @@ _NO_VERIFY.check_hostname, _NO_VERIFY.verify_mode = False, ssl.CERT_NONE  # only
 
 
 class Gateway:
+    def __init__(self) -> None:
+        self._gone: weakref.WeakKeyDictionary[connection.Client, asyncio.Future] = weakref.WeakKeyDictionary()
+        """Client connections with a check in progress -> a future set when the client goes."""
+
     def running(self) -> None:
         modes = [m for m in ctx.options.mode if m.startswith("reverse")]
         if modes and ctx.options.connection_strategy == "eager":
@@ -83,10 +94,13 @@ class Gateway:
             return
         host, port = flow.request.host, flow.request.port
         tls = flow.request.scheme == "https"
+        connect = asyncio.ensure_future(
+            asyncio.wait_for(asyncio.open_connection(host, port, ssl=_NO_VERIFY if tls else None), CONNECT_TIMEOUT)
+        )
+        if not await self._client_stays(flow, connect):
+            return  # the client went away meanwhile: nobody to answer, and its flow is not held
         try:
-            _, writer = await asyncio.wait_for(
-                asyncio.open_connection(host, port, ssl=_NO_VERIFY if tls else None), CONNECT_TIMEOUT
-            )
+            _, writer = connect.result()
         except ssl.SSLError as e:
             if plain_http(e):
                 fix = mode.data.replace("https://", "http://", 1)
@@ -106,6 +120,33 @@ class Gateway:
             self.refuse(flow, api, f"streamfix: the gateway at {mode.data} does not answer ({why})")
             return
         writer.close()
+
+    async def _client_stays(self, flow: http.HTTPFlow, connect: asyncio.Future) -> bool:
+        """Wait for the check; False (the check abandoned) when the client disconnects first.
+
+        mitmproxy does not cancel an addon's pending hook when its client goes: without
+        this, a gateway slow to accept (a full accept queue, SYN retries) kept every aborted
+        client's flow, connection handler and layers alive for up to CONNECT_TIMEOUT, and
+        under a run of client aborts hundreds piled up (tests/test_operator_abort_memory.py)."""
+        client = flow.client_conn
+        if client.timestamp_end is not None:
+            connect.cancel()
+            connect.add_done_callback(_close_writer)
+            return False
+        gone = self._gone.get(client)
+        if gone is None:
+            gone = self._gone[client] = asyncio.get_running_loop().create_future()
+        await asyncio.wait((connect, gone), return_when=asyncio.FIRST_COMPLETED)
+        if connect.done():
+            return True
+        connect.cancel()
+        connect.add_done_callback(_close_writer)  # had it just connected, the socket is closed
+        return False
+
+    def client_disconnected(self, client: connection.Client) -> None:
+        gone = self._gone.pop(client, None)
+        if gone is not None and not gone.done():
+            gone.set_result(None)
 
     @staticmethod
     def refuse(flow: http.HTTPFlow, api: str, message: str, code: str = "gateway_unreachable") -> None:
