@@ -159,8 +159,14 @@ def built(force: bool = False, builds: Path | None = None) -> Path | None:
 
 def status() -> str:
     """What a new process here runs, after importing the compiled modules."""
+    # installed: -P keeps the working directory (a source tree, say) off sys.path
     r = subprocess.run(
-        [sys.executable, "-c", "import streamfix.wire.apis, streamfix.wire._core as c; print(c.describe())"],
+        [
+            sys.executable,
+            *(["-P"] if _core.INSTALLED else []),
+            "-c",
+            "import streamfix.wire.apis, streamfix.wire._core as c; print(c.describe())",
+        ],
         cwd=None if _core.INSTALLED else ROOT,
         capture_output=True,
         text=True,
