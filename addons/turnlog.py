@@ -332,7 +332,7 @@ class TurnLog:
             if path:
                 check_log(path)
                 try:
-                    self.handler = TurnLogHandler(path)
+                    self.handler = TurnLogHandler(os.path.expanduser(path))
                 except OSError as e:
                     raise exceptions.OptionsError(
                         f"streamfix_log={path}: cannot open it ({e.strerror or e}); give a file you can write"

@@ -129,3 +129,19 @@ def test_config_yaml_values_are_checked_by_the_launcher(tmp_path: Path) -> None:
     assert f"{f}: streamfix_status=maybe: not a boolean" in lines[1], lines
     assert f"{f}: unknown option streamfix_metrcs; did you mean streamfix_metrics?" in lines[2], lines
     assert "streamfix sidecar:" not in r.stdout
+
+
+def test_a_turn_log_under_home_is_where_the_check_looked(tmp_path: Path, monkeypatch) -> None:
+    """``streamfix_log=~/turns.jsonl``: the check expands ``~`` and so does the writer (a
+    check that passed and a writer that then failed would be the traceback again)."""
+    from mitmproxy.test import taddons
+    from streamfix.addons import turnlog
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    turnlog.check_log("~/turns.jsonl")
+    t = turnlog.TurnLog()
+    with taddons.context(t) as tctx:
+        tctx.configure(t, streamfix_log="~/turns.jsonl")
+        t.write({"time": "x"})
+        t.done()
+    assert (tmp_path / "turns.jsonl").read_text() == '{"time":"x"}\n'

@@ -262,7 +262,8 @@ kill $cpa; wait $cpa
 
 
 def in_namespaces(script: str, env: dict[str, str], net: bool, timeout: float) -> subprocess.CompletedProcess:
-    args = ["unshare", "--mount", "--propagation", "private", "--fork"] + (["--net"] if net else [])
+    # a PID namespace too: whatever the script leaves running ends with it
+    args = ["unshare", "--mount", "--propagation", "private", "--pid", "--fork"] + (["--net"] if net else [])
     r = subprocess.run([*args, "bash", "-u", "-c", ROOT_SH + script], env={**os.environ, **env},
                        capture_output=True, text=True, timeout=timeout)  # fmt: skip
     for d in re.findall(r"^CHROOT=(\S+)$", r.stdout, re.MULTILINE):  # its mount point, empty once it is gone
@@ -277,7 +278,8 @@ def namespaces_work() -> str | None:
     for tool in ("unshare", "chroot", "ip"):
         if shutil.which(tool) is None:
             return f"no {tool}"
-    r = subprocess.run(["unshare", "--mount", "--net", "--fork", "true"], capture_output=True, text=True, timeout=30)
+    r = subprocess.run(["unshare", "--mount", "--pid", "--net", "--fork", "true"], capture_output=True, text=True,
+                       timeout=30)  # fmt: skip
     return None if r.returncode == 0 else f"unshare refused here: {r.stderr.strip()}"
 
 
