@@ -47,7 +47,7 @@ from streamfix.addons.turn import http_turn
 from streamfix.addons.websocket import WebSocketRepair
 from streamfix.addons.workers import Workers
 from streamfix.wire import _core as core
-from streamfix.wire.apis import api_for_path, stream_repairer
+from streamfix.wire.apis import api_for_path, model_in_path, stream_repairer
 from streamfix.wire.encoding import decoder_for
 from streamfix.wire.rules import FlowContext, Rules
 from streamfix.wire.sse import SseParser
@@ -135,6 +135,8 @@ class Repair:
             return
         body = json_object(flow.request.get_content(strict=False))
         model = body.get("model") if body else None
+        if not isinstance(model, str) and api == "gemini":
+            model = model_in_path(flow.request.path)  # Gemini names the model in the URL, not the body
         fctx = FlowContext(model=model if isinstance(model, str) else None, request=body)
         if flow.request.timestamp_start:  # the request's own time, also for a saved flow (-nr)
             fctx.started_at = int(flow.request.timestamp_start)

@@ -8,6 +8,7 @@ import time
 from mitmproxy import http
 from streamfix.addons import turnlog
 from streamfix.addons.buffered import json_object
+from streamfix.addons.drain import REFUSED
 from streamfix.addons.flowstream import ORIGINAL, FlowState, FlowStream
 from streamfix.wire.told import UsageReader, usage_of
 
@@ -22,7 +23,9 @@ def http_turn(flow: http.HTTPFlow, st: FlowState) -> dict:
     decision = getattr(rep, "decision", None)
     if decision is None and (s is None or s.repair.parser is None) and flow.error is None:
         decision = st.verdict.decide()  # a JSON body (its repairer decided already) or no repair
-    if flow.error is not None:
+    if flow.metadata.get(REFUSED) == "draining":
+        ended, error = "draining", "refused with 503: the sidecar is draining (SIGTERM); the gateway was not asked"
+    elif flow.error is not None:
         error = flow.error.msg
         ended = "client_abort" if "client" in error.lower() else "upstream_error"
     elif failed is not None:

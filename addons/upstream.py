@@ -126,6 +126,21 @@ def _host_matches(host: str, patterns: Sequence[str]) -> bool:
     return False
 
 
+def upstream_hosts(values: Sequence[str]) -> tuple[str, ...]:
+    """``streamfix_upstream_hosts`` normalized; OptionsError for a value that is no host name."""
+    hosts = [h.strip().lower() for h in values]
+    bad = [h for h in hosts if not _HOST_RX.match(h) or "*" in h[1:]]
+    if bad:
+        raise exceptions.OptionsError(
+            f"streamfix_upstream_hosts={','.join(bad)}: give host names (server.codeium.com) or *.domain / *-suffix patterns"
+        )
+    return tuple(hosts)
+
+
+CHECKS = {"streamfix_upstream_hosts": upstream_hosts}
+"""This addon's value checks (addons/options.py runs them before anything listens)."""
+
+
 class UpstreamStream:
     """``flow.response.stream`` for a Devin response: the same bytes out, a tap inside.
 
@@ -254,14 +269,7 @@ class UpstreamLeg:
 
     def configure(self, updated: set[str]) -> None:
         if "streamfix_upstream_hosts" in updated:
-            hosts = [h.strip().lower() for h in ctx.options.streamfix_upstream_hosts]
-            bad = [h for h in hosts if not _HOST_RX.match(h) or "*" in h[1:]]
-            if bad:
-                raise exceptions.OptionsError(
-                    "streamfix_upstream_hosts takes host names (server.codeium.com) or "
-                    f"*.domain / *-suffix patterns, not {', '.join(map(repr, bad))}"
-                )
-            self.hosts = tuple(hosts)
+            self.hosts = upstream_hosts(ctx.options.streamfix_upstream_hosts)
 
     # --- which connections and flows -----------------------------------------------
     def tls_clienthello(self, data: tls.ClientHelloData) -> None:

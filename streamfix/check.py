@@ -39,6 +39,8 @@ from typing import Literal
 from streamfix.wire.apis import api_for_path
 from streamfix.wire.contract import RULES, StreamChecker, guess_api
 
+from .cli import prog
+
 SSE = "text/event-stream"
 ORIGINAL = "streamfix.original"
 """Flow metadata: the body as the gateway sent it (addons/flowstream.py)."""
@@ -134,7 +136,7 @@ def streams(path: Path, api: str | None) -> list[Stream]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m streamfix.check",
+        prog=prog("check"),
         description=__doc__.split("\n\n", 1)[0],
         epilog="Exit status: 0 every stream correct, 1 violations found, 2 a file unreadable or of unknown API, "
         "3 no violations but a flow had no body saved. --rules lists the rules.",

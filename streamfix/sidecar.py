@@ -21,6 +21,7 @@ import signal
 import socket
 import subprocess
 import sys
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from .cli import SCRIPTS  # the -s scripts it loads: client leg, CPA's upstream leg, mitmweb's views
@@ -212,6 +213,45 @@ def sfoptions_errors(specs: list[str]) -> list[str]:
     return sfoptions.check_specs(registered_options(), specs)
 
 
+def confdir(extra: list[str]) -> Path:
+    """mitmproxy's confdir as mitmdump will see it (``--set confdir=DIR``, else ~/.mitmproxy)."""
+    given = [sp.split("=", 1)[1] for sp in set_specs(extra) if sp.startswith("confdir=")]
+    return Path(given[-1] if given else "~/.mitmproxy").expanduser()
+
+
+def config_errors(extra: list[str]) -> list[str]:
+    """What is wrong with streamfix's options in the confdir's config.yaml (those that no
+    ``--set`` overrides), each line naming the file ([] if nothing)."""
+    from streamfix.addons import options as sfoptions
+
+    overridden = {sp.partition("=")[0] for sp in set_specs(extra)}
+    return sfoptions.check_config_file(registered_options(), confdir(extra), skip=overridden)
+
+
+def port_errors(a: argparse.Namespace, extra: list[str]) -> list[str]:
+    """A listener's port already in use (or not bindable), said before any banner claims it."""
+    from streamfix.addons.metrics import cannot_listen
+
+    wanted = [("--listen", a.listen)]
+    if a.upstream_proxy:
+        wanted.append(("--upstream-proxy", a.upstream_proxy))
+    if a.web:
+        sets = dict(sp.partition("=")[::2] for sp in set_specs(extra))
+        wanted.append(
+            ("mitmweb's web_host:web_port", f"{sets.get('web_host', '127.0.0.1')}:{sets.get('web_port', 8081)}")
+        )
+    errors = []
+    for what, spec in wanted:
+        host, _, port = spec.rpartition(":")
+        if not port.isdigit():
+            continue
+        why = cannot_listen(host.strip("[]") or "127.0.0.1", int(port))
+        if why is not None:
+            hint = f"e.g. {what} {host or '127.0.0.1'}:{int(port) + 1}" if what.startswith("--") else ""
+            errors.append(f"{what} {spec}: {why}{(', ' + hint) if hint else ''}")
+    return errors
+
+
 def main(argv: list[str] | None = None, prog: str = "scripts/sidecar") -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     extra: list[str] = []
@@ -259,7 +299,9 @@ def main(argv: list[str] | None = None, prog: str = "scripts/sidecar") -> int:
         "--workers N > 1 and --upstream-proxy); local: start a redis-server here",
     )
     ap.add_argument("--options", action="store_true", help="list streamfix's options (--set NAME=VALUE) and exit")
-    a = ap.parse_args(argv)
+    a, unknown = ap.parse_known_args(argv)
+    if unknown:
+        _fail(ap, unrecognized(ap.prog, unknown))
     if a.options:
         print_options()
         return 0
@@ -268,9 +310,6 @@ def main(argv: list[str] | None = None, prog: str = "scripts/sidecar") -> int:
             _fail(ap, problem)
     if a.upstream_proxy and check_listen(a.upstream_proxy):
         _fail(ap, f"--upstream-proxy {a.upstream_proxy}: give HOST:PORT, e.g. --upstream-proxy 127.0.0.1:8080")
-    errors = sfoptions_errors(set_specs(extra))
-    if errors:
-        _fail(ap, "\n".join(errors))
     from . import workers
 
     upstream_leg = bool(a.upstream_proxy) and not any(
@@ -284,6 +323,9 @@ def main(argv: list[str] | None = None, prog: str = "scripts/sidecar") -> int:
         return workers.refuse(ap.prog, problem)
     if a.upstream_proxy_auth:
         extra = ["--set", f"streamfix_upstream_proxyauth={a.upstream_proxy_auth}", *extra]
+    errors = sfoptions_errors(set_specs(extra)) or config_errors(extra)
+    if errors:
+        _fail(ap, "\n".join(errors))
     if a.upstream_proxy and not _loopback(a.upstream_proxy.rpartition(":")[0] or "127.0.0.1") \
             and not _has_proxyauth(extra):  # fmt: skip
         print(
@@ -294,6 +336,8 @@ def main(argv: list[str] | None = None, prog: str = "scripts/sidecar") -> int:
             file=sys.stderr,
         )
         return 2
+    if errors := port_errors(a, extra):
+        _fail(ap, "\n".join(errors))
 
     # SIGTERM (systemd, docker stop) is handled from here on: one that comes before
     # mitmdump runs is passed on as soon as it does, so it can never leave mitmdump
@@ -381,6 +425,18 @@ def main(argv: list[str] | None = None, prog: str = "scripts/sidecar") -> int:
             stop(redis)
 
 
+def unrecognized(prog: str, args: list[str]) -> str:
+    """argparse's "unrecognized arguments", with where mitmdump's options go."""
+    msg = f"unrecognized arguments: {' '.join(args)}"
+    if any(x.startswith("-") for x in args):
+        msg += (
+            f"; {prog}'s own options are --upstream, --listen, --upstream-proxy, --upstream-proxy-auth, --web, "
+            f"--keep-bodies, --workers, --redis and --options: mitmdump's options (--set NAME=VALUE, -w FILE, ...) go after --, "
+            f"e.g. {prog} -- {' '.join(args)}"
+        )
+    return msg
+
+
 def _loopback(host: str) -> bool:
     import ipaddress
 
@@ -394,13 +450,11 @@ def _loopback(host: str) -> bool:
 
 def _has_proxyauth(extra: list[str]) -> bool:
     """``streamfix_upstream_proxyauth`` given after ``--`` or in the confdir's config.yaml."""
-    from pathlib import Path
-
     if any("streamfix_upstream_proxyauth=" in x and not x.endswith("=") for x in extra):
         return True
-    confdir = next((x.split("=", 1)[1] for x in extra if x.startswith("confdir=")), "~/.mitmproxy")
+    folder = confdir(extra)
     for name in ("config.yaml", "config.yml"):
-        f = Path(confdir).expanduser() / name
+        f = folder / name
         try:
             if any(line.split(":", 1)[0].strip() == "streamfix_upstream_proxyauth" and line.split(":", 1)[1].strip()
                    for line in f.read_text().splitlines() if ":" in line):  # fmt: skip
