@@ -45,6 +45,10 @@ follow_imports = skip
 ignore_missing_imports = True
 [mypy-google.protobuf.*]
 ignore_missing_imports = True
+[mypy-ijson.*]
+ignore_missing_imports = True
+[mypy-backports.*]
+ignore_missing_imports = True
 """
 """mypy's settings for the staged sources (pyproject.toml's [tool.mypy], under the
 installed module names)."""

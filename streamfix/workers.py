@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import re
 import shutil
 import signal
@@ -270,7 +271,7 @@ class Launcher:
         w.started = time.monotonic()
 
     async def start_redis(self) -> None:
-        exe = shutil.which("redis-server")
+        exe = system_tool("redis-server")
         assert exe is not None
         if self.redis_port is None:
             self.redis_port = _free_port()
@@ -284,7 +285,7 @@ class Launcher:
     async def start_haproxy(self) -> None:
         cfg = self.dir / "haproxy.cfg"
         cfg.write_text(haproxy_config(self.workers, self.listen, self.upstream_proxy, self.sock))
-        exe = shutil.which("haproxy")
+        exe = system_tool("haproxy")
         assert exe is not None
         check = await asyncio.create_subprocess_exec(
             exe, "-c", "-q", "-f", str(cfg), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
@@ -334,10 +335,10 @@ class Launcher:
             await asyncio.gather(*(self.start_worker(w) for w in self.workers))
             await asyncio.gather(*(self.wait_port(w.client_port, w.proc, f"worker {w.name}") for w in self.workers))
             await asyncio.gather(*(self.wait_port(w.metrics_port, w.proc, f"worker {w.name}") for w in self.workers))
-            if self.metrics:
-                await self.serve_metrics(self.metrics)
             await self.start_haproxy()
             await self.wait_port(_host_port(self.listen)[1], self.haproxy, "haproxy")
+            if self.metrics:  # last: /livez answers once clients can connect (a healthcheck's go)
+                await self.serve_metrics(self.metrics)
             self.say_started()
             if self.banner:
                 print(self.banner, flush=True)
@@ -590,13 +591,23 @@ def start_local_redis():
     port = _free_port()
     d = tempfile.mkdtemp(prefix="streamfix-redis-")
     p = subprocess.Popen(
-        [shutil.which("redis-server") or "redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+        [system_tool("redis-server") or "redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
          "--appendonly", "no", "--dir", d, "--loglevel", "warning"],
         stdin=subprocess.DEVNULL,
         process_group=0,
     )  # fmt: skip
     wait_port(port, proc=p)
     return p, f"redis://127.0.0.1:{port}/0"
+
+
+def system_tool(name: str) -> str | None:
+    """The path of a system daemon's program (HAProxy, redis-server): on PATH, else in the
+    sbin folders Debian installs them to, which a user's PATH (and the image's ``env -i``
+    style service managers) often lacks: ``/usr/sbin/haproxy`` is found without it."""
+    found = shutil.which(name)
+    if found is not None:
+        return found
+    return shutil.which(name, path=os.pathsep.join(("/usr/local/sbin", "/usr/sbin", "/sbin")))
 
 
 def refuse(prog: str, msg: str) -> int:
@@ -611,14 +622,14 @@ def preflight(n: int, web: bool, upstream_leg: bool, redis: str | None) -> str |
         return f"--workers {n}: give 1 or more"
     if redis not in (None, "local", "given") and not redis.startswith(("redis://", "rediss://", "unix://")):
         return f"--redis {redis}: give redis://HOST:PORT/DB, or local (a redis-server started here)"
-    if redis == "local" and shutil.which("redis-server") is None:
-        return "--redis local: no redis-server on PATH (Debian: apt-get install redis-server)"
+    if redis == "local" and system_tool("redis-server") is None:
+        return "--redis local: no redis-server on PATH or in /usr/sbin (Debian: apt-get install redis-server)"
     if n == 1:
         return None
     if web:
         return f"--web with --workers {n}: mitmweb shows one process's flows; run it with one worker"
-    if shutil.which("haproxy") is None:
-        return f"--workers {n} needs HAProxy to spread the connections: none on PATH (Debian: apt-get install haproxy)"
+    if system_tool("haproxy") is None:
+        return f"--workers {n} needs HAProxy to spread the connections: none on PATH or in /usr/sbin (Debian: apt-get install haproxy)"
     if upstream_leg and redis is None:
         return (
             f"--workers {n} with the upstream leg (--upstream-proxy) needs Redis: a client turn served by one worker "

@@ -103,7 +103,13 @@ def mounts(service: dict) -> list[tuple[Path, str]]:
 def test_every_mounted_path_exists_with_its_owner(clone: Path) -> None:
     c = resolved(clone)
     svc = c["services"]
-    assert set(svc) == {"streamfix", "ca-bundle", "cpa"}
+    assert set(svc) == {"streamfix", "ca-bundle", "cpa", "redis"}
+    # the workers' Redis: nothing kept on disk, nothing published, started before the sidecar
+    assert not svc["redis"].get("ports") and not svc["redis"].get("volumes"), svc["redis"]
+    assert svc["redis"]["command"][:5] == ["redis-server", "--save", "", "--appendonly", "no"]
+    assert "redis" in svc["streamfix"]["depends_on"]
+    cmd = svc["streamfix"]["command"]
+    assert cmd[cmd.index("--redis") + 1] == "redis://redis:6379/0"
     deploy = clone / "deploy"
     # the build context is the clone's root, relative to the compose file's folder
     build = svc["streamfix"]["build"]

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import base64
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +22,7 @@ from pathlib import Path
 import fuzz_upstream
 import orjson
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from streamfix.wire.apis import stream_repairer
 from streamfix.wire.rules import FlowContext, Rules
@@ -180,8 +181,25 @@ def test_the_tap_returns_every_read_as_it_came_and_reports_twice():
 
 @BUDGET
 @given(data=st.binary(max_size=4096))
+@example(data=base64.b64decode("Cm1vZWX/////////PWwLCg=="))  # atheris, 2026-12-01 (below)
 def test_fuzz_target_under_hypothesis(data):
     fuzz_upstream.target_decoder(data)
+
+
+def test_a_skimmed_event_whose_unread_string_is_not_one_is_bad_as_parsed():
+    """Found by atheris in CI: a Gemini thought layout (its text not hashed) matched an event
+    whose "text" held a quote, i.e. a broken JSON object; the skim counted it as a good event
+    where the full path counts it bad, so the count depended on where the reads were cut."""
+    good = b'data: {"candidates":[{"content":{"parts":[{"text":"a","thought":true}]}}]}\n\n'
+    broken = b'data: {"candidates":[{"content":{"parts":[{"text":"b"}]}}],"x":{"parts":[{"text":"c","thought":true}]}}]}\n\n'
+    results = []
+    for pieces in ([good + good + broken], [good, good + broken], [good, good, broken]):
+        d = decoder_for("gemini", CTYPE["sse"])
+        for p in pieces:
+            d.feed(p)
+        results.append(d.close())
+    assert [r.bad for r in results] == [1, 1, 1]
+    assert [r.events for r in results] == [3, 3, 3]
 
 
 def test_atheris_bounded(tmp_path):

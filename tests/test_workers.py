@@ -23,10 +23,12 @@ tests/test_full_chain.py:
 from __future__ import annotations
 
 import asyncio
+import shutil
 import signal
 import sys
 import time
 import uuid
+from pathlib import Path
 
 import httpx
 import orjson
@@ -502,3 +504,18 @@ async def test_a_kept_alive_connection_and_a_websocket_stay_on_their_worker(chai
     per_group = [{worker_of[seen[conv]] for conv, _ in g} for g in groups]
     assert all(len(ws) == 1 for ws in per_group), per_group
     print(f"connections' workers: {[next(iter(ws)) for ws in per_group]}")
+
+
+def test_the_daemons_are_found_in_sbin_without_it_on_path(monkeypatch):
+    """Debian installs haproxy and redis-server's siblings under /usr/sbin, which a user's
+    PATH (and a container's env -i command line) lacks: the launcher looks there too."""
+    from streamfix.workers import preflight, system_tool
+
+    if not Path("/usr/sbin/haproxy").exists():
+        pytest.skip("no /usr/sbin/haproxy (scripts/install-balancer installs Debian's)")
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    assert shutil.which("haproxy") is None
+    assert system_tool("haproxy") == "/usr/sbin/haproxy"
+    assert preflight(2, False, False, None) is None
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert system_tool("no-such-daemon-here") is None

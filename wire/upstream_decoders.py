@@ -303,14 +303,17 @@ class CallDecoder:
                 if s is None:
                     break
                 info = s.layout.info
-                if info is not None and info[0] >= 0:
+                if info is not None:
                     try:
-                        text = s.text(info[0])
+                        for other in info[2]:  # the strings not read, decoded as a check
+                            s.text(other)
+                        if info[0] >= 0:
+                            text = s.text(info[0])
+                            raw = s.plain if s.plain is not None else text.encode("utf-8", "surrogatepass")
+                            if raw:
+                                (self._args if info[1] else self._text).add(raw)
                     except ValueError:
-                        break  # the full path fails on it the same way
-                    raw = s.plain if s.plain is not None else text.encode("utf-8", "surrogatepass")
-                    if raw:
-                        (self._args if info[1] else self._text).add(raw)
+                        break  # the full path fails on it the same way (a bad event, counted)
                 self.events += 1
                 self.skimmed += 1
                 pos += len(s.raw)
@@ -444,7 +447,8 @@ class CallDecoder:
         pre = self._pre
         layout = self._skim.learn(kind, ev.raw, ev.data, ev.event, top, frozenset(pre + h for h in holes))
         if layout is not None and layout.info is None:
-            layout.info = (layout.slot(*(pre + read)) if read is not None else -1, args)
+            slot = layout.slot(*(pre + read)) if read is not None else -1
+            layout.info = (slot, args, layout.strings(slot))
 
     # --- what subclasses call ------------------------------------------------------
     def text(self, s: Any) -> None:
