@@ -191,7 +191,9 @@ def test_a_skimmed_event_whose_unread_string_is_not_one_is_bad_as_parsed():
     whose "text" held a quote, i.e. a broken JSON object; the skim counted it as a good event
     where the full path counts it bad, so the count depended on where the reads were cut."""
     good = b'data: {"candidates":[{"content":{"parts":[{"text":"a","thought":true}]}}]}\n\n'
-    broken = b'data: {"candidates":[{"content":{"parts":[{"text":"b"}]}}],"x":{"parts":[{"text":"c","thought":true}]}}]}\n\n'
+    broken = (
+        b'data: {"candidates":[{"content":{"parts":[{"text":"b"}]}}],"x":{"parts":[{"text":"c","thought":true}]}}]}\n\n'
+    )
     results = []
     for pieces in ([good + good + broken], [good, good + broken], [good, good, broken]):
         d = decoder_for("gemini", CTYPE["sse"])
