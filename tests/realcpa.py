@@ -34,7 +34,14 @@ CLIENT_KEY = "test-key"
 """The client key every runner in tests/clients sends (``Authorization: Bearer test-key``)."""
 MODEL = "test-model"
 """The model alias the clients ask for; each CPA routes it to one provider."""
-UPSTREAM_MODELS = {"claude": "claude-sonnet-4-5-20250929", "interactions": "gemini-2.5-flash", "openai": "fake-gpt"}
+UPSTREAM_MODELS = {"claude": "claude-sonnet-4-5-20250929", "interactions": "gemini-2.5-flash", "openai": "fake-gpt",
+                   "gemini": "gemini-2.5-flash", "vertex": "gemini-2.5-flash", "codex": "gpt-5-codex"}  # fmt: skip
+PROVIDER_API = {"claude": "anthropic", "interactions": "interactions", "openai": "chat", "gemini": "gemini",
+                "vertex": "gemini", "codex": "responses"}  # fmt: skip
+"""CPA's provider path (its config entry) -> the provider API the fake speaks there
+(tests/standins/fake_providers.py): ``claude-api-key``, ``interactions-api-key``,
+``openai-compatibility``, ``gemini-api-key`` (AI Studio), ``vertex-api-key`` and
+``codex-api-key`` (with a ``base-url``: CPA posts ``{base}/responses``)."""
 
 VERSIONS = ("v7.2.89", "v7.2.140", "v7.3.4", "v8.0.78")
 """Every version a test may ask for: v7.2.89 (last with the Claude item-order bug #4429),
@@ -99,6 +106,15 @@ claude-api-key:
         body = f"""\
 interactions-api-key:
   - api-key: "fake-goog"
+    base-url: "{upstream}"
+    proxy-url: "{entry_proxy}"
+    models: [{{name: "{name}", alias: "{alias}"}}]
+"""
+    elif provider in ("gemini", "vertex", "codex"):
+        key = {"gemini": "gemini-api-key", "vertex": "vertex-api-key", "codex": "codex-api-key"}[provider]
+        body = f"""\
+{key}:
+  - api-key: "fake-{provider}"
     base-url: "{upstream}"
     proxy-url: "{entry_proxy}"
     models: [{{name: "{name}", alias: "{alias}"}}]
