@@ -206,9 +206,9 @@ def test_responses_wire():
 
 
 def test_provider_bodies_are_well_defined():
-    """The same script gives the same provider body (chat's created clock aside): what
+    """The same script gives the same provider body (every clock fixed): what
     CPA's upstream leg decoders are tested against."""
-    for api in ("anthropic", "interactions", "gemini", "responses"):
+    for api in ("anthropic", "interactions", "chat", "gemini", "responses"):
         for t in _played(api):
             assert provider_body(api, t, "m", "r1", TURN_CAPS.get(t)) == provider_body(api, t, "m", "r1",
                                                                                       TURN_CAPS.get(t))  # fmt: skip

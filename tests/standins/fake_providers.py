@@ -41,7 +41,6 @@ from __future__ import annotations
 import asyncio
 import re
 import threading
-import time
 from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -51,7 +50,7 @@ from aiohttp import web
 
 from standins.frames import Frames, ended
 from standins.provider_gemini import gemini_array, gemini_chunks, gemini_frames, gemini_json
-from standins.provider_responses import responses_events, responses_frames, responses_json
+from standins.provider_responses import CREATED, responses_events, responses_frames, responses_json
 from streamfix.aioserve import start_app
 
 CHARS_PER_TOKEN = 4
@@ -504,7 +503,7 @@ def chat_finish(s: Script, cut: bool) -> str:
 
 
 def chat_chunks(s: Script, model: str, cut: bool, out_tokens: int, cid: str, include_usage: bool) -> Frames:
-    created = int(time.time())
+    created = CREATED
 
     def chunk(delta: dict, finish: str | None = None) -> bytes:
         return _sse(None, {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
@@ -566,7 +565,7 @@ def chat_json(s: Script, model: str, cut: bool, out_tokens: int, cid: str) -> di
     if s.calls:
         msg["tool_calls"] = [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": "".join(c.args)}}
                              for c in s.calls]  # fmt: skip
-    body: dict[str, Any] = {"id": cid, "object": "chat.completion", "created": int(time.time()), "model": model,
+    body: dict[str, Any] = {"id": cid, "object": "chat.completion", "created": CREATED, "model": model,
                             "choices": [{"index": 0, "message": msg, "logprobs": None,
                                          "finish_reason": chat_finish(s, cut)}]}  # fmt: skip
     if s.usage:
@@ -616,8 +615,8 @@ def provider_body(api: str, name: str, model: str, rid: str, cap: int | None = N
     """What the fake streams for script ``name`` on provider API ``api`` (``anthropic``,
     ``interactions``, ``chat``, ``gemini``, ``responses``): (frames as written, how many
     carry content, the script's ending). A request's ``cap`` cuts the script as the
-    server does. Deterministic but for chat's ``created`` (a clock): the provider body of
-    a cell is well defined for decoders of CPA's upstream leg."""
+    server does. Deterministic (every clock is ``provider_responses.CREATED``): the
+    provider body of a cell is well defined, for decoders of CPA's upstream leg."""
     s, cut, tokens = SCRIPTS[name].capped(cap)
     frames: list[bytes]
     if api == "anthropic":

@@ -63,9 +63,12 @@ def usage(s: Any, out_tokens: int) -> dict[str, Any]:
     thoughts = s.reasoning_tokens if s.reasoning_tokens is not None else tokens_of(s.thinking)
     thoughts = min(thoughts, out_tokens) if s.thinking else 0
     cand = out_tokens - thoughts
-    um: dict[str, Any] = {"promptTokenCount": prompt, "candidatesTokenCount": cand,
-                          "totalTokenCount": prompt + cand + thoughts,
-                          "promptTokensDetails": [{"modality": "TEXT", "tokenCount": prompt}]}  # fmt: skip
+    um: dict[str, Any] = {
+        "promptTokenCount": prompt,
+        "candidatesTokenCount": cand,
+        "totalTokenCount": prompt + cand + thoughts,
+        "promptTokensDetails": [{"modality": "TEXT", "tokenCount": prompt}],
+    }
     if cached:
         um["cachedContentTokenCount"] = cached
     if thoughts:
@@ -98,8 +101,12 @@ def gemini_chunks(s: Any, model: str, cut: bool, out_tokens: int, rid: str) -> F
     deltas = 0
 
     def chunk(parts: list[dict[str, Any]]) -> dict[str, Any]:
-        return {"candidates": [{"content": {"parts": parts, "role": "model"}, "index": 0}],
-                "usageMetadata": partial, "modelVersion": model, "responseId": rid}  # fmt: skip
+        return {
+            "candidates": [{"content": {"parts": parts, "role": "model"}, "index": 0}],
+            "usageMetadata": partial,
+            "modelVersion": model,
+            "responseId": rid,
+        }
 
     def failed() -> bool:
         return s.error_after is not None and deltas >= s.error_after
@@ -119,8 +126,11 @@ def gemini_chunks(s: Any, model: str, cut: bool, out_tokens: int, rid: str) -> F
         ev.append({"error": OVERLOADED})
         return ev
     stop = "max_tokens" if cut else s.stop
-    cand: dict[str, Any] = {"content": {"parts": [{"text": ""}], "role": "model"}, "finishReason": FINISH[stop],
-                            "index": 0}  # fmt: skip
+    cand: dict[str, Any] = {
+        "content": {"parts": [{"text": ""}], "role": "model"},
+        "finishReason": FINISH[stop],
+        "index": 0,
+    }
     if stop == "safety":
         cand = {"finishReason": "SAFETY", "index": 0, "safetyRatings": SAFETY_RATINGS}
     elif not pieces:  # no parts at all: a STOP with an empty content

@@ -80,21 +80,44 @@ def _tokens(parts: tuple[str, ...]) -> int:
     return tokens_of(parts)
 
 
-def response_object(s: Any, model: str, rid: str, status: str, output: list[dict[str, Any]] | None = None,
-                    out_tokens: int | None = None) -> dict[str, Any]:  # fmt: skip
-    r: dict[str, Any] = {"id": rid, "object": "response", "created_at": CREATED, "status": status,
-                         "background": False, "error": None, "incomplete_details": None, "instructions": None,
-                         "max_output_tokens": None, "model": model, "output": output or [],
-                         "parallel_tool_calls": True, "previous_response_id": None,
-                         "reasoning": {"effort": "medium", "summary": "auto"}, "store": False, "temperature": 1.0,
-                         "text": {"format": {"type": "text"}}, "tool_choice": "auto", "tools": [], "top_p": 1.0,
-                         "truncation": "disabled", "usage": None, "metadata": {}}  # fmt: skip
+def response_object(
+    s: Any, model: str, rid: str, status: str, output: list[dict[str, Any]] | None = None, out_tokens: int | None = None
+) -> dict[str, Any]:
+    r: dict[str, Any] = {
+        "id": rid,
+        "object": "response",
+        "created_at": CREATED,
+        "status": status,
+        "background": False,
+        "error": None,
+        "incomplete_details": None,
+        "instructions": None,
+        "max_output_tokens": None,
+        "model": model,
+        "output": output or [],
+        "parallel_tool_calls": True,
+        "previous_response_id": None,
+        "reasoning": {"effort": "medium", "summary": "auto"},
+        "store": False,
+        "temperature": 1.0,
+        "text": {"format": {"type": "text"}},
+        "tool_choice": "auto",
+        "tools": [],
+        "top_p": 1.0,
+        "truncation": "disabled",
+        "usage": None,
+        "metadata": {},
+    }
     if out_tokens is not None and s.usage:
         uncached, cached = s.usage_in
         reasoning = s.reasoning_tokens if s.reasoning_tokens is not None else _tokens(s.thinking)
-        r["usage"] = {"input_tokens": uncached + cached, "input_tokens_details": {"cached_tokens": cached},
-                      "output_tokens": out_tokens, "output_tokens_details": {"reasoning_tokens": reasoning},
-                      "total_tokens": uncached + cached + out_tokens}  # fmt: skip
+        r["usage"] = {
+            "input_tokens": uncached + cached,
+            "input_tokens_details": {"cached_tokens": cached},
+            "output_tokens": out_tokens,
+            "output_tokens_details": {"reasoning_tokens": reasoning},
+            "total_tokens": uncached + cached + out_tokens,
+        }
     return r
 
 
@@ -146,74 +169,176 @@ def responses_events(s: Any, model: str, cut: bool, out_tokens: int, rid: str) -
         status = "incomplete" if k == last and stop in ("max_tokens", "safety") else "completed"
         if kind == "reasoning":
             iid = f"rs_{rid}_{k}"
-            emit({"type": "response.output_item.added", "output_index": k,
-                  "item": {"id": iid, "type": "reasoning", "summary": []}})  # fmt: skip
-            emit({"type": "response.reasoning_summary_part.added", "item_id": iid, "output_index": k,
-                  "summary_index": 0, "part": {"type": "summary_text", "text": ""}})  # fmt: skip
+            emit(
+                {
+                    "type": "response.output_item.added",
+                    "output_index": k,
+                    "item": {"id": iid, "type": "reasoning", "summary": []},
+                }
+            )
+            emit(
+                {
+                    "type": "response.reasoning_summary_part.added",
+                    "item_id": iid,
+                    "output_index": k,
+                    "summary_index": 0,
+                    "part": {"type": "summary_text", "text": ""},
+                }
+            )
             for t in what:
                 if failed():
                     return fail(SERVER_ERROR)
-                emit({"type": "response.reasoning_summary_text.delta", "item_id": iid, "output_index": k,
-                      "summary_index": 0, "delta": t})  # fmt: skip
+                emit(
+                    {
+                        "type": "response.reasoning_summary_text.delta",
+                        "item_id": iid,
+                        "output_index": k,
+                        "summary_index": 0,
+                        "delta": t,
+                    }
+                )
                 deltas += 1
                 ev.mark()
             text = "".join(what)
-            emit({"type": "response.reasoning_summary_text.done", "item_id": iid, "output_index": k,
-                  "summary_index": 0, "text": text})  # fmt: skip
-            emit({"type": "response.reasoning_summary_part.done", "item_id": iid, "output_index": k,
-                  "summary_index": 0, "part": {"type": "summary_text", "text": text}})  # fmt: skip
+            emit(
+                {
+                    "type": "response.reasoning_summary_text.done",
+                    "item_id": iid,
+                    "output_index": k,
+                    "summary_index": 0,
+                    "text": text,
+                }
+            )
+            emit(
+                {
+                    "type": "response.reasoning_summary_part.done",
+                    "item_id": iid,
+                    "output_index": k,
+                    "summary_index": 0,
+                    "part": {"type": "summary_text", "text": text},
+                }
+            )
             item = {"id": iid, "type": "reasoning", "summary": [{"type": "summary_text", "text": text}]}
         elif kind == "message":
             iid = f"msg_{rid}_{k}"
             refusal = bool(s.refusal) and not what
             pieces = s.refusal if refusal else what
-            emit({"type": "response.output_item.added", "output_index": k,
-                  "item": {"id": iid, "type": "message", "status": "in_progress", "content": [], "role": "assistant"}})  # fmt: skip
-            empty = {"type": "refusal", "refusal": ""} if refusal else {"type": "output_text", "annotations": [],
-                                                                         "logprobs": [], "text": ""}  # fmt: skip
-            emit({"type": "response.content_part.added", "item_id": iid, "output_index": k, "content_index": 0,
-                  "part": empty})  # fmt: skip
+            emit(
+                {
+                    "type": "response.output_item.added",
+                    "output_index": k,
+                    "item": {"id": iid, "type": "message", "status": "in_progress", "content": [], "role": "assistant"},
+                }
+            )
+            empty = (
+                {"type": "refusal", "refusal": ""}
+                if refusal
+                else {"type": "output_text", "annotations": [], "logprobs": [], "text": ""}
+            )
+            emit(
+                {
+                    "type": "response.content_part.added",
+                    "item_id": iid,
+                    "output_index": k,
+                    "content_index": 0,
+                    "part": empty,
+                }
+            )
             for t in pieces:
                 if failed():
                     return fail(SERVER_ERROR)
                 if refusal:
-                    emit({"type": "response.refusal.delta", "item_id": iid, "output_index": k, "content_index": 0,
-                          "delta": t})  # fmt: skip
+                    emit(
+                        {
+                            "type": "response.refusal.delta",
+                            "item_id": iid,
+                            "output_index": k,
+                            "content_index": 0,
+                            "delta": t,
+                        }
+                    )
                 else:
-                    emit({"type": "response.output_text.delta", "item_id": iid, "output_index": k,
-                          "content_index": 0, "delta": t, "logprobs": []})  # fmt: skip
+                    emit(
+                        {
+                            "type": "response.output_text.delta",
+                            "item_id": iid,
+                            "output_index": k,
+                            "content_index": 0,
+                            "delta": t,
+                            "logprobs": [],
+                        }
+                    )
                 deltas += 1
                 ev.mark()
             text = "".join(pieces)
             if refusal:
                 part = {"type": "refusal", "refusal": text}
-                emit({"type": "response.refusal.done", "item_id": iid, "output_index": k, "content_index": 0,
-                      "refusal": text})  # fmt: skip
+                emit(
+                    {
+                        "type": "response.refusal.done",
+                        "item_id": iid,
+                        "output_index": k,
+                        "content_index": 0,
+                        "refusal": text,
+                    }
+                )
             else:
                 part = {"type": "output_text", "annotations": [], "logprobs": [], "text": text}
-                emit({"type": "response.output_text.done", "item_id": iid, "output_index": k, "content_index": 0,
-                      "text": text, "logprobs": []})  # fmt: skip
-            emit({"type": "response.content_part.done", "item_id": iid, "output_index": k, "content_index": 0,
-                  "part": part})  # fmt: skip
+                emit(
+                    {
+                        "type": "response.output_text.done",
+                        "item_id": iid,
+                        "output_index": k,
+                        "content_index": 0,
+                        "text": text,
+                        "logprobs": [],
+                    }
+                )
+            emit(
+                {
+                    "type": "response.content_part.done",
+                    "item_id": iid,
+                    "output_index": k,
+                    "content_index": 0,
+                    "part": part,
+                }
+            )
             item = {"id": iid, "type": "message", "status": status, "content": [part], "role": "assistant"}
         else:
             c = what
             iid = f"fc_{c.id}"
-            emit({"type": "response.output_item.added", "output_index": k,
-                  "item": {"id": iid, "type": "function_call", "status": "in_progress", "arguments": "",
-                           "call_id": c.id, "name": c.name}})  # fmt: skip
+            emit(
+                {
+                    "type": "response.output_item.added",
+                    "output_index": k,
+                    "item": {
+                        "id": iid,
+                        "type": "function_call",
+                        "status": "in_progress",
+                        "arguments": "",
+                        "call_id": c.id,
+                        "name": c.name,
+                    },
+                }
+            )
             for a in c.args:
                 if failed():
                     return fail(SERVER_ERROR)
-                emit({"type": "response.function_call_arguments.delta", "item_id": iid, "output_index": k,
-                      "delta": a})  # fmt: skip
+                emit({"type": "response.function_call_arguments.delta", "item_id": iid, "output_index": k, "delta": a})
                 deltas += 1
                 ev.mark()
             args = "".join(c.args)
-            emit({"type": "response.function_call_arguments.done", "item_id": iid, "output_index": k,
-                  "arguments": args})  # fmt: skip
-            item = {"id": iid, "type": "function_call", "status": status, "arguments": args, "call_id": c.id,
-                    "name": c.name}  # fmt: skip
+            emit(
+                {"type": "response.function_call_arguments.done", "item_id": iid, "output_index": k, "arguments": args}
+            )
+            item = {
+                "id": iid,
+                "type": "function_call",
+                "status": status,
+                "arguments": args,
+                "call_id": c.id,
+                "name": c.name,
+            }
         emit({"type": "response.output_item.done", "output_index": k, "item": item})
         output.append(item)
     if failed():
