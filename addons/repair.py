@@ -48,6 +48,7 @@ from streamfix.addons.websocket import WebSocketRepair
 from streamfix.wire import _core as core
 from streamfix.wire.apis import api_for_path, stream_repairer
 from streamfix.wire.encoding import decoder_for
+from streamfix.wire.foreign import codex_client
 from streamfix.wire.rules import FlowContext, Rules
 from streamfix.wire.sse import SseParser
 from streamfix.wire.stream import Reads, StreamRepair
@@ -135,6 +136,8 @@ class Repair:
         body = json_object(flow.request.get_content(strict=False))
         model = body.get("model") if body else None
         fctx = FlowContext(model=model if isinstance(model, str) else None, request=body)
+        if codex_client(flow.request.headers.get("originator"), flow.request.headers.get("user-agent")):
+            fctx.client = "codex"  # rule vendor_events keeps the Codex backend's own events for it
         if flow.request.timestamp_start:  # the request's own time, also for a saved flow (-nr)
             fctx.started_at = int(flow.request.timestamp_start)
         verdict = Verdict(enabled=self.evidence)

@@ -273,7 +273,10 @@ class WebSocketRepair:
         # when the socket closes, which Codex reports itself ("closed by server before
         # response.completed"), and nothing can be sent after the close; ``no_events`` likewise
         # (a turn with no message ends only with the socket); ``cr_end`` is SSE framing.
-        rules = replace(self.repair.rules, nonstandard=False, eof_terminal=False, no_events=False, cr_end=False)
+        # vendor_events likewise: its comment would drop the message, and Codex reads codex.*
+        rules = replace(
+            self.repair.rules, nonstandard=False, eof_terminal=False, no_events=False, cr_end=False, vendor_events=False
+        )
         rep = ResponsesRepairer(rules, fctx, verdict)
         return Turn(s.turns, key, verdict, StreamRepair(rep), fctx.model, orphan=body is None)
 

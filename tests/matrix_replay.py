@@ -46,12 +46,8 @@ def replay_http(
     req = meta["request"]
     with taddons.context(addon) as tctx, _quiet(tctx.master):
         tctx.configure(addon, streamfix_mode=mode, **(options or {}))
-        r = http.Request.make(
-            req["method"],
-            "http://127.0.0.1:8317" + req["path"],
-            orjson.dumps(req["body"]),
-            {"content-type": "application/json"},
-        )
+        headers = {"content-type": "application/json", **req.get("headers", {})}
+        r = http.Request.make(req["method"], "http://127.0.0.1:8317" + req["path"], orjson.dumps(req["body"]), headers)
         r.timestamp_start = float(meta.get("started_at", 0)) or r.timestamp_start
         resp = http.Response.make(meta["response"]["status"], b"", meta["response"]["headers"])
         f = tflow.tflow(req=r, resp=resp)
@@ -106,7 +102,7 @@ def replay_ws(meta: dict[str, Any], body: bytes) -> bytes:
     fctx.started_at = int(meta.get("started_at", fctx.started_at))
     verdict = Verdict()
     verdict.request(req)
-    rules = replace(Rules(), nonstandard=False, eof_terminal=False, no_events=False, cr_end=False)
+    rules = replace(Rules(), nonstandard=False, eof_terminal=False, no_events=False, cr_end=False, vendor_events=False)
     s = StreamRepair(ResponsesRepairer(rules, fctx, verdict))
     out: list[bytes] = []
     for msg in ws_messages(body):

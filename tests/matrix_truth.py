@@ -96,7 +96,60 @@ def told(path: str, api: str, turn: str, outcome: dict[str, Any], transport_ende
     return ending == want
 
 
-HIDDEN: dict[tuple[str, str, str], str] = {}
+_CLAUDE_RESPONSES = (
+    "CPA's Claude -> Responses translator drops message_delta and its stop_reason (both builds): the stream is, "
+    "byte for byte, a normal end_turn turn"
+)
+_CLAUDE_GEMINI = "CPA's Claude -> Gemini translator writes STOP whatever the stop_reason; nothing else carries it"
+_CLAUDE_CHAT = (
+    "CPA's Claude -> chat translator writes stop for every stop_reason but tool_use and max_tokens (and refusal, on "
+    "v7.2.140), with no native_finish_reason"
+)
+_GEMINI_RESPONSES = (
+    "CPA's Gemini -> Responses translator ends every finishReason as response.completed, with usage: a SAFETY stop "
+    "reads as a short normal answer"
+)
+_GEMINI_MESSAGES_SAFETY = "CPA's Gemini -> Claude translator writes end_turn for SAFETY; nothing else carries it"
+_GEMINI_MESSAGES_EMPTY = (
+    "a STOP with no parts reaches /v1/messages as message_start and then the end of the stream: the bytes of a stream "
+    "cut after message_start, which the sidecar ends with an error event (the safe reading of them)"
+)
+_OPENAI_EMPTY_140 = (
+    "v7.2.140 only: its OpenAI -> Responses translator writes no event for a turn without text or a call delta (a "
+    "refusal alone, or nothing), and CPA's handler ends it with an error event: the provider's normal stop is gone, "
+    "and the sidecar never turns a failure into a success"
+)
+HIDDEN: dict[tuple[str, str, str], str] = {
+    **{
+        ("claude", a, t): _CLAUDE_RESPONSES
+        for a in ("responses", "responses-ws")
+        for t in ("refusal", "context_window", "pause")
+    },
+    **{("claude", "gemini", t): _CLAUDE_GEMINI for t in ("refusal", "context_window", "pause")},
+    ("claude", "chat", "context_window"): _CLAUDE_CHAT,
+    ("claude", "chat", "pause"): _CLAUDE_CHAT,
+    ("claude", "chat", "refusal"): "v7.2.89 only: " + _CLAUDE_CHAT + " (v7.2.140 writes content_filter)",
+    ("codex", "gemini", "refusal"): "CPA's Codex -> Gemini translator handles no response.refusal.delta: the refusal "
+    "is gone and the turn ends as an empty normal one",
+    ("codex", "messages", "refusal"): "CPA's Codex -> Claude translator handles no response.refusal.delta: the refusal "
+    "is gone and the turn ends as an empty end_turn",
+    **{(p, a, "safety"): _GEMINI_RESPONSES for p in ("gemini", "vertex") for a in ("responses", "responses-ws")},
+    **{(p, "messages", "safety"): _GEMINI_MESSAGES_SAFETY for p in ("gemini", "vertex")},
+    **{(p, "messages", "zero_items"): _GEMINI_MESSAGES_EMPTY for p in ("gemini", "vertex")},
+    ("openai", "gemini", "error_first"): "v7.2.89 only: CPA's OpenAI -> Gemini translator puts finishReason STOP on "
+    "its first chunk; a provider failure before any content leaves that chunk alone, the bytes of an empty turn "
+    "(v7.2.140 sends an error event after it)",
+    ("openai", "gemini", "refusal"): "CPA's OpenAI -> Gemini translator drops the refusal delta: an empty STOP turn",
+    ("openai", "messages", "refusal"): "CPA's OpenAI -> Claude translator drops the refusal delta and writes end_turn",
+    ("openai", "messages", "safety"): "CPA's OpenAI -> Claude translator writes end_turn for content_filter",
+    **{("openai", a, t): _OPENAI_EMPTY_140 for a in ("responses", "responses-ws") for t in ("refusal", "zero_items")},
+    **{
+        ("openai", a, "safety"): "v7.2.89 only: its OpenAI -> Responses translator ends content_filter as "
+        "response.completed (v7.2.140 writes response.incomplete, content_filter)"
+        for a in ("responses", "responses-ws")
+    },
+}
 """(path, client API, turn) -> why the client stream cannot show the cell's truth (both builds
-unless the reason names one). Filled from the live run (tests/test_real_cpa_matrix.py keeps
-it exact: every cell not told true is here, and nothing here is told true)."""
+unless the reason names one): CPA dropped every trace of it, so only the upstream leg can
+tell it. tests/test_real_cpa_matrix.py keeps it exact: every cell not told true is here, and
+every entry has a cell not told true."""

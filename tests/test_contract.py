@@ -184,7 +184,12 @@ def test_chat_rules():
     )
     assert names("chat", body) == [("chat.tool_name", 1), ("chat.finish_once", 3), ("chat.finish_once", 4)]
     assert names("chat", b"data: %s\n\n" % orjson.dumps(chunk({"content": "a"}))) == [("terminal.present", None)]
-    assert names("chat", b"data: %s\n\ndata: [DONE]\n\n" % orjson.dumps(chunk({"content": "a"}))) == []
+    # [DONE] with no finish_reason: the upstream never finished (a failure reported as success)
+    assert names("chat", b"data: %s\n\ndata: [DONE]\n\n" % orjson.dumps(chunk({"content": "a"}))) == [
+        ("terminal.hidden_failure", 1)
+    ]
+    err = b'data: {"error":{"message":"x"}}\n\n'
+    assert names("chat", b"data: %s\n\n%sdata: [DONE]\n\n" % (orjson.dumps(chunk({"content": "a"})), err)) == []
     assert names("chat", b"event: ping\n\n: comment\n\ndata: \n\nretry: 5\n\n") == [
         ("sse.nonstandard", 0),
         ("sse.empty_data", 1),

@@ -58,6 +58,7 @@ def test_provenance():
         assert meta["cpa"] == {k: builds[v][k] for k in ("version", "commit", "binary_sha256")}
         assert meta["provider"]["config_key"] == mr.CONFIG_KEY[p] and meta["provider"]["script"] == t
         assert c.provider_body, c.key  # the provider body CPA read
+        assert meta["consistent"], f"{c.key}: captured inconsistent (CPA raced): capture it again"
         assert meta["request"]["body"] == m.request_body(api, t, f"cell {v} {p} {api} {t} raw")
 
 
@@ -92,6 +93,30 @@ def test_replay_tells_what_the_live_sidecar_told(cell):
     assert rp.replay(cell.meta | {"started_at": cell.meta["started_at"]}, out) == out  # idempotent
     if cell.meta["kind"] == "clean":
         assert out == cell.body  # a spec-correct stream passes byte for byte
+
+
+def test_every_cell_tells_its_truth_or_says_why():
+    """Through the sidecar, every cell tells the client its turn's truth in the API's terms
+    (tests/matrix_truth.py), but those whose truth the client stream cannot show
+    (``matrix_truth.HIDDEN``, with why): that list is exact."""
+    import matrix_truth
+
+    untold = {}
+    for c in CELLS:
+        v, p, api, t = c.key
+        o = c.meta["outcome"]
+        if not matrix_truth.told(p, api, t, o["sidecar"], o["sidecar_ended"]):
+            untold.setdefault((p, api, t), []).append(v)
+    unexplained = {k: v for k, v in untold.items() if k not in matrix_truth.HIDDEN}
+    assert not unexplained, f"cells not told true, with no reason: {unexplained}"
+    stale = sorted(set(matrix_truth.HIDDEN) - set(untold))
+    assert not stale, f"HIDDEN lists cells that are told true: {stale}"
+    for (p, api, t), vs in untold.items():
+        why = matrix_truth.HIDDEN[(p, api, t)]
+        if len(vs) == 1:  # one build only: the reason says which
+            assert why.startswith(f"{vs[0]} only"), ((p, api, t), vs, why)
+        else:
+            assert " only" not in why.split(":")[0], ((p, api, t), why)
 
 
 def test_the_docs_matrix_is_generated_from_the_captures():

@@ -30,7 +30,9 @@ from typing import Any, NamedTuple, TypeGuard, TypeVar
 
 import orjson
 
-from .foreign import foreign
+from . import stops, usage_math
+from .foreign import foreign, vendor
+from .hidden import synthetic_completion
 from .sse import Event, SseParser
 from .stream import cr_cut
 
@@ -58,6 +60,15 @@ RULES: dict[str, str] = {
     "sse.unterminated": "the stream ends inside an event (no blank line after it)",
     "sse.cr_end": "a CR-only stream does not end right after its last event's blank line (eventsource-parser, "
     "under every AI SDK, holds that CR back as a possible CRLF and drops the event)",
+    "sse.vendor": "a vendor's own event on /v1/responses (codex.rate_limits, codex.response.metadata, responsesapi.*): "
+    "only its own client (Codex) reads it; a strict client of the API rejects it",
+    # every API
+    "terminal.hidden_failure": "no success end for a turn that did not finish: Responses response.completed without "
+    "usage from CPA's Gemini-family translator (its synthetic STOP), chat [DONE] with no finish_reason",
+    "stop.reason": "a stop reason of the API's own vocabulary (chat finish_reason, messages stop_reason, Gemini "
+    "finishReason, Responses incomplete_details.reason), and a chat finish_reason its native_finish_reason agrees with",
+    "usage.sums": "usage adds up: output counts the reasoning tokens its total counts, input the cached ones, no count "
+    "is negative",
     # /v1/responses
     "response.sequence": "sequence_number strictly increasing over the stream",
     "response.id": "response.id the same on every lifecycle and terminal event",
@@ -75,13 +86,14 @@ RULES: dict[str, str] = {
     "terminal.present": "the stream ends with a terminal event (a success, or a failure)",
     "terminal.last": "nothing but comments or [DONE] after the terminal event",
     "terminal.items_closed": "every item is closed before a success terminal",
-    "terminal.output": "a success terminal's output lists the announced items, in order "
+    "terminal.output": "a success terminal has an output list, of the announced items, in order "
     "(a failure's too, when it lists any)",
     "terminal.usage": "a success terminal's usage has integer input/output/total tokens",
     "terminal.incomplete_reason": "response.incomplete names incomplete_details.reason",
     "failure.sequence": "response.failed/error carry a sequence_number when the stream numbers its events",
     # /v1/chat/completions
-    "chat.tool_index": "tool_calls[].index is 0..n-1 per choice, in order of first appearance",
+    "chat.tool_index": "tool_calls[].index is 0..n-1 per choice, in order of first appearance, one call per index "
+    "(a new call id at an index in use is a second call there)",
     "chat.tool_name": "a tool call's first delta carries function.name",
     "chat.tool_header": "a tool call's name is announced once (a re-sent header doubles it in clients)",
     "chat.finish_once": "each choice gets one finish_reason",
@@ -93,7 +105,7 @@ RULES: dict[str, str] = {
     "messages.stop_reason": "message_delta carries stop_reason after every block closed",
     "messages.stop": "message_stop follows message_delta",
     # Gemini
-    "gemini.finish": "the stream's last candidate chunk carries finishReason",
+    "gemini.finish": "the stream's last candidate chunk carries finishReason, and no content comes after one",
 }
 
 
@@ -262,12 +274,14 @@ class _Open:
 class _Responses(_Api):
     api = "responses"
 
-    def __init__(self, bad) -> None:
+    def __init__(self, bad, vendor_ok: bool = False) -> None:
         super().__init__(bad)
+        self.vendor_ok = vendor_ok  # the client is the vendor's own (Codex): its events are its
         self.last_seq: int | None = None
         self.numbered = False
         self.resp_id: str | None = None
         self.ids: list[Any] = []  # announced item ids, in order
+        self.content_ids: list[Any] = []  # those of message and reasoning items
         self.pos_by_id: dict[Any, int] = {}
         self.pos_by_raw: dict[Any, int] = {}
         self.open: _Open | None = None
@@ -280,8 +294,11 @@ class _Responses(_Api):
     def event(self, n: int, obj: dict[str, Any]) -> None:
         bad = self.bad
         t = obj.get("type")
-        if not isinstance(t, str) or not (t.startswith(("response.", "codex.")) or t == "error"):
-            # codex.* (rate limits) is the ChatGPT backend's own, which Codex reads
+        if vendor(t):  # codex.* (rate limits...): the ChatGPT backend's own, which Codex reads
+            if not self.vendor_ok:
+                bad("sse.vendor", n, f"type {t!r} is the Codex backend's own (kept for Codex only)")
+            return
+        if not isinstance(t, str) or not (t.startswith("response.") or t == "error"):
             bad("sse.nonstandard", n, f"type {t!r} is not a Responses stream event")
             return
         if self.terminal is not None:
@@ -350,6 +367,8 @@ class _Responses(_Api):
             bad("reasoning.summary", n, "reasoning item added without a summary list")
         pos = len(self.ids)
         self.ids.append(iid)
+        if typ in ("message", "reasoning"):
+            self.content_ids.append(iid)
         if iid is not None:
             self.pos_by_id[_k(iid)] = pos
         self.pos_by_raw[_k(idx)] = pos
@@ -450,9 +469,14 @@ class _Responses(_Api):
             bad("terminal.items_closed", n, f"item {self.open.pos} still open at {t}")
             self.open = None
         r = resp if isinstance(resp, dict) else {}
+        if t == "response.completed" and synthetic_completion(r, self.content_ids):
+            bad("terminal.hidden_failure", n, "response.completed without usage, from the Gemini translator's ids: "
+                "the gateway's synthetic STOP for a body that never finished")  # fmt: skip
         output = _seq(r.get("output"))
         out_ids = [o.get("id") if isinstance(o, dict) else None for o in output]
-        if out_ids != self.ids:
+        if not isinstance(r.get("output"), list):
+            bad("terminal.output", n, f"{t} without an output list")
+        elif out_ids != self.ids:
             bad("terminal.output", n, f"{t} output ids {out_ids}, announced {self.ids}")
         for o in output:
             if (
@@ -473,8 +497,15 @@ class _Responses(_Api):
         ):
             shape = "missing" if u is None else "without integer input/output/total tokens"
             bad("terminal.usage", n, f"{t} usage {shape}")
-        if t == "response.incomplete" and not (r.get("incomplete_details") or {}).get("reason"):
+        for why in usage_math.problems("responses", u):
+            bad("usage.sums", n, why)
+        reason = (
+            (r.get("incomplete_details") or {}).get("reason") if isinstance(r.get("incomplete_details"), dict) else None
+        )
+        if t == "response.incomplete" and not reason:
             bad("terminal.incomplete_reason", n, "response.incomplete without incomplete_details.reason")
+        elif t == "response.incomplete" and reason not in stops.OWN["responses"]:
+            bad("stop.reason", n, f"incomplete_details.reason {reason!r} is not a Responses reason")
 
     def end(self) -> None:
         if self.terminal is None:
@@ -495,11 +526,16 @@ class _Chat(_Api):
         self.ended = False
         self.text: dict[Any, tuple[str, int]] = {}  # choice -> (content so far, deltas)
         self.run: tuple[Any, int] | None = None  # (choice, offset): a possible repeat (text.replay)
+        self.call_ids: dict[tuple[Any, Any], Any] = {}  # (choice, index) -> the call id there
+        self.chunks = False  # a chunk with choices came
+        self.error = False
 
     def standard_name(self, name: str, obj: dict[str, Any] | None) -> bool:
         return False  # OpenAI's chat stream has no event: lines
 
     def done_sentinel(self, n: int) -> None:
+        if self.chunks and not self.finished and not self.error and not self.ended:
+            self.bad("terminal.hidden_failure", n, "data: [DONE] after chunks with no finish_reason and no error")
         self.ended = True
         self.run = None
 
@@ -509,12 +545,15 @@ class _Chat(_Api):
         if self.run is not None and (pure is None or _k(pure[0]) != self.run[0]):
             self.run = None  # any other chunk ends a possible repeat (text.replay)
         if "error" in obj:
-            self.ended = True
+            self.ended = self.error = True
             return
         choices = obj.get("choices")
         if not isinstance(choices, list):
             bad("sse.nonstandard", n, f"chunk without choices (type {obj.get('type')!r})")
             return
+        self.chunks = True
+        for why in usage_math.problems("chat", obj.get("usage")):
+            bad("usage.sums", n, why)
         if choices and self.finished and isinstance(obj.get("usage"), dict):
             after = [ch for ch in choices if isinstance(ch, dict) and _k(ch.get("index", 0)) in self.finished]
             if len(after) == len(choices):
@@ -545,6 +584,13 @@ class _Chat(_Api):
                 order = self.order.setdefault(ci, [])
                 fn = _obj(tc.get("function"))
                 name = fn.get("name")
+                tid = tc.get("id")
+                if isinstance(tid, str) and tid.strip():
+                    known = self.call_ids.setdefault((ci, i), tid)
+                    if known != tid and i in order:
+                        bad("chat.tool_index", n, f"choice {ci}: a second call (a new id) at tool_calls index {i!r}")
+                        self.call_ids[(ci, i)] = tid
+                        continue
                 if i not in order:
                     if i != len(order):
                         bad("chat.tool_index", n, f"choice {ci}: tool_calls index {i!r}, expected {len(order)}")
@@ -560,6 +606,15 @@ class _Chat(_Api):
                     bad("chat.finish_once", n, f"choice {ci}: second finish_reason")
                 self.finished.add(ci)
                 self.text.pop(ci, None)
+                fr, native = ch.get("finish_reason"), ch.get("native_finish_reason")
+                if fr not in stops.OWN["chat"]:
+                    bad("stop.reason", n, f"choice {ci}: finish_reason {fr!r} is not a chat finish reason")
+                elif stops.native_disagrees(fr, native) is not None:
+                    bad(
+                        "stop.reason",
+                        n,
+                        f"choice {ci}: finish_reason {fr!r} while native_finish_reason says {native!r}",
+                    )
 
     def end(self) -> None:
         if not self.finished and not self.ended:
@@ -622,8 +677,13 @@ class _Messages(_Api):
         elif t == "message_delta":
             if self.open is not None:
                 bad("messages.stop_reason", n, f"message_delta while block {self.open} is open")
-            if not isinstance(obj.get("delta"), dict) or obj["delta"].get("stop_reason") is None:
+            sr = obj["delta"].get("stop_reason") if isinstance(obj.get("delta"), dict) else None
+            if sr is None:
                 bad("messages.stop_reason", n, "message_delta without stop_reason")
+            elif sr not in stops.OWN["messages"]:
+                bad("stop.reason", n, f"stop_reason {sr!r} is not a Messages stop reason")
+            for why in usage_math.problems("messages", obj.get("usage")):
+                bad("usage.sums", n, why)
             self.state = "delta"
         elif t == "message_stop":
             if self.state != "delta":
@@ -659,11 +719,19 @@ class _Gemini(_Api):
             self.bad("sse.nonstandard", n, "chunk without candidates, usageMetadata or promptFeedback")
             return
         for c in cands or []:
+            content = c.get("content") if isinstance(c, dict) else None
+            early = self.finished and isinstance(content, dict) and bool(content.get("parts"))
+            if early:
+                self.bad("gemini.finish", n, "content after a finishReason (that STOP was not the turn's end)")
             if isinstance(c, dict) and c.get("finishReason"):
                 self.finished = True
                 self.last_unfinished = None
-            elif isinstance(c, dict):
+                if c["finishReason"] not in stops.OWN["gemini"]:
+                    self.bad("stop.reason", n, f"finishReason {c['finishReason']!r} is not a Gemini finish reason")
+            elif isinstance(c, dict) and not early:
                 self.last_unfinished = n
+        for why in usage_math.problems("gemini", obj.get("usageMetadata")):
+            self.bad("usage.sums", n, why)
 
     def end(self) -> None:
         if self.error:
@@ -700,7 +768,9 @@ class StreamChecker:
 
     __slots__ = ("_bad", "_closed", "_contract", "_end", "_parser", "api", "events", "prefix", "violations")
 
-    def __init__(self, api: str, prefix: bool = False) -> None:
+    def __init__(self, api: str, prefix: bool = False, client: str | None = None) -> None:
+        """``client``: who reads the stream, where the contract depends on it (``"codex"``:
+        the Codex backend's own events are Codex's, rule ``sse.vendor``)."""
         if api not in _APIS:
             raise ValueError(f"unknown API {api!r}; known: {', '.join(_APIS)}")
         self.api = api
@@ -708,7 +778,7 @@ class StreamChecker:
         self.violations: list[Violation] = self._bad.violations
         self.events = 0
         self._parser = SseParser()
-        self._contract: _Api = _APIS[api](self._bad)
+        self._contract: _Api = _Responses(self._bad, client == "codex") if api == "responses" else _APIS[api](self._bad)
         self._closed = False
         self._end = b""  # the stream's last 3 bytes (sse.cr_end)
         self.prefix = prefix
@@ -777,10 +847,10 @@ class StreamChecker:
         self._contract.event(n, obj)
 
 
-def check(api: str, body: bytes, prefix: bool = False) -> list[Violation]:
+def check(api: str, body: bytes, prefix: bool = False, client: str | None = None) -> list[Violation]:
     """All violations of a whole SSE body (``prefix``: of what a client got of a cut
-    stream, see the module docstring)."""
-    c = StreamChecker(api, prefix)
+    stream, see the module docstring; ``client``: see :class:`StreamChecker`)."""
+    c = StreamChecker(api, prefix, client)
     c.feed(body)
     return c.close()
 

@@ -73,10 +73,12 @@ from typing import Any, Final
 
 import orjson
 
+from . import hidden, stops, usage_math
+from .foreign import commented
 from .holding import HOLD_LIMIT, HoldingRepairer, Rec
 from .rules import FlowContext, Rules
 from .skim import Layout, Skim, Skimmed
-from .sse import Event
+from .sse import Event, SseParser, format_event
 from .stream import Streamed
 from .toolcalls import unique_ids
 from .verdict import Outcome, Verdict
@@ -155,14 +157,32 @@ class MessagesRepairer(HoldingRepairer):
         self._stopped: tuple[Rec, _Block] | None = None  # a held tool_use stop
         self._nameless: _Block | None = None
         self.skim = _Skim()
+        self._started = False  # message_start came: a Messages stream (rule eof_terminal)
+        self._stopped_msg = False  # message_stop came
+        self._hidden_stop: Rec | None = None  # rule hidden_failure: a message_stop without message_delta, held
+        self._line_end = b"\n"  # the stream's line end (an error event it ends with)
 
     # --- EventRepairer -----------------------------------------------------------
     def event(self, ev: Event) -> list[bytes]:
         if ev.data is None and self._passes_dataless():
             return [ev.raw]
+        if not ev.complete and self._fails_at_eof():
+            # the stream stops inside an event and an error event follows (end): kept as a
+            # comment, so that its half cannot glue onto the error or reach a parser
+            c = commented(ev)
+            ev = Event(c.raw + (b"" if c.raw.endswith((b"\n", b"\r")) else ev.eol) + ev.eol, c.fields, ev.eol)
+            self.count("eof_terminal")
         obj = self.parse(ev)
         rec = Rec(ev, obj)
         kind = obj.get("type") if obj is not None else None
+        if ev.data is not None:
+            self._line_end = ev.eol
+        if ev.data is not None and self._hidden_stop is not None:
+            self._end_hidden_stop(drop=kind == "error")
+        if kind == "message_start":
+            self._started = True
+        elif kind == "message_stop":
+            self._message_stop(rec)
         if ev.data is not None and self._stopped is not None:
             srec, sblock = self._stopped
             self._stopped = None
@@ -185,13 +205,59 @@ class MessagesRepairer(HoldingRepairer):
         return self._queue(rec)
 
     def end(self) -> list[bytes]:
-        if not self._finished and not self._errored:
+        fails = self._fails_at_eof()
+        self._release(None)  # (a held message_stop without message_delta: an error event now)
+        if not self._finished and not self._errored and not fails:
             self.note("stream ended without message_delta; passed through as it ended")
-        self._release(None)
         if self.decision is None:
             self._report_args()
             self.decision = self.verdict.decide()
-        return self._flush()
+        out = self._flush()
+        if fails:
+            # rule eof_terminal: the stream stopped without message_stop (nor an error): an
+            # error event, as Anthropic ends a stream that fails; never a success
+            self._errored = True
+            out.append(self._error_event(self._line_end))
+            self.count("eof_terminal")
+            self.note("stream ended without message_stop: ended it with an error event")
+        return out
+
+    # --- this round's rules (hidden_failure, eof_terminal on Messages): wire/hidden.py ----
+    def _fails_at_eof(self) -> bool:
+        """Rule eof_terminal ends this stream with an error event at its end: a Messages
+        stream (message_start came) with neither message_stop nor an error event."""
+        return self.rules.eof_terminal and self._started and not self._stopped_msg and not self._errored
+
+    @staticmethod
+    def _error_event(eol: bytes) -> bytes:
+        return format_event(orjson.dumps(hidden.MESSAGES_ERROR), event="error", eol=eol)
+
+    def _message_stop(self, rec: Rec) -> None:
+        """message_stop without a message_delta before it, and no error: the upstream never
+        finished (rule hidden_failure). Held until the next data event (an error event
+        from the gateway tells the failure itself) or the end."""
+        self._stopped_msg = True
+        if self.rules.hidden_failure and not self._finished and not self._errored:
+            rec.wait = "hidden_failure"
+            self._hidden_stop = rec
+
+    def _end_hidden_stop(self, drop: bool) -> None:
+        """The held message_stop goes: dropped before the gateway's own error event
+        (``drop``), else sent as an error event in its place."""
+        rec, self._hidden_stop = self._hidden_stop, None
+        if rec is None:
+            return
+        rec.wait = None
+        self._errored = True
+        if drop:
+            rec.drop, rec.drop_rule = True, "hidden_failure"
+            self.note(f"{hidden.STOP_WITHOUT_DELTA}: dropped it before the gateway's error event")
+            return
+        p = SseParser()
+        rec.ev = (p.feed(self._error_event(rec.ev.eol)) + p.close())[0]
+        rec.obj, rec.dirty = None, False
+        self.count("hidden_failure")
+        self.note(f"{hidden.STOP_WITHOUT_DELTA}: sent an error event in its place")
 
     # --- the rules -------------------------------------------------------------
     def _index(self, rec: Rec, obj: dict[str, Any]) -> _Block | None:
@@ -366,9 +432,18 @@ class MessagesRepairer(HoldingRepairer):
         delta = obj.get("delta")
         delta = delta if isinstance(delta, dict) else {}
         sr = delta.get("stop_reason")
+        new = stops.foreign("messages", sr) if self.rules.finish_reason else None
+        if new is not None:  # rule finish_reason: another API's value (wire/stops.py)
+            delta["stop_reason"] = new
+            rec.mark("finish_reason")
+            self.note(f"stop_reason {sr!r} (not a Messages value) written as {new!r}")
+            sr = new
         if isinstance(sr, str) and sr in _NATIVE:  # a list or object here is not hashable
             self.verdict.native(_NATIVE[sr], f"stop_reason {sr!r}")
         usage = obj.get("usage")
+        if self.rules.usage_math and usage_math.repair("messages", usage):
+            rec.mark("usage_math")
+            self.note("usage: a negative count written as 0")
         if isinstance(usage, dict):
             self.verdict.usage(usage.get("output_tokens"))
         if self.decision is not None:
@@ -406,6 +481,8 @@ class MessagesRepairer(HoldingRepairer):
     def _release(self, why: str | None) -> None:
         if why is not None and (self._nameless is not None or self._stopped is not None):
             self.note(f"released held events early: {why}")
+        if self._hidden_stop is not None and why != "an error event":
+            self._end_hidden_stop(drop=False)
         self._give_up_name(why or "the end of the stream")
         if self._stopped is not None:
             self._stopped[0].wait = None
@@ -461,9 +538,19 @@ def repair_messages_json(
         if fired is not None:
             fired["tool_index"] += 1
     sr = obj.get("stop_reason")
+    new = stops.foreign("messages", sr) if rules.finish_reason else None
+    if new is not None:
+        obj["stop_reason"] = sr = new
+        changed = True
+        if fired is not None:
+            fired["finish_reason"] += 1
     if isinstance(sr, str) and sr in _NATIVE:  # a list or object here is not hashable
         verdict.native(_NATIVE[sr], f"stop_reason {sr!r}")
     usage = obj.get("usage")
+    if rules.usage_math and usage_math.repair("messages", usage):
+        changed = True
+        if fired is not None:
+            fired["usage_math"] += 1
     if isinstance(usage, dict):
         verdict.usage(usage.get("output_tokens"))
     d = verdict.decide()
