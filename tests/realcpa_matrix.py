@@ -46,11 +46,7 @@ from standins.fake_providers import TURN_CAPS, TURNS, unsupported
 PATHS = ("claude", "interactions", "openai", "gemini", "vertex", "codex")
 APIS = ("responses", "responses-ws", "chat", "messages", "gemini")
 VERSIONS = ("v7.2.89", "v7.2.140")
-COMMITS = {
-    "v7.2.89": "7c61e982e490f028d295d69e22e372b29cd2db8c",
-    "v7.2.140": "a7e3596b7e351d800e58ed29529fbca3d1c18737",
-}
-"""The public repository's commit each build was compiled from (router-for-me/CLIProxyAPI)."""
+COMMITS = realcpa.COMMITS
 HTTP_PATHS = {
     "responses": "/v1/responses",
     "chat": "/v1/chat/completions",
