@@ -171,7 +171,9 @@ class Repair:
         if resp.raw_content is not None:
             return  # already buffered (replay, -nr): repaired in response()
         if ctx.options.streamfix_mode == "check":
-            st.stream = checkmode.stream(flow, st.api, lambda c: self._finish_check(flow, st, c))
+            st.stream = checkmode.stream(
+                flow, st.api, lambda c: self._finish_check(flow, st, c), st.ctx.request, st.ctx.client
+            )
             if st.stream is None:
                 self._forget(flow)
             else:

@@ -46,6 +46,7 @@ from streamfix.addons import check as checkmode
 from streamfix.addons import receipts, shared, turnlog
 from streamfix.wire.apis import api_for_path
 from streamfix.wire.contract import StreamChecker
+from streamfix.wire.foreign import codex_client
 from streamfix.wire.responses import ResponsesRepairer
 from streamfix.wire.rules import FlowContext
 from streamfix.wire.sse import SseParser
@@ -254,6 +255,8 @@ class WebSocketRepair:
         key = f"{flow.id}/{s.turns}"
         model = body.get("model") if body else None
         fctx = FlowContext(model=model if isinstance(model, str) else None, request=body)
+        if codex_client(flow.request.headers.get("originator"), flow.request.headers.get("user-agent")):
+            fctx.client = "codex"
         verdict = Verdict(enabled=self.repair.evidence)
         verdict.request(body)
         if "upstream" in self.repair.evidence and body is not None:
@@ -264,7 +267,7 @@ class WebSocketRepair:
                 logger.exception("streamfix: correlator bookkeeping failed; upstream evidence off for this turn")
         if s.check:
             t = Turn(s.turns, key, verdict, None, fctx.model, orphan=body is None)
-            t.checker = StreamChecker("responses")
+            t.checker = StreamChecker("responses", client=fctx.client, request=body)
             return t
         # Two SSE rules have no WebSocket form: ``nonstandard`` keeps a foreign event as an SSE
         # comment, and a message cannot be a comment (dropping it would lose Codex's own

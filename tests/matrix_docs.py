@@ -7,6 +7,7 @@ section is not what the captures give.
 
 from __future__ import annotations
 
+import json
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -108,8 +109,16 @@ def _build_differences(by: dict[tuple[str, str, str], dict[str, mr.Cell]]) -> li
     ):
         if a in got and b in got:
             oa, ob = got[a].meta["outcome"]["raw"], got[b].meta["outcome"]["raw"]
-            if _label(oa) != _label(ob) or oa.get("usage") != ob.get("usage"):
-                lines.append(f"- {p} → {api}, {t}: {a} {_label(oa)}; {b} {_label(ob)}")
+            what = []
+            if _label(oa) != _label(ob):
+                what.append(f"{a} {_label(oa)}; {b} {_label(ob)}")
+            for key in ("text", "usage"):
+                if oa.get(key) != ob.get(key):
+                    what.append(f"{key}: {a} `{json.dumps(oa.get(key))}`; {b} `{json.dumps(ob.get(key))}`")
+            if sorted(map(tuple, oa.get("calls") or [])) != sorted(map(tuple, ob.get("calls") or [])):
+                what.append("tool calls differ")
+            if what:
+                lines.append(f"- {p} → {api}, {t}: " + "; ".join(what))
     return lines
 
 

@@ -84,7 +84,7 @@ def write(root: Path, c: dict[str, Any], build: dict[str, Any]) -> Path:
     meta: dict[str, Any] = {
         "description": f"real CPA {v}, {CONFIG_KEY[p]} path, client {api}, turn {t}",
         "api": m.WIRE_API[api],
-        "kind": kind(p, api, t, m.outcome(api, raw.body, raw.status), raw.ended),
+        "kind": kind(p, api, t, m.outcome(api, raw.body, raw.status, c["request"]), raw.ended),
         "source": f"captured from the real CPA {v} (commit {build['commit']}) in front of "
         f"tests/standins/fake_providers.py by `python tests/realcpa_matrix.py capture`",
         "cell": {"version": v, "path": p, "api": api, "turn": t},
@@ -103,8 +103,8 @@ def write(root: Path, c: dict[str, Any], build: dict[str, Any]) -> Path:
         "ended": raw.ended,
         "provider": None,
         "outcome": {
-            "raw": m.outcome(api, raw.body, raw.status),
-            "sidecar": m.outcome(api, fixed.body, fixed.status),
+            "raw": m.outcome(api, raw.body, raw.status, c["request"]),
+            "sidecar": m.outcome(api, fixed.body, fixed.status, c["request"]),
             "sidecar_ended": fixed.ended,
         },
         "started_at": int(time.time()),
@@ -179,8 +179,8 @@ def consistent(live: m.Live, version: str, path: str, api: str, turn: str) -> di
             "transport": "websocket" if api == "responses-ws" else "http",
             "started_at": int(time.time()),
         }
-        replayed = m.outcome(api, matrix_replay.replay(meta, c["raw"].body), c["raw"].status)
-        c["consistent"] = m.same(replayed, m.outcome(api, c["sidecar"].body, c["sidecar"].status))
+        replayed = m.outcome(api, matrix_replay.replay(meta, c["raw"].body), c["raw"].status, c["request"])
+        c["consistent"] = m.same(replayed, m.outcome(api, c["sidecar"].body, c["sidecar"].status, c["request"]))
         if c["consistent"]:
             return c
     print(f"warning: {version} {path} {api} {turn}: CPA answered the raw and the sidecar request differently "

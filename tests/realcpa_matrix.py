@@ -227,12 +227,13 @@ def send(base: str, api: str, turn: str, nonce: str) -> tuple[dict[str, Any], Go
 # --- what a cell's stream says -------------------------------------------------------
 
 
-def outcome(api: str, body: bytes, status: int = 200) -> dict[str, Any]:
+def outcome(api: str, body: bytes, status: int = 200, request: Any = None) -> dict[str, Any]:
     """What a client can read of a stream, without its volatile ids and clocks: how it
     ended (in the API's terms), its text, its tool calls (name, arguments), its usage and
     the contract rules it breaks. Two streams with the same outcome tell a client the same
     turn; the CI replay compares the repair of a captured raw stream with the live
-    sidecar's by it."""
+    sidecar's by it. ``request``: the client's request body (its output cap is evidence
+    for the contract's ``terminal.truncated``)."""
     from streamfix.wire.contract import check
     from streamfix.wire.invariants import json_events
 
@@ -251,7 +252,7 @@ def outcome(api: str, body: bytes, status: int = 200) -> dict[str, Any]:
             "usage": None,
         }
     evs = [e for e in json_events(body) if isinstance(e, dict)]
-    out: dict[str, Any] = {"violations": sorted({v.rule for v in check(wire, body)})}
+    out: dict[str, Any] = {"violations": sorted({v.rule for v in check(wire, body, request=request)})}
     if wire == "responses":
         ending = "none"
         text: list[str] = []
@@ -536,8 +537,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for v, p, api, t in cells([a.version], [a.path], a.apis, a.turns):
                 c = run_cell(live, v, p, api, t)
-                o_raw = outcome(api, c["raw"].body, c["raw"].status)
-                o_fix = outcome(api, c["sidecar"].body, c["sidecar"].status)
+                o_raw = outcome(api, c["raw"].body, c["raw"].status, c["request"])
+                o_fix = outcome(api, c["sidecar"].body, c["sidecar"].status, c["request"])
                 print(f"{v} {p} {api} {t}: raw {c['raw'].status} {c['raw'].ended} {json.dumps(o_raw)}")
                 print(f"{'':>{len(v + p + api + t) + 3}}  sidecar {c['sidecar'].ended} {json.dumps(o_fix)}")
                 if a.body:

@@ -85,9 +85,10 @@ def test_replay_tells_what_the_live_sidecar_told(cell):
     """The captured raw stream through the client leg, in process, as the live sidecar
     turned the live one: the same outcome (ending, text, calls, usage, contract rules)."""
     out = rp.replay(cell.meta, cell.body)
-    got = m.outcome(cell.api, out, cell.meta["response"]["status"])
+    req = cell.meta["request"]["body"]
+    got = m.outcome(cell.api, out, cell.meta["response"]["status"], req)
     assert same(got, cell.meta["outcome"]["sidecar"]), (got, cell.meta["outcome"]["sidecar"])
-    assert same(m.outcome(cell.api, cell.body, cell.meta["response"]["status"]), cell.meta["outcome"]["raw"])
+    assert same(m.outcome(cell.api, cell.body, cell.meta["response"]["status"], req), cell.meta["outcome"]["raw"])
     if cell.meta["transport"] == "http":
         assert rp.replay(cell.meta, cell.body, chunk=7) == out  # any reads give the same bytes
     assert rp.replay(cell.meta | {"started_at": cell.meta["started_at"]}, out) == out  # idempotent
@@ -152,8 +153,8 @@ def test_live_matrix_is_what_was_captured(live, version, path):
         rec = BY_KEY[(v, p, api, t)].meta["outcome"]
         for _attempt in range(mr.ATTEMPTS):  # CPA's WebSocket races (matrix_recordings.consistent)
             c = m.run_cell(live, v, p, api, t)
-            raw = m.outcome(api, c["raw"].body, c["raw"].status)
-            fixed = m.outcome(api, c["sidecar"].body, c["sidecar"].status)
+            raw = m.outcome(api, c["raw"].body, c["raw"].status, c["request"])
+            fixed = m.outcome(api, c["sidecar"].body, c["sidecar"].status, c["request"])
             if same(raw, rec["raw"]) and same(fixed, rec["sidecar"]):
                 break
         else:
