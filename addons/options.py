@@ -82,7 +82,8 @@ RULE_HELP: dict[str, str] = {
     "but no finishReason gets STOP.",
     "hidden_failure": "Every API: end a failure the gateway reported as a success as the API's failure: Responses "
     "response.completed without usage from CPA's Gemini-family translator -> response.failed; chat [DONE] with no "
-    "finish_reason -> an error chunk before it; Messages message_stop without message_delta -> an error event.",
+    "finish_reason -> an error chunk before it; Messages message_stop without message_delta, or CPA's Antigravity "
+    "message_delta that zeroes the usage its start counted -> an error event.",
     "usage_math": "Every API: make usage add up where the right numbers are known: output that leaves out the "
     "reasoning tokens its total counts gets them, cached tokens above the input are added to it, negative counts "
     "become 0.",

@@ -57,7 +57,8 @@ def section(root: Path = mr.ROOT) -> str:
     ]
     hidden: list[str] = []
     for p in m.PATHS:
-        out.append(f"#### {p} (`{mr.CONFIG_KEY[p]}`)")
+        key = mr.CONFIG_KEY[p]
+        out.append(f"#### {p} ({key})" if " " in key else f"#### {p} (`{key}`)")
         out.append("")
         out.append("| turn | " + " | ".join(m.APIS) + " |")
         out.append("|---|" + "---|" * len(m.APIS))

@@ -52,6 +52,7 @@ CONFIG_KEY = {
     "gemini": "gemini-api-key",
     "vertex": "vertex-api-key",
     "codex": "codex-api-key",
+    "antigravity": "antigravity auth file",
 }
 PROVIDER_HEADERS = frozenset({"content-type", "accept", "anthropic-version", "api-revision", "openai-beta"})
 """The provider call's request headers a recording keeps (never a credential)."""

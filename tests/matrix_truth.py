@@ -106,10 +106,13 @@ _CLAUDE_CHAT = (
     "v7.2.140), with no native_finish_reason"
 )
 _GEMINI_RESPONSES = (
-    "CPA's Gemini -> Responses translator ends every finishReason as response.completed, with usage: a SAFETY stop "
+    "CPA's Gemini (and Antigravity) -> Responses translator ends every finishReason as response.completed, with usage: a SAFETY stop "
     "reads as a short normal answer"
 )
-_GEMINI_MESSAGES_SAFETY = "CPA's Gemini -> Claude translator writes end_turn for SAFETY; nothing else carries it"
+_GEMINI_FAMILY = ("gemini", "vertex", "antigravity")
+_GEMINI_MESSAGES_SAFETY = (
+    "CPA's Gemini (and Antigravity) -> Claude translator writes end_turn for SAFETY; nothing else carries it"
+)
 _GEMINI_MESSAGES_EMPTY = (
     "a STOP with no parts reaches /v1/messages as message_start and then the end of the stream: the bytes of a stream "
     "cut after message_start, which the sidecar ends with an error event (the safe reading of them)"
@@ -133,9 +136,11 @@ HIDDEN: dict[tuple[str, str, str], str] = {
     "is gone and the turn ends as an empty normal one",
     ("codex", "messages", "refusal"): "CPA's Codex -> Claude translator handles no response.refusal.delta: the refusal "
     "is gone and the turn ends as an empty end_turn",
-    **{(p, a, "safety"): _GEMINI_RESPONSES for p in ("gemini", "vertex") for a in ("responses", "responses-ws")},
-    **{(p, "messages", "safety"): _GEMINI_MESSAGES_SAFETY for p in ("gemini", "vertex")},
+    **{(p, a, "safety"): _GEMINI_RESPONSES for p in _GEMINI_FAMILY for a in ("responses", "responses-ws")},
+    **{(p, "messages", "safety"): _GEMINI_MESSAGES_SAFETY for p in _GEMINI_FAMILY},
     **{(p, "messages", "zero_items"): _GEMINI_MESSAGES_EMPTY for p in ("gemini", "vertex")},
+    ("antigravity", "messages", "zero_items"): "v7.2.89 only: " + _GEMINI_MESSAGES_EMPTY + " (v7.2.140's Antigravity "
+    "-> Claude translator writes an empty text block and end_turn)",
     ("openai", "gemini", "error_first"): "v7.2.89 only: CPA's OpenAI -> Gemini translator puts finishReason STOP on "
     "its first chunk; a provider failure before any content leaves that chunk alone, the bytes of an empty turn "
     "(v7.2.140 sends an error event after it)",

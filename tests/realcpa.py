@@ -18,6 +18,7 @@ picked and the start retried when another process took it meanwhile. Ready when
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -33,13 +34,27 @@ CLIENT_KEY = "test-key"
 MODEL = "test-model"
 """The model alias the clients ask for; each CPA routes it to one provider."""
 UPSTREAM_MODELS = {"claude": "claude-sonnet-4-5-20250929", "interactions": "gemini-2.5-flash", "openai": "fake-gpt",
-                   "gemini": "gemini-2.5-flash", "vertex": "gemini-2.5-flash", "codex": "gpt-5-codex"}  # fmt: skip
+                   "gemini": "gemini-2.5-flash", "vertex": "gemini-2.5-flash", "codex": "gpt-5-codex",
+                   "antigravity": "gemini-3-flash"}  # fmt: skip
 PROVIDER_API = {"claude": "anthropic", "interactions": "interactions", "openai": "chat", "gemini": "gemini",
-                "vertex": "gemini", "codex": "responses"}  # fmt: skip
+                "vertex": "gemini", "codex": "responses", "antigravity": "antigravity"}  # fmt: skip
 """CPA's provider path (its config entry) -> the provider API the fake speaks there
 (tests/standins/fake_providers.py): ``claude-api-key``, ``interactions-api-key``,
 ``openai-compatibility``, ``gemini-api-key`` (AI Studio), ``vertex-api-key`` and
-``codex-api-key`` (with a ``base-url``: CPA posts ``{base}/responses``)."""
+``codex-api-key`` (with a ``base-url``: CPA posts ``{base}/responses``), and Antigravity,
+an OAuth credential file in ``auth-dir`` (:func:`antigravity_auth`) whose ``base_url`` CPA
+honours (it posts ``{base}/v1internal:streamGenerateContent?alt=sse``, the Gemini Code
+Assist envelope); the client's model is an ``oauth-model-alias`` of a catalog model."""
+
+
+def antigravity_auth(upstream: str) -> dict[str, str]:
+    """An Antigravity credential CPA uses as it is: an access token that does not expire
+    before 2099 (no refresh call), a project id (no onboarding call), the fake as its
+    ``base_url``, no proxy. Nothing in it is a real secret."""
+    return {"type": "antigravity", "access_token": "fake-antigravity-token", "refresh_token": "fake-refresh",
+            "expired": "2099-01-01T00:00:00Z", "project_id": "fake-project", "email": "fake@example.com",
+            "base_url": upstream, "proxy_url": "direct"}  # fmt: skip
+
 
 VERSIONS = ("v7.2.89", "v7.2.140", "v7.3.4", "v8.0.78")
 """Every version a test may ask for: v7.2.89 (last with the Claude item-order bug #4429),
@@ -124,6 +139,14 @@ interactions-api-key:
     proxy-url: "{entry_proxy}"
     models: [{{name: "{name}", alias: "{alias}"}}]
 """
+    elif provider == "antigravity":  # the credential is a file (antigravity_auth); the alias here
+        body = f"""\
+oauth-model-alias:
+  antigravity:
+    - name: "{name}"
+      alias: "{alias}"
+      fork: true
+"""
     elif provider == "openai":
         body = f"""\
 openai-compatibility:
@@ -173,6 +196,8 @@ def start(
 
     def write(d: Path, port: int) -> dict[str, str]:
         (d / "config.yaml").write_text(config(port, d / "auths", provider, upstream, proxy_url, alias))
+        if provider == "antigravity":
+            (d / "auths" / "antigravity-fake.json").write_text(json.dumps(antigravity_auth(upstream)))
         return env or {}
 
     proc, port, d = launch(exe, f"{version}-{provider}", write, timeout)

@@ -43,7 +43,7 @@ import orjson
 import realcpa
 from standins.fake_providers import TURN_CAPS, TURNS, unsupported
 
-PATHS = ("claude", "interactions", "openai", "gemini", "vertex", "codex")
+PATHS = ("claude", "interactions", "openai", "gemini", "vertex", "antigravity", "codex")
 APIS = ("responses", "responses-ws", "chat", "messages", "gemini")
 VERSIONS = ("v7.2.89", "v7.2.140")
 COMMITS = realcpa.COMMITS

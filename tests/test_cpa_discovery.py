@@ -55,7 +55,7 @@ def test_every_provider_path_has_its_entry():
     compatible: with /v1), direct, the alias the clients ask for mapped to the upstream model."""
     keys = {"claude": "claude-api-key", "interactions": "interactions-api-key", "openai": "openai-compatibility",
             "gemini": "gemini-api-key", "vertex": "vertex-api-key", "codex": "codex-api-key"}  # fmt: skip
-    assert set(keys) == set(realcpa.PROVIDER_API) == set(realcpa.UPSTREAM_MODELS)
+    assert set(keys) | {"antigravity"} == set(realcpa.PROVIDER_API) == set(realcpa.UPSTREAM_MODELS)
     for path, key in keys.items():
         cfg = realcpa.config(18399, Path("/tmp/a"), path, "http://127.0.0.1:1")
         entries = cfg.split("\ndisable-claude-cloak-mode: true\n", 1)[1].split("\n", 1)[1]
@@ -63,3 +63,16 @@ def test_every_provider_path_has_its_entry():
         base = "http://127.0.0.1:1/v1" if path == "openai" else "http://127.0.0.1:1"
         assert f'base-url: "{base}"' in entries and 'proxy-url: "direct"' in entries, path
         assert f'name: "{realcpa.UPSTREAM_MODELS[path]}", alias: "test-model"' in entries, path
+
+
+def test_the_antigravity_path_is_a_credential_file():
+    """Antigravity has no config entry: an auth file whose base_url is the fake, a token that
+    does not expire (no refresh call), a project (no onboarding call), no proxy; the config
+    maps the alias to the catalog model (oauth-model-alias). Nothing in it is a secret."""
+    auth = realcpa.antigravity_auth("http://127.0.0.1:1")
+    assert auth["type"] == "antigravity" and auth["base_url"] == "http://127.0.0.1:1"
+    assert auth["expired"].startswith("2099") and auth["project_id"] and auth["proxy_url"] == "direct"
+    assert all(v.startswith(("fake", "http://127.0.0.1", "2099", "direct", "antigravity")) for v in auth.values())
+    cfg = realcpa.config(18399, Path("/tmp/a"), "antigravity", "http://127.0.0.1:1")
+    assert "oauth-model-alias:\n  antigravity:\n" in cfg and 'alias: "test-model"' in cfg
+    assert f'name: "{realcpa.UPSTREAM_MODELS["antigravity"]}"' in cfg and "base-url:" not in cfg

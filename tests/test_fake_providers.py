@@ -279,3 +279,23 @@ def test_cut_body_drops_the_connection(fake):
     r = _post(fake, "/v1/chat/completions", {"model": "g", "stream": True, "messages": [
         {"role": "user", "content": "[script:no_finish]"}]})  # fmt: skip
     assert b'finish_reason":"stop' not in r.content and b"[DONE]" not in r.content
+
+
+def test_code_assist_endpoint(fake):
+    """CPA's Antigravity path: the Gemini Code Assist API (``/v1internal:{action}``), the
+    request under ``request`` and each chunk under ``response``; an error object as it is."""
+    body = {"model": "gemini-3-flash", "project": "p",
+            "request": {"contents": [{"role": "user", "parts": [{"text": "go [script:parallel]"}]}]}}  # fmt: skip
+    r = _post(fake, "/v1internal:streamGenerateContent?alt=sse", body)
+    frames = [orjson.loads(f[6:]) for f in r.content.split(b"\r\n\r\n") if f]
+    assert all(set(f) == {"response", "traceId"} for f in frames)
+    unwrapped = b"".join(b"data: " + orjson.dumps(f["response"]) + b"\r\n\r\n" for f in frames)
+    assert check("gemini", unwrapped) == [] and frames[-1]["response"]["candidates"][0]["finishReason"] == "STOP"
+    rec = fake.fake.last("antigravity")
+    assert rec["script"] == "parallel" and rec["response"] == r.content
+    js = _post(fake, "/v1internal:generateContent", body).json()
+    assert [list(p) for p in js["response"]["candidates"][0]["content"]["parts"]] == [["text"]] + [["functionCall"]] * 3
+    err = provider_body("antigravity", "inband_error", "m", "r1")[0]
+    assert orjson.loads(err[-1][6:])["error"]["status"] == "UNAVAILABLE"
+    assert _post(fake, "/v1internal:countTokens", body).json() == {"totalTokens": 42}
+    assert provider_body("antigravity", "thoughts", "m", "r1") == provider_body("antigravity", "thoughts", "m", "r1")

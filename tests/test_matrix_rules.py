@@ -263,6 +263,61 @@ def test_messages_stop_without_delta_is_a_failure():
     assert out == cut.body.replace(b'event: message_stop\ndata: {"type":"message_stop"}\n\n', b"")
 
 
+ZEROED = b'"delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"input_tokens":0,"output_tokens":0}}'
+
+
+@pytest.mark.parametrize("version", ["v7.2.89", "v7.2.140"])
+@pytest.mark.parametrize("turn", ["inband_error", "no_finish"])
+def test_antigravitys_zeroed_message_delta_is_a_failure(version, turn):
+    """CPA's Antigravity -> Claude translator ends a body without a finish with its own
+    message_delta (end_turn, usage 0/0 after a message_start that counted 42) and
+    message_stop: an error event in the delta's place, the message_stop dropped; when CPA's
+    own error event follows (the cut body), both go and CPA's error tells it."""
+    c = cell(version, "antigravity", "messages", turn)
+    assert ZEROED in c.body and rules("messages", c.body) == {"terminal.hidden_failure"}
+    out, receipt = through(c)
+    kinds = [e["type"] for e in evs(out)]
+    assert kinds[-1] == "error" and "message_delta" not in kinds and "message_stop" not in kinds
+    assert evs(out)[-1] == hidden.MESSAGES_ERROR and "hidden_failure" in receipt and check("messages", out) == []
+    assert out.startswith(c.body[: c.body.index(b"event: message_delta")])
+    assert through(c, streamfix_hidden_failure=False)[0] == c.body
+    assert rp.replay_http(c.meta, out)[0] == out  # idempotent
+    cut = cell("v7.2.140", "antigravity", "messages", "cut_body")
+    out, _ = through(cut)
+    assert [e["type"] for e in evs(out)][-2:] == ["content_block_stop", "error"]
+    assert evs(out)[-1]["error"]["message"] == "unexpected EOF"  # CPA's own
+
+
+def test_a_finished_message_delta_with_zero_usage_is_left():
+    """Only a delta that zeroes the input its start counted: a start that counted none (a
+    gateway that never counts), a delta with other fields or another stop, are left."""
+    start = (
+        b'event: message_start\ndata: {"type":"message_start","message":{"id":"m","type":"message",'
+        b'"role":"assistant","content":[],"model":"m","stop_reason":null,"stop_sequence":null,'
+        b'"usage":{"input_tokens":%d,"output_tokens":0}}}\n\n'
+    )
+    rest = (
+        b'event: content_block_start\ndata: {"type":"content_block_start","index":0,"content_block":'
+        b'{"type":"text","text":""}}\n\nevent: content_block_delta\ndata: {"type":"content_block_delta",'
+        b'"index":0,"delta":{"type":"text_delta","text":"hi"}}\n\nevent: content_block_stop\ndata: '
+        b'{"type":"content_block_stop","index":0}\n\nevent: message_delta\ndata: {"type":"message_delta",%s}\n\n'
+        b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
+    )
+    zeroed = ZEROED[:-1]
+    for body in (
+        start % 0 + rest % zeroed,
+        start % 42 + rest % zeroed.replace(b"end_turn", b"max_tokens"),
+        start % 42 + rest % zeroed.replace(b'"output_tokens":0', b'"output_tokens":3'),
+        start % 42 + rest % zeroed.replace(b'"output_tokens":0}', b'"output_tokens":0,"cache_read_input_tokens":0}'),
+    ):
+        assert run(MessagesRepairer, body)[0] == body and "terminal.hidden_failure" not in rules("messages", body)
+    body = start % 42 + rest % zeroed
+    out = run(MessagesRepairer, body)[0]
+    assert out != body and "terminal.hidden_failure" in rules("messages", body) and check("messages", out) == []
+    for n in (1, 7, 64):  # any chunking
+        assert run(MessagesRepairer, body, cuts=list(range(n, len(body), n)))[0] == out
+
+
 def test_messages_and_gemini_streams_that_stop_end_failed():
     """Rule eof_terminal, now on Messages and Gemini: the Claude path's body ended without
     a finish reaches /v1/messages without message_stop, and /v1beta's stream without a
@@ -452,6 +507,7 @@ def test_a_second_call_at_an_index_in_use():
         (("v7.2.140", "gemini", "responses", "no_finish"), "terminal.hidden_failure"),
         (("v7.2.140", "gemini", "chat", "no_finish"), "terminal.hidden_failure"),
         (("v7.2.140", "gemini", "messages", "inband_error"), "messages.stop"),
+        (("v7.2.140", "antigravity", "messages", "no_finish"), "terminal.hidden_failure"),
         (("v7.2.140", "gemini", "chat", "safety"), "stop.reason"),
         (("v7.2.140", "gemini", "responses", "thoughts"), "usage.sums"),
         (("v7.2.140", "codex", "responses", "vendor"), "sse.vendor"),

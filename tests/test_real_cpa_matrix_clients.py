@@ -47,6 +47,7 @@ CASES: dict[str, tuple[str, ...]] = {
     "gemini": ("no_finish", "inband_error", "cut_body", "max_tokens", "safety"),
     "codex": ("max_tokens", "safety", "context_window", "inband_error", "vendor"),
     "openai": ("max_tokens", "safety", "no_finish"),
+    "antigravity": ("no_finish", "inband_error", "safety"),
 }
 CAP = 16
 """The output cap every client asks for (the max-tokens turn reports it spent)."""
@@ -54,7 +55,9 @@ SCRATCH = Path(__file__).resolve().parents[1] / ".cache" / "clients-runs"
 
 
 def clients() -> list[Client]:
-    return [c for c in CLIENT_LIST if c.api in ("responses", "chat") and c.variant != "ws"]
+    """Every client but Codex's WebSocket row (the matrix's own WebSocket turns stand for
+    it): Responses, chat, and AI SDK 7's Anthropic (/v1/messages) and Google (/v1beta)."""
+    return [c for c in CLIENT_LIST if c.variant != "ws"]
 
 
 def label(c: Client, r: dict[str, Any]) -> str:
@@ -103,9 +106,9 @@ def tells(c: Client, path: str, turn: str, got: str) -> bool:
                 got == "throws" or got.startswith("error part") or (c.name == "aisdk5/responses" and got == "unknown")
             )
         return got in ("APIError", "RuntimeError", "response.failed", "error event") or got.endswith("Error")
-    if want in ("length", "incomplete:max_output_tokens"):
+    if want in ("length", "incomplete:max_output_tokens", "max_tokens", "MAX_TOKENS"):
         return got in _LENGTH[key]
-    if want in ("content_filter", "incomplete:content_filter"):
+    if want in ("content_filter", "incomplete:content_filter", "refusal", "SAFETY"):
         return got in _FILTER[key]
     return got in ({"stop", "tool-calls"} if c.family == "aisdk" else {"response.completed", "stop", "tool_calls",
                                                                        "status completed"})  # fmt: skip
@@ -131,8 +134,8 @@ def run_all(base: str, scratch: Path) -> dict[str, str]:
             batches.setdefault(c.install or "", []).append(c)
 
     def aisdk(cs: list[Client]) -> None:
-        cases = [{"id": c.name, "api": c.variant, "baseURL": base + "/v1", "stream": True, "tools": TOOLS,
-                  "maxOutputTokens": CAP} for c in cs]  # fmt: skip
+        cases = [{"id": c.name, "api": c.variant, "baseURL": base + ("/v1beta" if c.api == "gemini" else "/v1"),
+                  "stream": True, "tools": TOOLS, "maxOutputTokens": CAP} for c in cs]  # fmt: skip
         res = run_aisdk_batch(cs[0].install_dir, cases)
         for c in cs:
             out[c.name] = label(c, res[c.name])
@@ -153,18 +156,19 @@ def run_all(base: str, scratch: Path) -> dict[str, str]:
 
 
 RAW: dict[tuple[str, str, str], dict[str, str]] = {
-    ("v7.2.140", "codex", "vendor"): {"openai-py/responses.stream": "RuntimeError"},
-    ("v7.2.89", "codex", "vendor"): {"openai-py/responses.stream": "RuntimeError"},
-    ("v7.2.140", "gemini", "cut_body"): {
-        "aisdk7/responses": "stop",
-        "aisdk6/responses": "other",
-        "openai-py/responses": "response.completed",
-        "openai-py/responses.stream": "status completed",
-        "codex": "done",
+    ("v7.2.140", "codex", "vendor"): {
+        "aisdk7/google": "interrupted",
+        "openai-py/responses.stream": "RuntimeError",
     },
-    ("v7.2.140", "gemini", "inband_error"): {
+    ("v7.2.89", "codex", "vendor"): {
+        "aisdk7/google": "interrupted",
+        "openai-py/responses.stream": "RuntimeError",
+    },
+    ("v7.2.140", "gemini", "no_finish"): {
         "aisdk7/responses": "stop",
         "aisdk7/chat": "interrupted",
+        "aisdk7/anthropic": "other",
+        "aisdk7/google": "interrupted",
         "aisdk6/responses": "other",
         "aisdk6/chat": "other",
         "aisdk6/compatible": "other",
@@ -173,6 +177,27 @@ RAW: dict[tuple[str, str, str], dict[str, str]] = {
         "openai-py/responses.stream": "status completed",
         "openai-py/chat": "None",
         "openai-py/chat.stream": "None",
+        "codex": "done",
+    },
+    ("v7.2.140", "gemini", "inband_error"): {
+        "aisdk7/responses": "stop",
+        "aisdk7/chat": "interrupted",
+        "aisdk7/anthropic": "other",
+        "aisdk6/responses": "other",
+        "aisdk6/chat": "other",
+        "aisdk6/compatible": "other",
+        "aisdk5/chat": "unknown",
+        "openai-py/responses": "response.completed",
+        "openai-py/responses.stream": "status completed",
+        "openai-py/chat": "None",
+        "openai-py/chat.stream": "None",
+        "codex": "done",
+    },
+    ("v7.2.140", "gemini", "cut_body"): {
+        "aisdk7/responses": "stop",
+        "aisdk6/responses": "other",
+        "openai-py/responses": "response.completed",
+        "openai-py/responses.stream": "status completed",
         "codex": "done",
     },
     ("v7.2.140", "gemini", "max_tokens"): {
@@ -188,19 +213,6 @@ RAW: dict[tuple[str, str, str], dict[str, str]] = {
         "openai-py/chat": "max_tokens",
         "openai-py/chat.stream": "max_tokens",
     },
-    ("v7.2.140", "gemini", "no_finish"): {
-        "aisdk7/responses": "stop",
-        "aisdk7/chat": "interrupted",
-        "aisdk6/responses": "other",
-        "aisdk6/chat": "other",
-        "aisdk6/compatible": "other",
-        "aisdk5/chat": "unknown",
-        "openai-py/responses": "response.completed",
-        "openai-py/responses.stream": "status completed",
-        "openai-py/chat": "None",
-        "openai-py/chat.stream": "None",
-        "codex": "done",
-    },
     ("v7.2.140", "gemini", "safety"): {
         "aisdk7/chat": "stop",
         "aisdk6/chat": "stop",
@@ -209,8 +221,21 @@ RAW: dict[tuple[str, str, str], dict[str, str]] = {
         "openai-py/chat": "stop",
         "openai-py/chat.stream": "stop",
     },
+    ("v7.2.89", "gemini", "no_finish"): {
+        "aisdk7/chat": "interrupted",
+        "aisdk7/anthropic": "other",
+        "aisdk7/google": "interrupted",
+        "aisdk6/responses": "other",
+        "aisdk6/chat": "other",
+        "aisdk6/compatible": "other",
+        "aisdk5/chat": "unknown",
+        "openai-py/responses": "status None",
+        "openai-py/chat": "None",
+        "openai-py/chat.stream": "None",
+    },
     ("v7.2.89", "gemini", "inband_error"): {
         "aisdk7/chat": "interrupted",
+        "aisdk7/anthropic": "other",
         "aisdk6/responses": "other",
         "aisdk6/chat": "other",
         "aisdk6/compatible": "other",
@@ -232,8 +257,56 @@ RAW: dict[tuple[str, str, str], dict[str, str]] = {
         "openai-py/chat": "max_tokens",
         "openai-py/chat.stream": "max_tokens",
     },
-    ("v7.2.89", "gemini", "no_finish"): {
+    ("v7.2.89", "gemini", "safety"): {
+        "aisdk7/chat": "stop",
+        "aisdk6/chat": "stop",
+        "aisdk6/compatible": "stop",
+        "aisdk5/chat": "stop",
+        "openai-py/chat": "stop",
+        "openai-py/chat.stream": "stop",
+    },
+    ("v7.2.140", "antigravity", "no_finish"): {
+        "aisdk7/responses": "stop",
         "aisdk7/chat": "interrupted",
+        "aisdk7/anthropic": "stop",
+        "aisdk7/google": "interrupted",
+        "aisdk6/responses": "other",
+        "aisdk6/chat": "other",
+        "aisdk6/compatible": "other",
+        "aisdk5/chat": "unknown",
+        "openai-py/responses": "response.completed",
+        "openai-py/responses.stream": "status completed",
+        "openai-py/chat": "None",
+        "openai-py/chat.stream": "None",
+        "codex": "done",
+    },
+    ("v7.2.140", "antigravity", "inband_error"): {
+        "aisdk7/responses": "stop",
+        "aisdk7/chat": "interrupted",
+        "aisdk7/anthropic": "stop",
+        "aisdk7/google": "interrupted",
+        "aisdk6/responses": "other",
+        "aisdk6/chat": "other",
+        "aisdk6/compatible": "other",
+        "aisdk5/chat": "unknown",
+        "openai-py/responses": "response.completed",
+        "openai-py/responses.stream": "status completed",
+        "openai-py/chat": "None",
+        "openai-py/chat.stream": "None",
+        "codex": "done",
+    },
+    ("v7.2.140", "antigravity", "safety"): {
+        "aisdk7/chat": "stop",
+        "aisdk6/chat": "stop",
+        "aisdk6/compatible": "stop",
+        "aisdk5/chat": "stop",
+        "openai-py/chat": "stop",
+        "openai-py/chat.stream": "stop",
+    },
+    ("v7.2.89", "antigravity", "no_finish"): {
+        "aisdk7/chat": "interrupted",
+        "aisdk7/anthropic": "stop",
+        "aisdk7/google": "interrupted",
         "aisdk6/responses": "other",
         "aisdk6/chat": "other",
         "aisdk6/compatible": "other",
@@ -242,7 +315,19 @@ RAW: dict[tuple[str, str, str], dict[str, str]] = {
         "openai-py/chat": "None",
         "openai-py/chat.stream": "None",
     },
-    ("v7.2.89", "gemini", "safety"): {
+    ("v7.2.89", "antigravity", "inband_error"): {
+        "aisdk7/chat": "interrupted",
+        "aisdk7/anthropic": "stop",
+        "aisdk7/google": "interrupted",
+        "aisdk6/responses": "other",
+        "aisdk6/chat": "other",
+        "aisdk6/compatible": "other",
+        "aisdk5/chat": "unknown",
+        "openai-py/responses": "status None",
+        "openai-py/chat": "None",
+        "openai-py/chat.stream": "None",
+    },
+    ("v7.2.89", "antigravity", "safety"): {
         "aisdk7/chat": "stop",
         "aisdk6/chat": "stop",
         "aisdk6/compatible": "stop",
@@ -252,9 +337,23 @@ RAW: dict[tuple[str, str, str], dict[str, str]] = {
     },
     ("v7.2.140", "openai", "no_finish"): {
         "aisdk7/chat": "interrupted",
+        "aisdk7/anthropic": "other",
+        "aisdk7/google": "stop",
         "aisdk6/chat": "other",
         "aisdk6/compatible": "other",
         "aisdk5/chat": "unknown",
+        "openai-py/chat": "None",
+        "openai-py/chat.stream": "None",
+    },
+    ("v7.2.89", "openai", "no_finish"): {
+        "aisdk7/chat": "interrupted",
+        "aisdk7/anthropic": "other",
+        "aisdk7/google": "stop",
+        "aisdk6/responses": "other",
+        "aisdk6/chat": "other",
+        "aisdk6/compatible": "other",
+        "aisdk5/chat": "unknown",
+        "openai-py/responses": "status None",
         "openai-py/chat": "None",
         "openai-py/chat.stream": "None",
     },
@@ -264,16 +363,6 @@ RAW: dict[tuple[str, str, str], dict[str, str]] = {
         "aisdk5/responses": "stop",
         "openai-py/responses": "response.completed",
         "openai-py/responses.stream": "status completed",
-    },
-    ("v7.2.89", "openai", "no_finish"): {
-        "aisdk7/chat": "interrupted",
-        "aisdk6/responses": "other",
-        "aisdk6/chat": "other",
-        "aisdk6/compatible": "other",
-        "aisdk5/chat": "unknown",
-        "openai-py/responses": "status None",
-        "openai-py/chat": "None",
-        "openai-py/chat.stream": "None",
     },
 }
 """(version, path, turn) -> client -> the raw label measured on the real build (a client not

@@ -32,7 +32,7 @@ import orjson
 
 from . import stops, usage_math
 from .foreign import foreign, vendor
-from .hidden import synthetic_completion
+from .hidden import start_input, synthetic_completion, synthetic_delta
 from .sse import Event, SseParser
 from .stream import cr_cut
 from .verdict import Decision, Verdict
@@ -67,7 +67,8 @@ RULES: dict[str, str] = {
     "only its own client (Codex) reads it; a strict client of the API rejects it",
     # every API
     "terminal.hidden_failure": "no success end for a turn that did not finish: Responses response.completed without "
-    "usage from CPA's Gemini-family translator (its synthetic STOP), chat [DONE] with no finish_reason",
+    "usage from CPA's Gemini-family translator (its synthetic STOP), chat [DONE] with no finish_reason, messages "
+    "message_delta end_turn with usage 0/0 after a message_start that counted the input (CPA's Antigravity end)",
     "stop.reason": "a stop reason of the API's own vocabulary (chat finish_reason, messages stop_reason, Gemini "
     "finishReason, Responses incomplete_details.reason), and a chat finish_reason its native_finish_reason agrees with",
     "usage.sums": "usage adds up: output counts the reasoning tokens its total counts, input the cached ones, no count "
@@ -721,6 +722,7 @@ class _Messages(_Api):
         self.open: Any = None
         self.next = 0
         self.state = "start"
+        self.counted_input = 0  # message_start's input_tokens (hidden.synthetic_delta)
 
     def event(self, n: int, obj: dict[str, Any]) -> None:
         bad = self.bad
@@ -739,6 +741,7 @@ class _Messages(_Api):
             bad("messages.start", n, f"{t} before message_start")
         if t == "message_start":
             self.state = "blocks"
+            self.counted_input = start_input(obj)
         elif t == "content_block_start":
             if self.open is not None:
                 bad("messages.block_order", n, f"block {self.open} still open when block {obj.get('index')!r} starts")
@@ -756,6 +759,13 @@ class _Messages(_Api):
             if t == "content_block_stop":
                 self.open = None
         elif t == "message_delta":
+            if synthetic_delta(obj, self.counted_input):
+                bad(
+                    "terminal.hidden_failure",
+                    n,
+                    "message_delta end_turn with usage 0/0 after a message_start that "
+                    "counted the input: CPA's Antigravity translator's end of a body without a finish",
+                )
             if self.open is not None:
                 bad("messages.stop_reason", n, f"message_delta while block {self.open} is open")
             sr = obj["delta"].get("stop_reason") if isinstance(obj.get("delta"), dict) else None

@@ -21,6 +21,13 @@ it had finished:
 - ``/v1/messages``: ``message_stop`` with no ``message_delta`` before it (no stop_reason;
   often with a block still open). Told as an ``error`` event in its place (CPA's own
   ``error`` event, when one follows, instead).
+- ``/v1/messages`` from CPA's Antigravity translator: at the end of a body without a finish
+  it writes its own ``message_delta``, ``end_turn`` with ``usage`` ``{"input_tokens": 0,
+  "output_tokens": 0}`` (it only keeps usage from the chunk that finishes), then
+  ``message_stop``, after a ``message_start`` that counted the input. No finished turn
+  zeroes the input its start counted (:func:`synthetic_delta`). Told as an ``error`` event
+  in the delta's place, its ``message_stop`` dropped (both dropped when CPA's own ``error``
+  event follows).
 
 Each failure event here says what was seen, never content.
 """
@@ -40,6 +47,36 @@ DONE_WITHOUT_FINISH: Final = "data: [DONE] with no finish_reason: the upstream s
 STOP_WITHOUT_DELTA: Final = (
     "message_stop without message_delta (no stop_reason): the upstream stream ended without a finish"
 )
+
+
+SYNTHETIC_DELTA: Final = (
+    "message_delta end_turn with usage 0/0 after a message_start that counted the input (CPA's Antigravity "
+    "translator's own end): the upstream stream ended without a finish"
+)
+
+
+def _zero(v: Any) -> bool:
+    return type(v) is int and v == 0
+
+
+def start_input(obj: Any) -> int:
+    """``message_start``'s ``message.usage.input_tokens`` (0 when absent)."""
+    msg = obj.get("message") if isinstance(obj, dict) else None
+    usage = msg.get("usage") if isinstance(msg, dict) else None
+    n = usage.get("input_tokens") if isinstance(usage, dict) else None
+    return n if type(n) is int and n > 0 else 0
+
+
+def synthetic_delta(obj: Any, counted_input: int) -> bool:
+    """Is this ``message_delta`` CPA's Antigravity translator's end of a body without a
+    finish (see the module docstring)? ``counted_input``: :func:`start_input` of the
+    stream's ``message_start``."""
+    if counted_input <= 0 or not isinstance(obj, dict):
+        return False
+    delta, usage = obj.get("delta"), obj.get("usage")
+    if not isinstance(delta, dict) or delta.get("stop_reason") != "end_turn" or not isinstance(usage, dict):
+        return False
+    return set(usage) == {"input_tokens", "output_tokens"} and all(_zero(v) for v in usage.values())
 
 
 def synthetic_completion(resp: Any, item_ids: list[Any]) -> bool:

@@ -160,6 +160,8 @@ class MessagesRepairer(HoldingRepairer):
         self._started = False  # message_start came: a Messages stream (rule eof_terminal)
         self._stopped_msg = False  # message_stop came
         self._hidden_stop: Rec | None = None  # rule hidden_failure: a message_stop without message_delta, held
+        self._hidden_delta: Rec | None = None  # rule hidden_failure: CPA's Antigravity end (hidden.synthetic_delta)
+        self._start_input = 0  # message_start's input_tokens (hidden.synthetic_delta)
         self._line_end = b"\n"  # the stream's line end (an error event it ends with)
 
     # --- EventRepairer -----------------------------------------------------------
@@ -177,10 +179,11 @@ class MessagesRepairer(HoldingRepairer):
         kind = obj.get("type") if obj is not None else None
         if ev.data is not None:
             self._line_end = ev.eol
-        if ev.data is not None and self._hidden_stop is not None:
+        if ev.data is not None and self._hidden_due(kind):
             self._end_hidden_stop(drop=kind == "error")
         if kind == "message_start":
             self._started = True
+            self._start_input = hidden.start_input(obj)
         elif kind == "message_stop":
             self._message_stop(rec)
         if ev.data is not None and self._stopped is not None:
@@ -205,7 +208,7 @@ class MessagesRepairer(HoldingRepairer):
         return self._queue(rec)
 
     def end(self) -> list[bytes]:
-        fails = self._fails_at_eof()
+        fails = self._fails_at_eof() and self._hidden_delta is None
         self._release(None)  # (a held message_stop without message_delta: an error event now)
         if not self._finished and not self._errored and not fails:
             self.note("stream ended without message_delta; passed through as it ended")
@@ -241,23 +244,57 @@ class MessagesRepairer(HoldingRepairer):
             rec.wait = "hidden_failure"
             self._hidden_stop = rec
 
+    def _hidden_due(self, kind: Any) -> bool:
+        """Does this data event end what rule hidden_failure holds? Any, but the
+        message_stop that follows a held synthetic message_delta (held with it)."""
+        if self._hidden_delta is not None:
+            return not (kind == "message_stop" and self._hidden_stop is None)
+        return self._hidden_stop is not None
+
+    def _synthetic_delta(self, rec: Rec, obj: dict[str, Any]) -> bool:
+        """CPA's Antigravity translator's message_delta at the end of a body without a
+        finish (hidden.synthetic_delta): held with the message_stop that follows, until
+        the next data event or the end (rule hidden_failure)."""
+        if not self.rules.hidden_failure or self._errored or not hidden.synthetic_delta(obj, self._start_input):
+            return False
+        self._give_up_name("message_delta")
+        rec.wait = "hidden_failure"
+        self._hidden_delta = rec
+        return True
+
     def _end_hidden_stop(self, drop: bool) -> None:
         """The held message_stop goes: dropped before the gateway's own error event
-        (``drop``), else sent as an error event in its place."""
+        (``drop``), else sent as an error event in its place. A held synthetic
+        message_delta goes the same way, its message_stop dropped with it."""
         rec, self._hidden_stop = self._hidden_stop, None
-        if rec is None:
+        delta, self._hidden_delta = self._hidden_delta, None
+        if delta is not None:
+            self._errored = True
+            for r in (delta, rec):
+                if r is not None:
+                    r.wait = None
+                    r.drop, r.drop_rule = True, "hidden_failure"
+            if drop:
+                self.note(f"{hidden.SYNTHETIC_DELTA}: dropped it before the gateway's error event")
+                return
+            rec = delta
+            rec.drop = False
+            why = hidden.SYNTHETIC_DELTA
+        elif rec is None:
             return
+        else:
+            why = hidden.STOP_WITHOUT_DELTA
         rec.wait = None
         self._errored = True
         if drop:
             rec.drop, rec.drop_rule = True, "hidden_failure"
-            self.note(f"{hidden.STOP_WITHOUT_DELTA}: dropped it before the gateway's error event")
+            self.note(f"{why}: dropped it before the gateway's error event")
             return
         p = SseParser()
         rec.ev = (p.feed(self._error_event(rec.ev.eol)) + p.close())[0]
         rec.obj, rec.dirty = None, False
         self.count("hidden_failure")
-        self.note(f"{hidden.STOP_WITHOUT_DELTA}: sent an error event in its place")
+        self.note(f"{why}: sent an error event in its place")
 
     # --- the rules -------------------------------------------------------------
     def _index(self, rec: Rec, obj: dict[str, Any]) -> _Block | None:
@@ -427,6 +464,8 @@ class MessagesRepairer(HoldingRepairer):
             self._stopped = (rec, block)
 
     def _message_delta(self, rec: Rec, obj: dict[str, Any]) -> None:
+        if self._synthetic_delta(rec, obj):
+            return
         self._finished = True
         self._give_up_name("message_delta")
         delta = obj.get("delta")
@@ -481,7 +520,7 @@ class MessagesRepairer(HoldingRepairer):
     def _release(self, why: str | None) -> None:
         if why is not None and (self._nameless is not None or self._stopped is not None):
             self.note(f"released held events early: {why}")
-        if self._hidden_stop is not None and why != "an error event":
+        if (self._hidden_stop is not None or self._hidden_delta is not None) and why != "an error event":
             self._end_hidden_stop(drop=False)
         self._give_up_name(why or "the end of the stream")
         if self._stopped is not None:

@@ -85,7 +85,8 @@ class Rules:
     (:mod:`wire.hidden`): Responses ``response.completed`` without usage from CPA's
     Gemini-family translator -> ``response.failed``; chat ``[DONE]`` with no
     ``finish_reason`` -> an error chunk before it; Messages ``message_stop`` without
-    ``message_delta`` -> an ``error`` event."""
+    ``message_delta``, or CPA's Antigravity ``message_delta`` that zeroes the usage its
+    start counted -> an ``error`` event."""
     usage_math: bool = True
     """Usage that does not add up is made to (:mod:`wire.usage_math`): output without the
     reasoning tokens the total counts, cached above input, negative counts."""

@@ -49,7 +49,7 @@ import orjson
 from aiohttp import web
 
 from standins.frames import Frames, ended
-from standins.provider_gemini import gemini_array, gemini_chunks, gemini_frames, gemini_json
+from standins.provider_gemini import code_assist_frames, gemini_array, gemini_chunks, gemini_frames, gemini_json
 from standins.provider_responses import CREATED, responses_events, responses_frames, responses_json
 from streamfix.aioserve import start_app
 
@@ -316,6 +316,7 @@ SUPPORTS: dict[str, dict[str, str]] = {
     "responses": {"pause": _NO_PAUSE},
 }
 """What a provider cannot say: ``SUPPORTS[api][script]`` is why (a turn not listed is played)."""
+SUPPORTS["antigravity"] = SUPPORTS["gemini"]  # the Code Assist envelope of Gemini's chunks
 
 
 def unsupported(api: str, script: str) -> str | None:
@@ -585,8 +586,10 @@ def _has_tool_result(api: str, body: dict) -> bool:
         return False
     if api == "chat":
         return any(isinstance(m, dict) and m.get("role") == "tool" for m in body.get("messages") or [])
-    if api == "gemini":
-        return b'"functionResponse"' in orjson.dumps(body.get("contents"))
+    if api in ("gemini", "antigravity"):
+        return b'"functionResponse"' in orjson.dumps(
+            body.get("contents") or (body.get("request") or {}).get("contents")
+        )
     if api == "responses":
         return b'"function_call_output"' in orjson.dumps(body.get("input"))
     return b"function_result" in orjson.dumps(body.get("input"))
@@ -599,6 +602,8 @@ def _cap(api: str, body: dict) -> int | None:
         v = body.get("max_completion_tokens") or body.get("max_tokens")
     elif api == "gemini":
         v = (body.get("generationConfig") or {}).get("maxOutputTokens")
+    elif api == "antigravity":
+        v = ((body.get("request") or {}).get("generationConfig") or {}).get("maxOutputTokens")
     elif api == "responses":
         v = body.get("max_output_tokens")
     else:
@@ -634,6 +639,9 @@ def provider_body(api: str, name: str, model: str, rid: str, cap: int | None = N
     elif api == "gemini":
         chunks = gemini_chunks(s, model, cut, tokens, rid)
         frames, end = gemini_frames(chunks), chunks.content_end
+    elif api == "antigravity":
+        chunks = gemini_chunks(s, model, cut, tokens, rid)
+        frames, end = code_assist_frames(chunks, f"trace-{rid}"), chunks.content_end
     elif api == "responses":
         evs = responses_events(s, model, cut, tokens, rid)
         frames, end = responses_frames(evs), evs.content_end
@@ -772,6 +780,28 @@ class FakeProviders:
         return await self._stream(request, gemini_array(chunks), rec, chunks.content_end + 1, s.ending,
                                   content_type="application/json")  # fmt: skip
 
+    async def code_assist(self, request: web.Request) -> web.StreamResponse:
+        """``/v1internal:{action}``: the Gemini Code Assist API (CPA's Antigravity path):
+        ``streamGenerateContent`` / ``generateContent`` with the request under ``request``
+        and each response under ``response``; ``fetchAvailableModels`` answers no model
+        (CPA then keeps its own catalog), ``countTokens`` a count."""
+        action = request.match_info["action"]
+        if action not in ("streamGenerateContent", "generateContent"):
+            raw = await request.read()
+            self._record(request, f"antigravity_{action}", raw, orjson.loads(raw or b"{}"), "")
+            if action == "countTokens":
+                return web.json_response({"totalTokens": INPUT_TOKENS})
+            return web.json_response({"models": {}})
+        rec, body, name, s, cut, tokens = await self._read(request, "antigravity")
+        model = str(body.get("model", "gemini"))
+        rid = f"fake{self.ids}{name}"
+        if action == "generateContent":
+            if s.error_after is not None:
+                return self._json(rec, {"error": _gemini_overloaded()}, ERROR_STATUS["gemini"])
+            return self._json(rec, {"response": gemini_json(s, model, cut, tokens, rid), "traceId": f"trace-{rid}"})
+        frames, end, ending = provider_body("antigravity", name, model, rid, _cap("antigravity", body))
+        return await self._stream(request, frames, rec, end, ending)
+
     async def responses(self, request: web.Request) -> web.StreamResponse:
         """``/responses`` (a ``codex-api-key`` base URL) and ``/v1/responses``."""
         rec, body, name, s, cut, tokens = await self._read(request, "responses")
@@ -800,6 +830,7 @@ class FakeProviders:
         app.router.add_post("/v1/chat/completions", self.chat)
         app.router.add_post("/v1beta/models/{tail}", self.gemini)
         app.router.add_post("/v1/publishers/google/models/{tail}", self.gemini)
+        app.router.add_post("/v1internal:{action}", self.code_assist)
         app.router.add_post("/responses", self.responses)
         app.router.add_post("/v1/responses", self.responses)
         return app

@@ -24,7 +24,10 @@ messages), not from CPA:
   frame ``{"error": {"code", "message", "status"}}`` (Google's error object), then the end.
 - without ``alt=sse``, ``:streamGenerateContent`` answers a JSON array of the same chunks;
 - ``:generateContent``: one ``GenerateContentResponse`` with every part of the turn;
-- ``:countTokens``: ``{"totalTokens": N}``.
+- ``:countTokens``: ``{"totalTokens": N}``;
+- the Code Assist envelope of the same chunks (``v1internal:streamGenerateContent``, the
+  Gemini CLI's and Antigravity's API): ``{"response": <chunk>, "traceId": ...}`` per frame,
+  an error object unwrapped (:func:`code_assist_frames`).
 
 The scripts (``fake_providers.Script``) say what the turn holds; this module only writes
 it in Gemini's terms. Stops Gemini has no word for (a refusal, a context-window stop, a
@@ -145,6 +148,16 @@ def gemini_chunks(s: Any, model: str, cut: bool, out_tokens: int, rid: str) -> F
 def gemini_frames(chunks: list[dict[str, Any]]) -> list[bytes]:
     """Chunks as ``alt=sse`` frames (CRLF, as Google's servers frame them)."""
     return [b"data: " + orjson.dumps(c) + b"\r\n\r\n" for c in chunks]
+
+
+def code_assist_frames(chunks: list[dict[str, Any]], trace: str) -> list[bytes]:
+    """Chunks as the Gemini Code Assist API streams them (``POST {base}/v1internal:
+    streamGenerateContent?alt=sse``, what CPA's Antigravity path calls): each
+    ``GenerateContentResponse`` under ``response``, beside a ``traceId``; an error object
+    as it is, at the top level."""
+    return [
+        b"data: " + orjson.dumps(c if "error" in c else {"response": c, "traceId": trace}) + b"\r\n\r\n" for c in chunks
+    ]
 
 
 def gemini_array(chunks: list[dict[str, Any]]) -> list[bytes]:
