@@ -55,6 +55,12 @@ offline NAME:
 capture FLOW NAME *ARGS:
     {{py}} -m streamfix.capture {{FLOW}} {{NAME}} {{ARGS}}
 
+# where the CPA binaries are (STREAMFIX_CPA_BIN_DIR): every cell of the real-CPA matrix into
+# recordings/real-cpa/ (provenance, request, raw stream, provider body), then docs/real-cpa.md's matrix
+cpa-matrix *ARGS:
+    {{py}} tests/realcpa_matrix.py capture {{ARGS}}
+    {{py}} tests/realcpa_matrix.py docs
+
 # sum a turn log (--set streamfix_log=PATH) per key, model and day
 usage *PATHS:
     {{py}} -m streamfix.usage {{PATHS}}

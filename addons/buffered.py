@@ -106,8 +106,17 @@ def check(flow: http.HTTPFlow, st: FlowState) -> bool | None:
     resp = flow.response
     if resp is None or resp.raw_content is None:
         return None
-    if not resp.headers.get("content-type", "").lower().startswith(SSE):
-        logger.info(f"streamfix: {receipts.where(flow)}: check mode checks event streams; this body is not one")
+    ctype = resp.headers.get("content-type", "").lower()
+    if "json" in ctype and resp.status_code < 400:  # a non-streamed response: the JSON contract
+        j = checkmode.check_json_body(flow, st.api, st.ctx.request)
+        if j is None:
+            return None
+        st.checker = j
+        return checkmode.report(flow, st.api, j) > 0
+    if not ctype.startswith(SSE):
+        logger.info(
+            f"streamfix: {receipts.where(flow)}: check mode checks event streams and JSON bodies; this body is neither"
+        )
         return None
     c = checkmode.check_buffered(flow, st.api)
     if c is None:

@@ -42,6 +42,9 @@ RULE_OPTIONS: dict[str, str] = {
     "streamfix_tool_header": "tool_header",
     "streamfix_finish_reason": "finish_reason",
     "streamfix_upstream_failure": "upstream_failure",
+    "streamfix_hidden_failure": "hidden_failure",
+    "streamfix_usage_math": "usage_math",
+    "streamfix_vendor_events": "vendor_events",
 }
 RULE_HELP: dict[str, str] = {
     "status": "Responses: give function_call items a status (in_progress on added, completed on done and in the terminal's output).",
@@ -61,7 +64,7 @@ RULE_HELP: dict[str, str] = {
     "replay": "Responses, chat: drop the text sent twice: a delta, or a second run of deltas (held while it is a "
     "prefix of the text so far, released at the first divergence), that repeats the whole text already streamed.",
     "nonstandard": "Responses, chat: turn events the API does not define (ping, keepalive) and empty data events into SSE comments.",
-    "eof_terminal": "Responses, chat: end a stream that stops without a terminal with a failure (response.failed, continuing sequence_number; chat: an error chunk), never a success.",
+    "eof_terminal": "Every API: end a stream that stops without a terminal with a failure (response.failed, continuing sequence_number; chat: an error chunk; messages: an error event; Gemini: an error object), never a success.",
     "no_events": "Every API: end a stream that carried no event at all (an empty 200 event stream, or only comments and "
     "keep-alives) with the API's failure event (Responses response.failed, chat an error chunk, messages an error event, "
     "Gemini an error object), never a blank success.",
@@ -72,8 +75,21 @@ RULE_HELP: dict[str, str] = {
     "it carries placeholder choices (empty delta, no finish_reason).",
     "tool_index": "Chat: renumber tool_calls[].index 0..n-1 per choice by first appearance.",
     "tool_header": "Chat: do not announce a tool call's name twice when the gateway re-sends its header.",
-    "finish_reason": "Chat: map a non-standard finish_reason (CPA's Gemini/Antigravity 'max_tokens', Gemini's "
-    "lower-cased 'safety'...) to the spec's value ('length', 'content_filter').",
+    "finish_reason": "Every API: write a stop reason from another API's vocabulary as the API's own (chat "
+    "finish_reason: CPA's Gemini 'max_tokens' -> 'length', 'safety' -> 'content_filter', Anthropic's 'refusal' -> "
+    "'content_filter', 'model_context_window_exceeded' and 'pause_turn' -> 'length'; Messages stop_reason, Gemini "
+    "finishReason, Responses incomplete_details.reason likewise); chat: a 'stop'/'tool_calls' beside a "
+    "native_finish_reason that says otherwise takes what it says; Gemini: a stream that ends with the turn's usage "
+    "but no finishReason gets STOP.",
+    "hidden_failure": "Every API: end a failure the gateway reported as a success as the API's failure: Responses "
+    "response.completed without usage from CPA's Gemini-family translator -> response.failed; chat [DONE] with no "
+    "finish_reason -> an error chunk before it; Messages message_stop without message_delta, or CPA's Antigravity "
+    "message_delta that zeroes the usage its start counted -> an error event.",
+    "usage_math": "Every API: make usage add up where the right numbers are known: output that leaves out the "
+    "reasoning tokens its total counts gets them, cached tokens above the input are added to it, negative counts "
+    "become 0.",
+    "vendor_events": "Responses: turn a vendor's own events (codex.rate_limits, codex.response.metadata, "
+    "responsesapi.*) into SSE comments for every client but the vendor's own (Codex keeps them).",
     "upstream_failure": "every API: when the upstream leg proves the provider's call failed (an in-band error, a cut "
     "body, a body that ended without a finish) and the gateway reports success, end the client's stream as its "
     "API's failure (Responses response.failed, chat an error chunk, messages an error event, Gemini an error "

@@ -49,6 +49,7 @@ from streamfix.addons.workers import Workers
 from streamfix.wire import _core as core
 from streamfix.wire.apis import api_for_path, model_in_path, stream_repairer
 from streamfix.wire.encoding import decoder_for
+from streamfix.wire.foreign import codex_client
 from streamfix.wire.rules import FlowContext, Rules
 from streamfix.wire.sse import SseParser
 from streamfix.wire.stream import Reads, StreamRepair
@@ -138,6 +139,8 @@ class Repair:
         if not isinstance(model, str) and api == "gemini":
             model = model_in_path(flow.request.path)  # Gemini names the model in the URL, not the body
         fctx = FlowContext(model=model if isinstance(model, str) else None, request=body)
+        if codex_client(flow.request.headers.get("originator"), flow.request.headers.get("user-agent")):
+            fctx.client = "codex"  # rule vendor_events keeps the Codex backend's own events for it
         if flow.request.timestamp_start:  # the request's own time, also for a saved flow (-nr)
             fctx.started_at = int(flow.request.timestamp_start)
         verdict = Verdict(enabled=self.evidence)
@@ -171,7 +174,9 @@ class Repair:
         if resp.raw_content is not None:
             return  # already buffered (replay, -nr): repaired in response()
         if ctx.options.streamfix_mode == "check":
-            st.stream = checkmode.stream(flow, st.api, lambda c: self._finish_check(flow, st, c))
+            st.stream = checkmode.stream(
+                flow, st.api, lambda c: self._finish_check(flow, st, c), st.ctx.request, st.ctx.client
+            )
             if st.stream is None:
                 self._forget(flow)
             else:

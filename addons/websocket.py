@@ -46,6 +46,7 @@ from streamfix.addons import check as checkmode
 from streamfix.addons import receipts, shared, turnlog
 from streamfix.wire.apis import api_for_path
 from streamfix.wire.contract import StreamChecker
+from streamfix.wire.foreign import codex_client
 from streamfix.wire.responses import ResponsesRepairer
 from streamfix.wire.rules import FlowContext
 from streamfix.wire.sse import SseParser
@@ -263,6 +264,8 @@ class WebSocketRepair:
         key = f"{flow.id}/{s.turns}"
         model = body.get("model") if body else None
         fctx = FlowContext(model=model if isinstance(model, str) else None, request=body)
+        if codex_client(flow.request.headers.get("originator"), flow.request.headers.get("user-agent")):
+            fctx.client = "codex"
         verdict = Verdict(enabled=self.repair.evidence)
         verdict.request(body)
         if "upstream" in self.repair.evidence and body is not None:
@@ -274,7 +277,7 @@ class WebSocketRepair:
                 logger.exception("streamfix: correlator bookkeeping failed; upstream evidence off for this turn")
         if s.check:
             t = Turn(s.turns, key, verdict, None, fctx.model, orphan=body is None)
-            t.checker = StreamChecker("responses")
+            t.checker = StreamChecker("responses", client=fctx.client, request=body)
             return t
         # Two SSE rules have no WebSocket form: ``nonstandard`` keeps a foreign event as an SSE
         # comment, and a message cannot be a comment (dropping it would lose Codex's own
@@ -283,7 +286,10 @@ class WebSocketRepair:
         # when the socket closes, which Codex reports itself ("closed by server before
         # response.completed"), and nothing can be sent after the close; ``no_events`` likewise
         # (a turn with no message ends only with the socket); ``cr_end`` is SSE framing.
-        rules = replace(self.repair.rules, nonstandard=False, eof_terminal=False, no_events=False, cr_end=False)
+        # vendor_events likewise: its comment would drop the message, and Codex reads codex.*
+        rules = replace(
+            self.repair.rules, nonstandard=False, eof_terminal=False, no_events=False, cr_end=False, vendor_events=False
+        )
         rep = ResponsesRepairer(rules, fctx, verdict)
         return Turn(s.turns, key, verdict, StreamRepair(rep), fctx.model, orphan=body is None)
 

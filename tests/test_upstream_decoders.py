@@ -351,8 +351,11 @@ def test_responses_completed_becomes_failed_and_usage_the_providers():
     assert last["response"]["usage"]["output_tokens"] == 55 and last["response"]["usage"]["total_tokens"] == 65
     off = _events(_run("responses", RESP_OK, _CUT, Rules(upstream_failure=False)))[-1][1]
     assert off["type"] == "response.completed"  # the rule off: the terminal as it came (usage still the provider's)
-    none = _events(_run("responses", RESP_OK, None))[-1][1]
+    none = _events(_run("responses", RESP_OK, None, Rules(usage_math=False)))[-1][1]
     assert none["type"] == "response.completed" and none["response"]["usage"]["output_tokens"] == 5  # no upstream leg
+    # no upstream leg, rule usage_math on: the client leg's own sum (total = input + output + reasoning) says 55 too
+    alone = _events(_run("responses", RESP_OK, None))[-1][1]
+    assert alone["type"] == "response.completed" and alone["response"]["usage"]["output_tokens"] == 55
 
 
 def test_chat_finish_and_done_become_the_error_chunk():

@@ -96,6 +96,7 @@ from typing import Any, Final
 
 import orjson
 
+from . import hidden, stops, usage_math
 from .contract import MIN_REPEAT, power, pure_content
 from .foreign import commented, foreign
 from .holding import HOLD_LIMIT, REPLAY_HOLD_LIMIT, HoldingRepairer, Rec
@@ -111,30 +112,24 @@ __all__ = ["HOLD_LIMIT", "ChatRepairer", "repair_chat_json"]
 
 _NATIVE: dict[str, Outcome] = {"length": "max_tokens", "content_filter": "content_filter"}
 _FINISH = {"max_tokens": "length", "content_filter": "content_filter"}
-FINISH_ALIASES = {
-    # CPA's Gemini and Antigravity chat translators, stream (MAX_TOKENS -> "max_tokens")
-    # and non-stream (Gemini's finishReason lower-cased), v7.2.140:
-    # internal/translator/{gemini,antigravity}/openai/chat-completions/*_openai_response.go
-    "max_tokens": "length",
-    "safety": "content_filter",
-    "recitation": "content_filter",
-    "blocklist": "content_filter",
-    "prohibited_content": "content_filter",
-    "spii": "content_filter",
-    "image_safety": "content_filter",
-}
-"""Non-standard ``finish_reason`` -> the spec's value (rule ``finish_reason``). Gemini's
-other reasons (``malformed_function_call``, ``other``, ``language``...) have no spec
-equivalent and pass as they came."""
 
 
 def spec_finish(ch: dict[str, Any], rules: Rules) -> str | None:
-    """Map a choice's non-standard ``finish_reason`` in place; returns the original
-    value when it was mapped (the gateway's own, native, signal), else None."""
+    """Rule finish_reason on one choice, in place: a ``finish_reason`` from another API's
+    vocabulary becomes chat's (CPA's Gemini ``max_tokens`` -> ``length``, a lower-cased
+    ``safety`` -> ``content_filter``, Anthropic's ``refusal`` -> ``content_filter``,
+    ``model_context_window_exceeded`` and ``pause_turn`` -> ``length``: :mod:`wire.stops`),
+    and a normal end (``stop``, ``tool_calls``) beside a ``native_finish_reason`` that says
+    otherwise takes what it says (CPA: ``stop`` with ``native_finish_reason: "safety"``).
+    Returns the original value when it changed (the gateway's own, native, signal), else
+    None. Values with no chat equivalent (Gemini's ``malformed_function_call``) pass."""
     fr = ch.get("finish_reason")
-    if not rules.finish_reason or not isinstance(fr, str) or fr not in FINISH_ALIASES:
+    if not rules.finish_reason or not isinstance(fr, str):
         return None
-    ch["finish_reason"] = FINISH_ALIASES[fr]
+    new = stops.foreign("chat", fr) or stops.native_disagrees(fr, ch.get("native_finish_reason"))
+    if new is None or new == fr:
+        return None
+    ch["finish_reason"] = new
     return fr
 
 
@@ -328,6 +323,8 @@ class ChatRepairer(HoldingRepairer):
             # the substring test first: no copy of every chunk's data by strip()
             self._done = self._done or (b"[DONE]" in ev.data and ev.data.strip() == b"[DONE]")
         obj = self.parse(ev)
+        if obj is None and self._done and self._hides_failure() and not self._upstream_proves_failure():
+            return self._hidden_failure(ev)
         if obj is not None:
             if self._eol is None and isinstance(obj.get("choices"), list):
                 # a chat stream (rule eof_terminal ends only those: a body that never was
@@ -370,6 +367,16 @@ class ChatRepairer(HoldingRepairer):
         d = self.decision = self.verdict.decide()
         if d.failed and not d.native:
             self._fail(rec, d.evidence[0].detail if d.evidence else "failed")
+
+    def _upstream_proves_failure(self) -> bool:
+        """At a ``[DONE]`` without a finish: does the verdict (the upstream leg's call) say
+        the turn failed? Then :meth:`_upstream_done` ends it with the provider's evidence
+        instead of rule hidden_failure's generic error chunk."""
+        if not self.rules.upstream_failure or self._finish is not None or self._errored or len(self._choices) > 1:
+            return False
+        self._report_args()
+        d = self.verdict.decide()
+        return d.failed and not d.native
 
     def _fail(self, rec: Rec, detail: str) -> None:
         rec.obj = chat_error(detail)
@@ -554,6 +561,24 @@ class ChatRepairer(HoldingRepairer):
             self.note("stream ended without a finish_reason: ended it with an error chunk")
         return out
 
+    def _hides_failure(self) -> bool:
+        """Rule hidden_failure (:mod:`wire.hidden`): ``[DONE]`` ends a chat stream whose
+        chunks carried no finish_reason and no error: the upstream never finished."""
+        return self.rules.hidden_failure and self._eol is not None and not self._finished and not self._errored
+
+    def _hidden_failure(self, ev: Event) -> list[bytes]:
+        """The held events, an error chunk as OpenAI sends one mid-stream, then the ``[DONE]``
+        as it came: the client sees the failure (openai-python raises APIError, the AI SDK
+        finishes ``error``), never a finish."""
+        self._errored = True
+        self._release("a [DONE] without a finish_reason")
+        out = self._flush()
+        out.append(format_event(orjson.dumps(hidden.CHAT_ERROR), eol=self._eol or b"\n"))
+        self.count("hidden_failure")
+        self.note(f"{hidden.DONE_WITHOUT_FINISH}: an error chunk before it")
+        out.append(ev.raw)
+        return out
+
     def _cut_short(self) -> bool:
         """Rule eof_terminal applies: chunks came, then the end without a finish_reason,
         an error or [DONE]."""
@@ -674,6 +699,11 @@ class ChatRepairer(HoldingRepairer):
         usage = obj.get("usage")
         has_usage = isinstance(usage, dict)
         if isinstance(usage, dict):
+            if self.rules.usage_math:  # before the verdict counts it (wire/usage_math.py)
+                fixed = usage_math.repair("chat", usage)
+                if fixed:
+                    rec.mark("usage_math")
+                    self.note(f"usage made to add up: {'; '.join(fixed)}")
             self.verdict.usage(usage.get("completion_tokens"))
             self._usage = (rec, usage)
         if self._finish is not None and not self._settled and rec.ev.data is not None:
@@ -766,7 +796,9 @@ class ChatRepairer(HoldingRepairer):
             orig = spec_finish(ch, self.rules)
             if orig is not None:
                 rec.mark("finish_reason")
-                self.note(f"finish_reason {orig!r} (not in the spec) written as {ch['finish_reason']!r}")
+                why = (f"beside native_finish_reason {ch.get('native_finish_reason')!r}" if orig in stops.OWN["chat"]
+                       else "(not in the spec)")  # fmt: skip
+                self.note(f"finish_reason {orig!r} {why} written as {ch['finish_reason']!r}")
             fr = ch.get("finish_reason")
             if isinstance(fr, str) and fr in _NATIVE:  # a list or object here is not hashable
                 self.verdict.native(_NATIVE[fr], f"finish_reason {orig or fr!r}")
@@ -907,6 +939,10 @@ def repair_chat_json(
         return False
     changed = ids_fixed = False
     usage = obj.get("usage")
+    if rules.usage_math and usage_math.repair("chat", usage):
+        changed = True
+        if fired is not None:
+            fired["usage_math"] += 1
     if isinstance(usage, dict):
         verdict.usage(usage.get("completion_tokens"))
     dicts = [ch for ch in choices if isinstance(ch, dict)]

@@ -139,8 +139,10 @@ from typing import Any, Final
 
 import orjson
 
+from . import stops, usage_math
 from .contract import MIN_REPEAT, power
-from .foreign import commented, foreign
+from .foreign import commented, foreign, vendor
+from .hidden import COMPLETED_WITHOUT_USAGE, failed_response, synthetic_completion
 from .holding import REPLAY_HOLD_LIMIT
 from .response_items import HEAD, Item, Items, Part
 from .response_usage import _int, fill_upstream_usage, fix_usage
@@ -357,6 +359,8 @@ class ResponsesRepairer(ApiRepairer):
         if not isinstance(typ, str) or not (typ.startswith("response.") or typ == "error"):
             if not isinstance(typ, str):
                 self.note("JSON event without a string type, passed through")
+            elif self.rules.vendor_events and vendor(typ) and self.ctx.client != "codex":
+                return [self._vendor_event(ev, typ)]
             return [ev.raw]
         self._framing = ev
         if self._seq_last_key is None and "sequence_number" in obj:
@@ -412,6 +416,51 @@ class ResponsesRepairer(ApiRepairer):
         """The upstream failed mid-body: held deltas of a possible repeat go out as the
         text they are so far (numbered; a repeat cannot be proved of a cut stream)."""
         return self._end_run() + super().salvage()
+
+    def _vendor_event(self, ev: Event, typ: str) -> bytes:
+        """Rule vendor_events: a vendor's own event (``codex.rate_limits``...) becomes an SSE
+        comment for a client that is not the vendor's (every byte kept; every client
+        ignores comments, a strict one rejects the event)."""
+        self.count("vendor_events")
+        if ("vendor_events", 0) not in self._noted:
+            self._noted.add(("vendor_events", 0))
+            self.note(f"turned the vendor's own {typ} into an SSE comment (the client is not Codex)")
+        return commented(ev).raw
+
+    def _hidden_failure(self, ev: Event, obj: dict[str, Any], resp: dict[str, Any]) -> bytes:
+        """Rule hidden_failure (:mod:`wire.hidden`): CPA's Gemini-family translator ended a
+        stream whose provider body never finished with ``response.completed`` without
+        usage; the client gets it as ``response.failed`` (same id and number, its output as
+        the gateway listed it, no verdict: a failure is not a truncation)."""
+        self._response_identity(resp)
+        self._terminal_output(resp)
+        failed_response(resp)
+        obj["type"] = "response.failed"
+        self.fire("hidden_failure")
+        self.note(f"{COMPLETED_WITHOUT_USAGE}: ended it as response.failed")
+        return self._out(ev, obj, True, event="response.failed" if ev.event is not None else None)
+
+    def _round_rules(self, resp: dict[str, Any], typ: str) -> bool:
+        """This round's rules on a success terminal's response object, before the verdict
+        reads it: usage that does not add up (rule usage_math) and an incomplete reason
+        from another API's vocabulary (rule finish_reason)."""
+        dirty = False
+        if self.rules.usage_math:
+            fixed = usage_math.repair("responses", resp.get("usage"))
+            if fixed:
+                dirty = True
+                self.fire("usage_math")
+                self.note(f"usage made to add up: {'; '.join(fixed)}")
+        details = resp.get("incomplete_details")
+        if self.rules.finish_reason and typ == "response.incomplete" and isinstance(details, dict):
+            reason = details.get("reason")
+            new = stops.foreign("responses", reason)
+            if new is not None:
+                details["reason"] = new
+                dirty = True
+                self.fire("finish_reason")
+                self.note(f"incomplete_details.reason {reason!r} (not a Responses reason) written as {new!r}")
+        return dirty
 
     def _eof_failure(self, ev: Event) -> bytes:
         """Rule eof_terminal: the gateway's stream stopped without a terminal event; the
@@ -1393,7 +1442,15 @@ class ResponsesRepairer(ApiRepairer):
             self.note(f"{typ} without a response object, passed through")
             self.decision = self.verdict.decide()
             return out + [self._out(ev, obj, False)]
-        dirty = self._response_identity(resp)
+        # --- this round's rules (hidden_failure, usage_math, finish_reason): wire/hidden.py,
+        # wire/usage_math.py, wire/stops.py
+        if typ == "response.completed" and self.rules.hidden_failure:
+            ids = [it.id for it in self.items if it.type in ("message", "reasoning")]
+            if synthetic_completion(resp, ids):
+                return out + [self._hidden_failure(ev, obj, resp)]
+        dirty = self._round_rules(resp, typ)
+        # ---
+        dirty |= self._response_identity(resp)
         usage = resp.get("usage")
         if isinstance(usage, dict):
             self.verdict.usage(_int(usage.get("output_tokens")))
@@ -1451,9 +1508,9 @@ class ResponsesRepairer(ApiRepairer):
         if isinstance(given, list) and self.rules.reasoning_summary:
             dirty = self._summaries(given)
         if not isinstance(given, list):
-            if not self.rules.terminal_output or not self.items:
+            if not self.rules.terminal_output:
                 return False
-            given = []
+            given = []  # also a turn with no item at all (CPA's Claude and Gemini paths): output []
             dirty = True
             self.fire("terminal_output")
         if self.rules.status:
@@ -1591,10 +1648,23 @@ def _repair_json(
                         part["annotations"] = []
                         changed = True
                         hit.add("schema_fill")
+    if rules.terminal_output and obj.get("object") == "response" and not isinstance(output, list):
+        obj["output"] = []  # a response with no item at all
+        changed = True
+        hit.add("terminal_output")
+    if rules.usage_math and usage_math.repair("responses", obj.get("usage")):
+        changed = True
+        hit.add("usage_math")
     usage = obj.get("usage")
     if isinstance(usage, dict):
         verdict.usage(_int(usage.get("output_tokens")))
     details = obj.get("incomplete_details")
+    if rules.finish_reason and obj.get("status") == "incomplete" and isinstance(details, dict):
+        new = stops.foreign("responses", details.get("reason"))
+        if new is not None:
+            details["reason"] = new
+            changed = True
+            hit.add("finish_reason")
     if obj.get("status") == "incomplete" or isinstance(details, dict):
         reason = details.get("reason") if isinstance(details, dict) else None
         verdict.native(_NATIVE.get(reason, "unknown"), f"status {obj.get('status')!r}, reason {reason!r}")

@@ -49,7 +49,8 @@ class Rules:
     ``data:`` events become SSE comments (kept, ignored by every client)."""
     eof_terminal: bool = True
     """A stream that ends without a terminal ends with a failure (Responses:
-    ``response.failed``, same id, next ``sequence_number``; chat: an error chunk)."""
+    ``response.failed``, same id, next ``sequence_number``; chat: an error chunk; Messages:
+    an ``error`` event; Gemini: an error object)."""
     no_events: bool = True
     """A stream that ends with no event at all (an empty ``200 text/event-stream``, or
     nothing but comments and keep-alives; cindy #2497) ends with a failure the client
@@ -70,9 +71,29 @@ class Rules:
     tool_header: bool = True
     """A re-sent tool-call header does not announce the call's name twice."""
     finish_reason: bool = True
-    """A ``finish_reason`` outside the spec that a gateway translated from another API
-    (CPA's Gemini/Antigravity ``max_tokens``, Gemini's lower-cased ``safety``...) becomes
-    the spec's value (``length``, ``content_filter``)."""
+    """A stop reason outside the API's own vocabulary that a gateway translated from another
+    API becomes the API's value (chat ``finish_reason``: CPA's Gemini ``max_tokens`` ->
+    ``length``, ``safety`` -> ``content_filter``, Anthropic's ``refusal`` ->
+    ``content_filter``, ``model_context_window_exceeded``/``pause_turn`` -> ``length``;
+    Messages ``stop_reason``, Gemini ``finishReason``, Responses ``incomplete_details.
+    reason`` likewise, :mod:`wire.stops`); chat's ``stop``/``tool_calls`` beside a
+    ``native_finish_reason`` that says otherwise takes what it says; a Gemini stream that
+    ends with the turn's whole usage but no ``finishReason`` gets ``STOP``."""
+    # this round's classes (issue 29)
+    hidden_failure: bool = True
+    """A failure the gateway reported as a success ends as the API's failure
+    (:mod:`wire.hidden`): Responses ``response.completed`` without usage from CPA's
+    Gemini-family translator -> ``response.failed``; chat ``[DONE]`` with no
+    ``finish_reason`` -> an error chunk before it; Messages ``message_stop`` without
+    ``message_delta``, or CPA's Antigravity ``message_delta`` that zeroes the usage its
+    start counted -> an ``error`` event."""
+    usage_math: bool = True
+    """Usage that does not add up is made to (:mod:`wire.usage_math`): output without the
+    reasoning tokens the total counts, cached above input, negative counts."""
+    vendor_events: bool = True
+    """Responses: a vendor's own events (``codex.rate_limits``, ``codex.response.metadata``,
+    ``responsesapi.*``) become SSE comments, except for the vendor's client (Codex), which
+    reads them."""
     # the upstream leg (all APIs)
     upstream_failure: bool = True
     """The provider's call failed (its in-band error, a cut body, no finish: the upstream
@@ -92,3 +113,6 @@ class FlowContext:
     started_at: int = field(default_factory=lambda: int(time.time()))
     request: dict[str, Any] | None = None
     """The parsed client request body, for the verdict's caps; None if not JSON."""
+    client: str | None = None
+    """Which client asked, where a rule needs it (``"codex"``: Codex, from its
+    ``originator`` or ``User-Agent`` header; None: another or unknown)."""
