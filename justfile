@@ -55,6 +55,12 @@ offline NAME:
 capture FLOW NAME *ARGS:
     {{py}} -m streamfix.capture {{FLOW}} {{NAME}} {{ARGS}}
 
+# where the CPA binaries are (STREAMFIX_CPA_BIN_DIR): every cell of the real-CPA matrix into
+# recordings/real-cpa/ (provenance, request, raw stream, provider body), then docs/real-cpa.md's matrix
+cpa-matrix *ARGS:
+    {{py}} tests/support/realcpa_matrix.py capture {{ARGS}}
+    {{py}} tests/support/realcpa_matrix.py docs
+
 # sum a turn log (--set streamfix_log=PATH) per key, model and day
 usage *PATHS:
     {{py}} -m streamfix.usage {{PATHS}}
@@ -67,3 +73,11 @@ replay *ARGS:
 clients *ARGS:
     scripts/install-clients
     {{py}} tests/support/clients/harness.py {{ARGS}}
+
+# the workers' benchmark: the capacity ladder of 1 and 2 streamfix workers and 2 passthrough workers behind HAProxy
+bench-workers *ARGS:
+    {{py}} -m streamfix.bench.capacity_workers {{ARGS}}
+
+# what the Redis round trips of the shared correlation cost per turn (latency; --instructions: callgrind)
+bench-redis *ARGS:
+    {{py}} -m streamfix.bench.sharedstate {{ARGS}}

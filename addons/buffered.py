@@ -12,6 +12,7 @@ from mitmproxy import http
 from streamfix.wire.apis import json_repairer, stream_repairer
 from streamfix.wire.rules import Rules
 from streamfix.wire.stream import StreamRepair
+from streamfix.wire.upstream_terminal import json_failure
 
 from . import check as checkmode
 from . import receipts
@@ -65,7 +66,19 @@ def repair(flow: http.HTTPFlow, st: FlowState, rules: Rules, keep: bool) -> str:
                 return ""
             fired: Counter[str] = Counter()
             st.repairer = body = BodyRepair(fired)  # what the turn log reads of a repairer
-            if json_repairer(st.api)(obj, rules, st.ctx, st.verdict, fired=fired):
+            changed = json_repairer(st.api)(obj, rules, st.ctx, st.verdict, fired=fired)
+            d = st.verdict.decide()
+            if d.failed and not d.native and rules.upstream_failure:
+                # the upstream leg: the provider's call failed; the API's error, HTTP 502
+                status, err = json_failure(st.api, d.evidence[0].detail if d.evidence else "failed")
+                fired["upstream_failure"] += 1
+                body.changed = 1
+                if keep:
+                    flow.metadata[ORIGINAL] = content
+                resp.status_code = status
+                resp.content = orjson.dumps(err)
+                return "repaired" if receipts.write(flow, st, None, True, rules.truncation, fired) else ""
+            if changed:
                 body.changed = 1
                 if keep:
                     flow.metadata[ORIGINAL] = content
@@ -83,8 +96,17 @@ def check(flow: http.HTTPFlow, st: FlowState) -> bool | None:
     resp = flow.response
     if resp is None or resp.raw_content is None:
         return None
-    if not resp.headers.get("content-type", "").lower().startswith(SSE):
-        logger.info(f"streamfix: {receipts.where(flow)}: check mode checks event streams; this body is not one")
+    ctype = resp.headers.get("content-type", "").lower()
+    if "json" in ctype and resp.status_code < 400:  # a non-streamed response: the JSON contract
+        j = checkmode.check_json_body(flow, st.api, st.ctx.request)
+        if j is None:
+            return None
+        st.checker = j
+        return checkmode.report(flow, st.api, j) > 0
+    if not ctype.startswith(SSE):
+        logger.info(
+            f"streamfix: {receipts.where(flow)}: check mode checks event streams and JSON bodies; this body is neither"
+        )
         return None
     c = checkmode.check_buffered(flow, st.api)
     if c is None:

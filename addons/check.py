@@ -15,7 +15,7 @@ import logging
 from collections import Counter
 
 from mitmproxy import http
-from streamfix.wire.contract import StreamChecker, Violation
+from streamfix.wire.contract import StreamChecker, Violation, check_json
 from streamfix.wire.encoding import Decoder, decoder_for
 
 logger = logging.getLogger("streamfix")
@@ -63,16 +63,40 @@ class CheckStream:
         self.on_eof = None
 
 
-def stream(flow: http.HTTPFlow, api: str, on_eof) -> CheckStream | None:
+def stream(flow: http.HTTPFlow, api: str, on_eof, request=None, client: str | None = None) -> CheckStream | None:
     """The check-mode stream callable for a streamed flow (None, logged, if its
-    content-encoding is unknown)."""
+    content-encoding is unknown); ``request`` (the client's body) and ``client`` as
+    :class:`wire.contract.StreamChecker` takes them."""
     assert flow.response is not None
     try:
         decoder = decoder_for(flow.response.headers.get("content-encoding", ""))
     except ValueError as e:
         logger.warning(f"streamfix: {where(flow)}: {e}; not checked")
         return None
-    return CheckStream(StreamChecker(api), decoder, on_eof)
+    return CheckStream(StreamChecker(api, client=client, request=request), decoder, on_eof)
+
+
+class JsonCheck:
+    """A non-streamed body's violations (:func:`wire.contract.check_json`), reported as a
+    stream's are (:func:`report`)."""
+
+    __slots__ = ("dropped", "events", "violations")
+
+    def __init__(self, violations: list[Violation]) -> None:
+        self.violations = violations
+        self.dropped = 0
+        self.events = 1
+
+
+def check_json_body(flow: http.HTTPFlow, api: str, request=None) -> JsonCheck | None:
+    """Check mode on a JSON (non-streamed) response body."""
+    assert flow.response is not None
+    try:
+        content = flow.response.get_content(strict=True)
+    except ValueError as e:
+        logger.warning(f"streamfix: {where(flow)}: cannot decode body ({e}); not checked")
+        return None
+    return JsonCheck(check_json(api, content or b"", request))
 
 
 def check_buffered(flow: http.HTTPFlow, api: str) -> StreamChecker | None:
@@ -89,7 +113,7 @@ def check_buffered(flow: http.HTTPFlow, api: str) -> StreamChecker | None:
     return c
 
 
-def report(flow: http.HTTPFlow, api: str, checker: StreamChecker, failed: BaseException | None = None) -> int:
+def report(flow: http.HTTPFlow, api: str, checker, failed: BaseException | None = None) -> int:
     """Log the violations, comment the flow; returns how many there were."""
     vs: list[Violation] = checker.violations
     total = len(vs) + checker.dropped
@@ -113,7 +137,7 @@ def report(flow: http.HTTPFlow, api: str, checker: StreamChecker, failed: BaseEx
     return total
 
 
-def receipt(api: str, checker: StreamChecker) -> str:
+def receipt(api: str, checker) -> str:
     vs = checker.violations
     total = len(vs) + checker.dropped
     if not total:

@@ -46,6 +46,23 @@ logger = logging.getLogger("streamfix.drain")
 QUIET_S = 5.0
 """A WebSocket that streamfix does not repair counts as idle after this long without a message."""
 TURN_STARTS = ("response.create", "response.append")
+REFUSED = "streamfix.refused"
+"""Flow metadata: ``draining`` on a request answered 503 while draining (the turn log's
+``ended: draining``, never ``upstream_error``: the gateway was never asked)."""
+
+
+def check_timeout(seconds: int) -> None:
+    if seconds < 0:
+        from mitmproxy import exceptions
+
+        raise exceptions.OptionsError(
+            f"streamfix_drain_timeout={seconds}: give the seconds to wait, 0 or more "
+            "(default 300; 0 exits at once, cutting the streams in flight)"
+        )
+
+
+CHECKS = {"streamfix_drain_timeout": check_timeout}
+"""This addon's value checks (addons/options.py runs them before anything listens)."""
 
 
 class Drain:
@@ -74,12 +91,8 @@ class Drain:
     def configure(self, updated: set[str]) -> None:
         if "mode" in updated:
             self.reverse_only = any(m.startswith("reverse") for m in ctx.options.mode)
-        if "streamfix_drain_timeout" in updated and ctx.options.streamfix_drain_timeout < 0:
-            from mitmproxy import exceptions
-
-            raise exceptions.OptionsError(
-                f"streamfix_drain_timeout must be >= 0 seconds, not {ctx.options.streamfix_drain_timeout}"
-            )
+        if "streamfix_drain_timeout" in updated:
+            check_timeout(ctx.options.streamfix_drain_timeout)
 
     def running(self) -> None:
         if self._installed:
@@ -214,6 +227,7 @@ class DrainGate:
         if flow.response is not None or not self.drain._client(flow):
             return
         self.drain.refused += 1
+        flow.metadata[REFUSED] = "draining"
         headers = {"content-type": "application/json", "retry-after": "1"}
         if flow.request.http_version.startswith("HTTP/1"):
             headers["connection"] = "close"  # HTTP/2 forbids the header (mitmproxy closes h2 at exit)

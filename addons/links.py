@@ -1,7 +1,7 @@
 """Client flow <-> upstream flow links, and the commands that jump between them.
 
-With the upstream leg (``addons/upstream.py``), the client flow and the Devin flow whose
-StopReason decided it name each other: metadata ``streamfix.upstream_flow`` /
+With the upstream leg (``addons/upstream.py``), the client flow and the provider flow
+(Devin's, Gemini's, Anthropic's...) whose record decided it name each other: metadata ``streamfix.upstream_flow`` /
 ``streamfix.client_flow`` and comment lines ``upstream flow ID`` / ``client flow ID``.
 In the mitmproxy console, ``streamfix.upstream @focus`` and ``streamfix.client @focus``
 (commands of the repair addon, addons/repair.py) focus the other flow.
@@ -38,7 +38,7 @@ def link_upstream(flow: mflow.Flow, resolver) -> tuple[str | None, mflow.Flow | 
 def linked_id(flow: mflow.Flow, key: str) -> str | None:
     uid = flow.metadata.get(key)
     if uid is None and key == CLIENT_FLOW:  # the request-side link (addons/upstream.py)
-        req = flow.metadata.get("streamfix.devin_request")
+        req = flow.metadata.get("streamfix.devin_request") or flow.metadata.get("streamfix.upstream_request")
         uid = req.get("client_flow") if isinstance(req, dict) else None
     return uid if isinstance(uid, str) else None
 

@@ -193,8 +193,14 @@ def _validator(spec: str):
             raise exceptions.OptionsError(f"streamfix_upstream_proxyauth: {e}") from e
     user, sep, password = spec.partition(":")
     if not sep or not user or not password:
-        raise exceptions.OptionsError("streamfix_upstream_proxyauth takes USER:PASS or @/path/to/htpasswd")
+        raise exceptions.OptionsError(
+            "streamfix_upstream_proxyauth: give USER:PASS (both non-empty) or @/path/to/htpasswd"
+        )
     return SingleUser(user, password)
+
+
+CHECKS = {"streamfix_upstream_proxyauth": _validator}
+"""This addon's value checks (addons/options.py runs them before anything listens)."""
 
 
 class SingleUser:

@@ -33,6 +33,7 @@ evidence-source values come from the code, and are capped as well.
 from __future__ import annotations
 
 import asyncio
+import errno
 import ipaddress
 import logging
 import socket
@@ -92,8 +93,66 @@ def parse_listen(spec: str) -> tuple[str, int]:
     except ValueError:
         p = -1
     if not 0 <= p <= 65535:
-        raise exceptions.OptionsError(f"streamfix_metrics takes HOST:PORT or PORT, not {spec!r}")
+        raise exceptions.OptionsError(
+            f"streamfix_metrics={spec}: give HOST:PORT or PORT, e.g. streamfix_metrics=127.0.0.1:9464"
+        )
     return host, p
+
+
+def check_metrics(spec: str) -> None:
+    """``streamfix_metrics`` as the listener will take it: its form, and a port that can be
+    bound (not in use, an address of this machine); raises OptionsError with the fix."""
+    if not spec:
+        return
+    host, port = parse_listen(spec)
+    why = cannot_listen(host, port)
+    if why is not None:
+        raise exceptions.OptionsError(f"streamfix_metrics={spec}: {why}")
+
+
+def cannot_listen(host: str, port: int) -> str | None:
+    """Why ``host:port`` cannot be listened on now (with the fix), or None: a socket is bound
+    there and closed again, as asyncio's server binds it (``SO_REUSEADDR``)."""
+    if port == 0:
+        return None
+    try:
+        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        family, _, _, _, addr = infos[0]
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(addr)
+    except socket.gaierror as e:
+        return f"cannot listen on {host}:{port}: {host} is not an address here ({e.strerror})"
+    except OSError as e:
+        if e.errno == errno.EADDRINUSE:
+            return (
+                f"port {port} is in use on {host or 'all interfaces'} ({e.strerror}): stop what listens "
+                f"there or give another port"
+            )
+        if e.errno == errno.EADDRNOTAVAIL:
+            return f"cannot listen on {host}:{port}: {host} is not an address of this machine"
+        if e.errno == errno.EACCES:
+            return f"cannot listen on {host}:{port} ({e.strerror}): ports below 1024 need privileges; give a higher one"
+        return f"cannot listen on {host}:{port} ({e.strerror or e})"
+    return None
+
+
+def check_at_least_0(name: str) -> Callable[[int], None]:
+    def check(value: int) -> None:
+        if value < 0:
+            raise exceptions.OptionsError(f"{name}={value}: give 0 or more")
+
+    return check
+
+
+CHECKS: dict[str, Callable[[Any], None]] = {
+    "streamfix_metrics": check_metrics,
+    "streamfix_metrics_max_models": check_at_least_0("streamfix_metrics_max_models"),
+    "streamfix_metrics_max_keys": check_at_least_0("streamfix_metrics_max_keys"),
+    "streamfix_ready_window": check_at_least_0("streamfix_ready_window"),
+}
+"""This addon's value checks (run by ``configure``, by each script's Guard on what users
+typed, and by the launcher before anything listens: addons/options.py)."""
 
 
 def is_loopback(host: str) -> bool:
@@ -241,9 +300,15 @@ class Registry:
             except PackageNotFoundError:
                 return "unknown"
 
-        Gauge("streamfix_build_info", "Versions", ["version", "mitmproxy"], registry=r).labels(
-            _v("streamfix"), _v("mitmproxy")
-        ).set(1)
+        from streamfix.wire import _core
+
+        core = _core.describe().split(" (", 1)[0]  # compiled, pure or mixed: which protocol core runs
+        Gauge(
+            "streamfix_build_info",
+            "Versions, and the protocol core that runs",
+            ["version", "mitmproxy", "core"],
+            registry=r,
+        ).labels(_v("streamfix"), _v("mitmproxy"), core).set(1)
         pc.ProcessCollector(registry=r)
         self.sse = self.in_flight.labels("sse")
         self.websockets = self.in_flight.labels("websocket")
@@ -416,8 +481,8 @@ class Metrics:
         if "mode" in updated:
             self.reverse_only = any(m.startswith("reverse") for m in opts.mode)
         for n in ("streamfix_metrics_max_models", "streamfix_metrics_max_keys", "streamfix_ready_window"):
-            if n in updated and getattr(opts, n) < 0:
-                raise exceptions.OptionsError(f"{n} must be >= 0, not {getattr(opts, n)}")
+            if n in updated:
+                CHECKS[n](getattr(opts, n))
         names = {"streamfix_metrics", "streamfix_metrics_models", "streamfix_metrics_max_models",
                  "streamfix_metrics_max_keys"}  # fmt: skip
         if not updated & names:
@@ -451,7 +516,8 @@ class Metrics:
             sock.listen(64)
             sock.setblocking(False)
         except OSError as e:
-            raise exceptions.OptionsError(f"streamfix_metrics: cannot listen on {host}:{port}: {e}") from e
+            why = cannot_listen(host, port) or f"cannot listen on {host}:{port} ({e.strerror or e})"
+            raise exceptions.OptionsError(f"streamfix_metrics={opts.streamfix_metrics}: {why}") from None
         models = Bounded("model", opts.streamfix_metrics_max_models, opts.streamfix_metrics_models)
         keys = Bounded("key", opts.streamfix_metrics_max_keys, keep=_is_key_label)
         self.reg = Registry(models, keys, self.draining)

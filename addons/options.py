@@ -140,9 +140,21 @@ def rules(opts) -> Rules:
 # (``streamfix/sidecar.py``) runs the same checks on its ``--set`` arguments first.
 
 PREFIX = "streamfix"
-VALUE_CHECKS = {"streamfix_evidence": evidence_names}
-"""Checks of a value beyond its type and choices (raise OptionsError), run on ``--set``
-values before anything is served, as the addons' ``configure`` would."""
+
+
+def value_checks() -> dict:
+    """Option name -> the check of a value beyond its type and choices (raises OptionsError
+    with one line: what is wrong and the fix), the one the option's addon runs in
+    ``configure``; run here on what users typed (``--set``, config.yaml) before anything is
+    served, so that no value can fail later, in ``configure``, with a traceback."""
+    from . import drain, listeners, metrics, turnlog, upstream
+
+    checks = {"streamfix_evidence": evidence_names}
+    for module in (metrics, drain, turnlog, listeners, upstream):
+        checks.update(module.CHECKS)
+    return checks
+
+
 BOOL_WORDS = {"true": True, "false": False, "on": True, "off": False, "yes": True, "no": False, "1": True, "0": False}
 BOOL_ACCEPTED = "true/false, on/off, yes/no or 1/0"
 
@@ -208,6 +220,7 @@ def check_specs(registered, specs: Sequence[str]) -> list[str]:
         if eq:
             grouped[name].append(value)
     errors = []
+    checks = value_checks()
     for name, values in grouped.items():
         if not name.startswith(PREFIX):
             continue
@@ -217,10 +230,46 @@ def check_specs(registered, specs: Sequence[str]) -> list[str]:
             continue
         try:
             value = parse_value(name, o.typespec, o.choices, values, o.default)
-            if name in VALUE_CHECKS:
-                VALUE_CHECKS[name](value)
+            if name in checks:
+                checks[name](value)
         except exceptions.OptionsError as e:
             errors.append(str(e))
+    return errors
+
+
+def check_config_file(registered, confdir: Path, skip: set[str] = frozenset()) -> list[str]:
+    """Every problem with the ``streamfix`` options in mitmproxy's ``confdir/config.yaml``
+    (and ``config.yml``, which mitmproxy reads too), as the Guard would find them once
+    mitmdump runs; names in ``skip`` (given with ``--set``, which wins) are not checked."""
+    from ruamel.yaml import YAML  # mitmproxy's own YAML library
+
+    errors = []
+    checks = value_checks()
+    for f in (confdir / "config.yaml", confdir / "config.yml"):
+        try:
+            data = YAML(typ="safe").load(f.read_text())
+        except OSError:
+            continue
+        except Exception as e:  # noqa: BLE001 - ruamel's many error types; mitmdump would stop on it too
+            errors.append(f"{f}: not valid YAML ({' '.join(str(e).split())[:200]})")
+            continue
+        for name, value in (data or {}).items() if isinstance(data, dict) else ():
+            name = str(name)
+            if not name.startswith(PREFIX) or name in skip:
+                continue
+            o = registered.get(name)
+            if o is None:
+                errors.append(f"{f}: {unknown(name, [n for n in registered if n.startswith(PREFIX)])}")
+                continue
+            try:
+                if o.typespec is bool and isinstance(value, str):
+                    value = parse_value(name, bool, None, [value])
+                else:
+                    check_value(name, o.typespec, o.choices, value)
+                if name in checks:
+                    checks[name](value)
+            except exceptions.OptionsError as e:
+                errors.append(f"{f}: {e}")
     return errors
 
 
@@ -252,6 +301,7 @@ class Guard:
     def check_deferred(self, opts) -> None:
         from mitmproxy import optmanager
 
+        checks = value_checks()
         for name, value in list(opts.deferred.items()):
             o = opts._options.get(name)
             if o is None or not name.startswith(PREFIX):
@@ -263,8 +313,8 @@ class Guard:
                     opts.deferred[name] = parse_value(name, bool, None, [value], o.current())
                 else:
                     check_value(name, o.typespec, o.choices, value)
-                if name in VALUE_CHECKS:
-                    VALUE_CHECKS[name](opts.deferred[name])
+                if name in checks:
+                    checks[name](opts.deferred[name])
             except exceptions.OptionsError as e:
                 del opts.deferred[name]  # converted by mitmproxy, it would unload the script silently
                 logger.error(f"streamfix: {e}")

@@ -43,7 +43,11 @@ def receipt(
     a JSON body (no ``rep``) the rules that changed it (``body_fired``), once each."""
     head = ""
     why = ""
-    if decision is not None and decision.truncated and not decision.native and truncation != "off":
+    if (
+        decision is not None
+        and not decision.native
+        and ((decision.truncated and truncation != "off") or decision.failed)
+    ):
         head = f"verdict {decision.outcome}; "
         why = "; ".join(f"{e.source}: {e.detail}" for e in decision.evidence) or "no evidence"
     if rep is None:

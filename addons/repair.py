@@ -45,9 +45,11 @@ from streamfix.addons.receipts import comment, receipt, where
 from streamfix.addons.salvage import Salvage
 from streamfix.addons.turn import http_turn
 from streamfix.addons.websocket import WebSocketRepair
+from streamfix.addons.workers import Workers
 from streamfix.wire import _core as core
-from streamfix.wire.apis import api_for_path, stream_repairer
+from streamfix.wire.apis import api_for_path, model_in_path, stream_repairer
 from streamfix.wire.encoding import decoder_for
+from streamfix.wire.foreign import codex_client
 from streamfix.wire.rules import FlowContext, Rules
 from streamfix.wire.sse import SseParser
 from streamfix.wire.stream import Reads, StreamRepair
@@ -134,7 +136,11 @@ class Repair:
             return
         body = json_object(flow.request.get_content(strict=False))
         model = body.get("model") if body else None
+        if not isinstance(model, str) and api == "gemini":
+            model = model_in_path(flow.request.path)  # Gemini names the model in the URL, not the body
         fctx = FlowContext(model=model if isinstance(model, str) else None, request=body)
+        if codex_client(flow.request.headers.get("originator"), flow.request.headers.get("user-agent")):
+            fctx.client = "codex"  # rule vendor_events keeps the Codex backend's own events for it
         if flow.request.timestamp_start:  # the request's own time, also for a saved flow (-nr)
             fctx.started_at = int(flow.request.timestamp_start)
         verdict = Verdict(enabled=self.evidence)
@@ -168,7 +174,9 @@ class Repair:
         if resp.raw_content is not None:
             return  # already buffered (replay, -nr): repaired in response()
         if ctx.options.streamfix_mode == "check":
-            st.stream = checkmode.stream(flow, st.api, lambda c: self._finish_check(flow, st, c))
+            st.stream = checkmode.stream(
+                flow, st.api, lambda c: self._finish_check(flow, st, c), st.ctx.request, st.ctx.client
+            )
             if st.stream is None:
                 self._forget(flow)
             else:
@@ -359,6 +367,7 @@ def _show_progress(flow: http.HTTPFlow, s: FlowStream) -> None:
 _repair = Repair()
 addons = [
     Listeners(),  # first: checks the regular listener's proxy credentials before they are redacted
+    Workers(),  # streamfix_redis: the correlation shared by the workers (streamfix sidecar --workers N)
     _repair,
     WebSocketRepair(_repair, receipt),
     Salvage(),

@@ -32,6 +32,19 @@ def reset() -> Correlator:
     return _correlator
 
 
+def use(correlator: Correlator) -> Correlator:
+    """Make ``correlator`` the process-wide one (``addons/workers.py``: one whose state the
+    workers share, in Redis)."""
+    global _correlator
+    _correlator = correlator
+    return correlator
+
+
+worker = ""
+"""This process's worker name under ``streamfix sidecar --workers N`` (``streamfix_worker``;
+"" for a single sidecar): turn records carry it as ``worker``."""
+
+
 _held: dict[str, Any] = {}
 
 
@@ -66,6 +79,8 @@ def turn_finished(turn: dict[str, Any]) -> None:
     ``addons/turnlog.py`` for the keys; build it with ``addons.turn.Turn.record``) to
     every sink. Any transport calls this once per turn (HTTP from ``addons/repair.py``,
     WebSocket per ``response.create``). Never raises."""
+    if worker:
+        turn["worker"] = worker
     for sink in _turn_sinks:
         try:
             sink(turn)

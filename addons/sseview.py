@@ -229,6 +229,15 @@ def stream_diff(original: bytes, repaired: bytes, width: int = WIDTH) -> str:
     return "\n".join([head, *out]) + "\n"
 
 
+def body_diff(original: bytes, repaired: bytes, sse: bool) -> str:
+    """What streamfix changed in a body: :func:`stream_diff` for an event stream, a unified
+    diff of the indented JSON otherwise (this view, and ``streamfix demo``)."""
+    if sse:
+        return stream_diff(original, repaired)
+    diff = list(difflib.unified_diff(_json_lines(original), _json_lines(repaired), "original", "repaired", lineterm=""))
+    return "\n".join(diff) + "\n" if diff else "(no change)\n"
+
+
 # --- the views ---------------------------------------------------------------------------
 
 
@@ -274,11 +283,7 @@ class StreamfixDiff(Contentview):
         original = f.metadata.get(ORIGINAL) if f is not None else None
         if original is None:
             return NO_ORIGINAL
-        if _is_sse(metadata):
-            return stream_diff(original, data)
-        lines = _json_lines
-        diff = list(difflib.unified_diff(lines(original), lines(data), "original", "repaired", lineterm=""))
-        return "\n".join(diff) + "\n" if diff else "(no change)\n"
+        return body_diff(original, data, _is_sse(metadata))
 
     def render_priority(self, data: bytes, metadata: Metadata) -> float:
         f = metadata.flow

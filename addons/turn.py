@@ -20,17 +20,21 @@ from streamfix.wire.told import UsageReader, usage_of
 from streamfix.wire.verdict import Decision, Verdict
 
 from .buffered import json_object
+from .drain import REFUSED
 from .flowstream import ORIGINAL, FlowState, FlowStream
 
-ENDINGS = ("complete", "truncated", "upstream_error", "client_abort", "failed_open")
+ENDINGS = ("complete", "truncated", "upstream_error", "client_abort", "failed_open", "draining")
 """How a turn ended: the gateway's answer was whole (``complete``), a truncation verdict
 (``truncated``), the gateway answered with an HTTP error, its stream stopped without a
-terminal event or the connection to it failed (``upstream_error``), the client went away
-(``client_abort``), a repairer error passed the rest through unrepaired (``failed_open``)."""
+terminal event, the connection to it failed or the upstream leg proved the provider's call
+failed (``upstream_error``), the client went away (``client_abort``), a repairer error
+passed the rest through unrepaired (``failed_open``), the request came while the sidecar
+drained after SIGTERM and was answered 503 without asking the gateway (``draining``)."""
 
 
 def ending(
     *,
+    draining: bool = False,
     gone: str | None = None,
     by_client: bool = False,
     failed: BaseException | None = None,
@@ -44,7 +48,11 @@ def ending(
     connection went away before the turn ended (``gone``: what was said of it;
     ``by_client``: the client closed it), the gateway answered with an HTTP error
     (``http_error``), its answer ended as a failure (``failure``: why, ``""`` when there
-    is nothing more to say), the verdict says truncated."""
+    is nothing more to say), the verdict says the provider's call failed (the upstream
+    leg's proof, not the client leg's own words), the verdict says truncated. A request
+    refused while the sidecar drains (``draining``) is that, whatever else holds."""
+    if draining:
+        return "draining", "refused with 503: the sidecar is draining (SIGTERM); the gateway was not asked"
     if failed is not None:
         return "failed_open", f"{type(failed).__name__}: {failed}"
     if gone is not None:
@@ -53,6 +61,8 @@ def ending(
         return "upstream_error", None
     if failure is not None:
         return "upstream_error", failure or None
+    if decision is not None and decision.failed and not decision.native:
+        return "upstream_error", decision.evidence[0].detail if decision.evidence else None
     if decision is not None and decision.truncated:
         return "truncated", None
     return "complete", None
@@ -142,6 +152,7 @@ def http_turn(flow: http.HTTPFlow, st: FlowState) -> Turn:
     gone = flow.error.msg if flow.error is not None else None
     fault = getattr(rep, "fault", None)
     ended, error = ending(
+        draining=flow.metadata.get(REFUSED) == "draining",
         gone=gone,
         by_client=gone is not None and "client" in gone.lower(),
         failed=failed,

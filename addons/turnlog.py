@@ -23,6 +23,7 @@ import logging
 import logging.handlers
 import os
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -98,6 +99,48 @@ class TurnLogHandler(logging.handlers.WatchedFileHandler):
             self.handleError(record)
 
 
+def key_labels(specs: Sequence[str]) -> list[tuple[str, str]]:
+    """``streamfix_key_labels``' (pattern, name) pairs; OptionsError for one that is not PATTERN=NAME."""
+    labels = []
+    for spec in specs:
+        pattern, eq, name = spec.partition("=")
+        if not eq or not pattern.strip() or not name.strip():
+            raise exceptions.OptionsError(
+                f"streamfix_key_labels={spec}: give PATTERN=NAME, e.g. streamfix_key_labels=sk-team-a*=team-a "
+                "(PATTERN: a key prefix ending in *, or a key id as the turn log shows it)"
+            )
+        labels.append((pattern.strip(), name.strip()))
+    return labels
+
+
+def check_log(path: str) -> None:
+    """``streamfix_log`` names a file this process can create or append to; else
+    OptionsError saying what to do."""
+    if not path:
+        return
+    p = Path(path).expanduser()
+    if p.is_dir():
+        raise exceptions.OptionsError(
+            f"streamfix_log={path}: that is a folder; give a file in it, e.g. {p / 'turns.jsonl'}"
+        )
+    folder = p.parent
+    if not folder.is_dir():
+        raise exceptions.OptionsError(
+            f"streamfix_log={path}: the folder {folder} does not exist; create it (mkdir -p {folder}) or give "
+            "a file in an existing folder"
+        )
+    target = p if p.exists() else folder
+    if not os.access(target, os.W_OK):
+        raise exceptions.OptionsError(
+            f"streamfix_log={path}: {target} is not writable by this user (uid {os.getuid()}); "
+            "give it write access or give another path"
+        )
+
+
+CHECKS = {"streamfix_log": check_log, "streamfix_key_labels": key_labels}
+"""This addon's value checks (addons/options.py runs them before anything listens)."""
+
+
 class TurnLog:
     """Writes the turn log; see the module docstring."""
 
@@ -126,22 +169,19 @@ class TurnLog:
 
     def configure(self, updated: set[str]) -> None:
         if "streamfix_key_labels" in updated:
-            labels = []
-            for spec in ctx.options.streamfix_key_labels:
-                pattern, eq, name = spec.partition("=")
-                if not eq or not pattern.strip() or not name.strip():
-                    raise exceptions.OptionsError(f"streamfix_key_labels takes PATTERN=NAME, not {spec!r}")
-                labels.append((pattern.strip(), name.strip()))
-            _labels[:] = labels
+            _labels[:] = key_labels(ctx.options.streamfix_key_labels)
             _label_of_id.clear()
         if "streamfix_log" in updated:
             self._close()
             path = ctx.options.streamfix_log
             if path:
+                check_log(path)
                 try:
-                    self.handler = TurnLogHandler(path)
+                    self.handler = TurnLogHandler(os.path.expanduser(path))
                 except OSError as e:
-                    raise exceptions.OptionsError(f"streamfix_log: cannot open {path!r}: {e}") from e
+                    raise exceptions.OptionsError(
+                        f"streamfix_log={path}: cannot open it ({e.strerror or e}); give a file you can write"
+                    ) from None
                 self.handler.setFormatter(JsonLineFormatter())
                 turns.addHandler(self.handler)
                 shared.add_turn_sink(self.write)

@@ -1,4 +1,4 @@
-"""streamfix, upstream leg: read CPA's calls to Devin for the real stop reason.
+"""streamfix, upstream leg: read CPA's calls to its providers for their real stop reason.
 
     mitmdump --mode reverse:http://127.0.0.1:8317@127.0.0.1:8318 \\
              --mode regular@127.0.0.1:8080 \\
@@ -19,7 +19,14 @@ calls. This addon:
   the moment the end-of-stream envelope passes, records StopReason, usage and content
   digest in the shared :class:`wire.correlate.Correlator`, where the client leg's
   verdict finds it (:func:`resolver_for`);
-* keeps the body on the flow at the end (copied once) for the "Connect frames" view.
+* keeps the body on the flow at the end (copied once) for the "Connect frames" view;
+* on a ``POST`` to any other listed provider host whose path a decoder reads (Gemini
+  ``:streamGenerateContent`` / ``:generateContent``, Interactions, Anthropic ``/messages``,
+  chat ``/chat/completions``, ``/responses``; ``wire/upstream_decoders.py``), matches it to
+  its client request by prompt (nothing patched) and streams the response, SSE or JSON,
+  through a compiled :class:`wire.upstream_decoders.CallTap`: every read goes on as the
+  same object, and the call's facts (finish, usage, in-band errors, how the body ended)
+  reach the correlator at the provider's decisive event and, final, at the body's end.
 
 The client-leg addon calls :func:`note_client_request` at ``request`` time and sets
 ``verdict.resolver = resolver_for(flow.id)``. Everything here fails open: an error in the
@@ -46,12 +53,28 @@ if (_ROOT / "streamfix" / "__init__.py").is_file() and str(_ROOT) not in sys.pat
 from streamfix.addons import options, shared
 from streamfix.wire.correlate import Correlator, PendingRequest, Resolver
 from streamfix.wire.devin import CHAT_PATH, DEFAULT_HOSTS, DevinTap, TapResult, patch_max_tokens, read_request
+from streamfix.wire.encoding import decoder_for as body_decoder_for
+from streamfix.wire.upstream_call import CallResult
+from streamfix.wire.upstream_decoders import CallDecoder, CallTap, decoder_for, provider_for_path, read_json_request
 
 logger = logging.getLogger("streamfix.upstream")
 
 STREAM_TYPES = ("application/connect+", "application/grpc", "text/event-stream")
 """Responses on the regular listener that are streamed, never buffered by mitmproxy."""
-_HOST_RX = re.compile(r"^(\*\.)?[a-z0-9_.:-]+$")
+_HOST_RX = re.compile(r"^\*?[a-z0-9_.:-]+$")
+PROVIDER_HOSTS = (
+    "generativelanguage.googleapis.com",  # Gemini API (gemini-api-key, interactions-api-key)
+    "aiplatform.googleapis.com",  # Vertex AI, global endpoint
+    "*-aiplatform.googleapis.com",  # Vertex AI, regional endpoints (us-central1-aiplatform...)
+    "cloudcode-pa.googleapis.com",  # Gemini CLI (the {"response": ...} envelope)
+    "daily-cloudcode-pa.googleapis.com",  # Antigravity
+    "daily-cloudcode-pa.sandbox.googleapis.com",  # Antigravity (sandbox)
+    "api.anthropic.com",  # Claude
+    "api.openai.com",  # OpenAI-compatible, Responses
+    "chatgpt.com",  # Codex (OAuth): /backend-api/codex/responses
+)
+"""The providers' public API hosts CPA calls (besides Devin's), decoded by default."""
+DEFAULT_UPSTREAM_HOSTS = DEFAULT_HOSTS + PROVIDER_HOSTS
 
 
 # --- what the client-leg addon calls ----------------------------------------------------
@@ -90,14 +113,32 @@ def forget_client(flow_id: str) -> None:
 
 
 def _host_matches(host: str, patterns: Sequence[str]) -> bool:
+    """``host`` is one of ``patterns``: exact, or ``*SUFFIX`` (``*.example.com``: any
+    subdomain; ``*-aiplatform.googleapis.com``: any region), never the suffix alone."""
     host = host.lower().rstrip(".")
     for p in patterns:
-        if p.startswith("*."):
-            if host.endswith(p[1:]) and host != p[2:]:
+        if p.startswith("*"):
+            suffix = p[1:]
+            if host.endswith(suffix) and len(host) > len(suffix) and host != suffix.lstrip(".-"):
                 return True
         elif host == p:
             return True
     return False
+
+
+def upstream_hosts(values: Sequence[str]) -> tuple[str, ...]:
+    """``streamfix_upstream_hosts`` normalized; OptionsError for a value that is no host name."""
+    hosts = [h.strip().lower() for h in values]
+    bad = [h for h in hosts if not _HOST_RX.match(h) or "*" in h[1:]]
+    if bad:
+        raise exceptions.OptionsError(
+            f"streamfix_upstream_hosts={','.join(bad)}: give host names (server.codeium.com) or *.domain / *-suffix patterns"
+        )
+    return tuple(hosts)
+
+
+CHECKS = {"streamfix_upstream_hosts": upstream_hosts}
+"""This addon's value checks (addons/options.py runs them before anything listens)."""
 
 
 class UpstreamStream:
@@ -145,13 +186,53 @@ class UpstreamStream:
         self.leg.finished(self.flow, result)
 
 
+class ProviderStream:
+    """Another provider's response (SSE or JSON): ``flow.response.stream`` is its
+    :attr:`tap`, a :class:`wire.upstream_decoders.CallTap` (compiled: mitmproxy calls no
+    interpreted code per read), which returns every read as it came and feeds the decoder;
+    this object records the call's facts at the decisive event and at the end. The reads
+    are kept (and joined once at the end) only when bodies are kept (mitmweb, ``-w``)."""
+
+    __slots__ = ("decoder", "finished", "flow", "leg", "tap")
+
+    def __init__(self, leg: UpstreamLeg, flow: http.HTTPFlow, decoder: CallDecoder, inflate: Any, keep: bool) -> None:
+        self.leg = leg
+        self.flow = flow
+        self.decoder = decoder
+        self.finished = False
+        self.tap = CallTap(decoder, inflate, keep, self.decided, self.finish)
+
+    @property
+    def chunks(self) -> list[bytes]:
+        return self.tap.chunks
+
+    def decided(self) -> None:
+        """The decisive event passed: CPA has not read it yet."""
+        try:
+            self.leg.decided(self.flow, self.decoder.result())
+        except Exception:
+            logger.exception("streamfix: recording an upstream result failed")
+
+    def finish(self, cut: bool = False) -> None:
+        """End of body (``cut``: the connection failed first): record the result once."""
+        if self.finished:
+            return
+        self.finished = True
+        try:
+            if self.tap.failed is not None:
+                logger.warning(f"streamfix: upstream decoder failed ({self.tap.failed}); stream passed through")
+            self.leg.finished(self.flow, self.decoder.close(cut=cut))
+        except Exception:
+            logger.exception("streamfix: recording an upstream result failed")
+
+
 class UpstreamLeg:
-    """The regular-mode (gateway -> Devin) addon; see the module docstring."""
+    """The regular-mode (gateway -> provider) addon; see the module docstring."""
 
     def __init__(self, correlator: Correlator | None = None) -> None:
         self._correlator = correlator
-        self.hosts: tuple[str, ...] = DEFAULT_HOSTS
-        self.streams: dict[str, UpstreamStream] = {}
+        self.hosts: tuple[str, ...] = DEFAULT_UPSTREAM_HOSTS
+        self.streams: dict[str, UpstreamStream | ProviderStream] = {}
         self._passed: set[str] = set()
         self.seen = 0
 
@@ -170,9 +251,12 @@ class UpstreamLeg:
         loader.add_option(
             "streamfix_upstream_hosts",
             Sequence[str],
-            list(DEFAULT_HOSTS),
-            """Devin hosts (exact, or *.domain) intercepted on the regular-mode listener.
-            TLS to every other host is passed through untouched.""",
+            list(DEFAULT_UPSTREAM_HOSTS),
+            """Provider hosts (exact, or *.domain / *-suffix patterns) intercepted and
+            decoded on the regular-mode listener: Devin's and the public API hosts of
+            Gemini, Vertex, the Gemini CLI, Antigravity, Anthropic, OpenAI and Codex by
+            default (CPA must trust the sidecar's CA for them). TLS to every other host is
+            passed through untouched.""",
         )
         loader.add_option(
             "streamfix_upstream_patch_max_tokens",
@@ -185,14 +269,7 @@ class UpstreamLeg:
 
     def configure(self, updated: set[str]) -> None:
         if "streamfix_upstream_hosts" in updated:
-            hosts = [h.strip().lower() for h in ctx.options.streamfix_upstream_hosts]
-            bad = [h for h in hosts if not _HOST_RX.match(h) or "*" in h[1:]]
-            if bad:
-                raise exceptions.OptionsError(
-                    "streamfix_upstream_hosts takes host names (server.codeium.com) or "
-                    f"*.domain patterns, not {', '.join(map(repr, bad))}"
-                )
-            self.hosts = tuple(hosts)
+            self.hosts = upstream_hosts(ctx.options.streamfix_upstream_hosts)
 
     # --- which connections and flows -----------------------------------------------
     def tls_clienthello(self, data: tls.ClientHelloData) -> None:
@@ -206,7 +283,7 @@ class UpstreamLeg:
         data.ignore_connection = True
         if host and host not in self._passed and len(self._passed) < 1000:
             self._passed.add(host)
-            logger.info(f"streamfix: passing TLS to {host} through untouched (not a Devin host)")
+            logger.info(f"streamfix: passing TLS to {host} through untouched (not in streamfix_upstream_hosts)")
 
     def _devin_flow(self, flow: http.HTTPFlow) -> bool:
         if not isinstance(flow.client_conn.proxy_mode, mode_specs.RegularMode):
@@ -217,9 +294,27 @@ class UpstreamLeg:
             return False
         return _host_matches(flow.request.host, self.hosts) or _host_matches(flow.request.pretty_host, self.hosts)
 
+    def _provider(self, flow: http.HTTPFlow) -> str | None:
+        """The provider wire of a call on the regular listener (``gemini``, ``anthropic``,
+        ...; wire/upstream_decoders.py), or None: not a POST to a listed host, or a path
+        no decoder reads."""
+        if not isinstance(flow.client_conn.proxy_mode, mode_specs.RegularMode):
+            return None
+        if not ctx.options.streamfix_upstream or flow.request.method != "POST":
+            return None
+        provider = provider_for_path(flow.request.path)
+        if provider is None:
+            return None
+        if _host_matches(flow.request.host, self.hosts) or _host_matches(flow.request.pretty_host, self.hosts):
+            return provider
+        return None
+
     # --- hooks ---------------------------------------------------------------------
     def request(self, flow: http.HTTPFlow) -> None:
         if not self._devin_flow(flow):
+            provider = self._provider(flow)
+            if provider is not None:
+                self._provider_request(flow, provider)
             return
         self.seen += 1
         corr = self.correlator
@@ -256,9 +351,70 @@ class UpstreamLeg:
             "max_tokens_original": original,
         }
 
+    def _provider_request(self, flow: http.HTTPFlow, provider: str) -> None:
+        """Another provider's call: matched to its client request by prompt (no patch)."""
+        self.seen += 1
+        corr = self.correlator
+        pending: PendingRequest | None = None
+        cap = None
+        try:
+            body = flow.request.raw_content
+            if body is not None and not flow.request.headers.get("content-encoding"):
+                info = read_json_request(provider, body)
+                if info is not None:
+                    cap = info.max_tokens
+                    pending = corr.match_request(flow.id, info)
+        except Exception as e:  # noqa: BLE001 - fail open: the request goes out as it came
+            logger.warning(f"streamfix: reading the {provider} request failed ({type(e).__name__}); unchanged")
+        corr.upstream_started(
+            flow.id,
+            pending.flow_id if pending else None,
+            cap,
+            None,
+            link_ambiguous=pending.last_match_ambiguous if pending else False,
+            provider=provider,
+        )
+        flow.metadata["streamfix.upstream_request"] = {
+            "provider": provider,
+            "client_flow": pending.flow_id if pending else None,
+            "max_tokens": cap,
+        }
+
+    def _provider_headers(self, flow: http.HTTPFlow, provider: str) -> None:
+        resp = flow.response
+        assert resp is not None
+        ctype = resp.headers.get("content-type", "")
+        decoder = decoder_for(provider, ctype) if resp.status_code == 200 else None
+        if decoder is None:
+            self.correlator.upstream_dropped(flow.id)
+            if resp.status_code != 200:
+                logger.info(f"streamfix: upstream {provider} call answered HTTP {resp.status_code}: not a result")
+            if resp.raw_content is None and ctype.lower().startswith(STREAM_TYPES):
+                resp.stream = True
+            return
+        if resp.raw_content is not None:
+            return  # already buffered (replay): read in response()
+        ce = resp.headers.get("content-encoding", "")
+        try:
+            inflate = body_decoder_for(ce)
+        except ValueError:
+            logger.info(f"streamfix: {provider} response with content-encoding {ce!r}: not read")
+            self.correlator.upstream_dropped(flow.id)
+            resp.stream = True
+            return
+        opts = ctx.options
+        keep = bool(getattr(opts, "streamfix_keep_bodies", False) or getattr(opts, "save_stream_file", None))
+        s = ProviderStream(self, flow, decoder, inflate, keep)
+        self.streams[flow.id] = s
+        resp.stream = s.tap
+
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         resp = flow.response
         if resp is None or not isinstance(flow.client_conn.proxy_mode, mode_specs.RegularMode):
+            return
+        rec = self.correlator.records.get(flow.id)
+        if rec is not None and rec.provider != "devin":
+            self._provider_headers(flow, rec.provider)
             return
         ctype = resp.headers.get("content-type", "").lower()
         devin = flow.id in self.correlator.records and self._devin_flow(flow)
@@ -289,6 +445,26 @@ class UpstreamLeg:
     def response(self, flow: http.HTTPFlow) -> None:
         s = self.streams.pop(flow.id, None)
         resp = flow.response
+        if isinstance(s, ProviderStream):
+            s.finish()
+            if resp is not None:
+                if resp.raw_content is None and s.chunks:
+                    resp.raw_content = b"".join(s.chunks)
+                resp.stream = True  # the tap lets go of the flow (it was streamed)
+            return
+        rec = self.correlator.records.get(flow.id)
+        if s is None and rec is not None and rec.provider != "devin":
+            if rec.finished is None and resp is not None and resp.raw_content is not None and resp.status_code == 200:
+                decoder = decoder_for(rec.provider, resp.headers.get("content-type", ""))
+                if decoder is not None:  # a buffered body (replayed flow, streaming switched off)
+                    try:
+                        body = resp.get_content(strict=True) or b""
+                    except ValueError:
+                        self.correlator.upstream_dropped(flow.id)
+                        return
+                    decoder.feed(body)
+                    self.finished(flow, decoder.close())
+            return
         if s is not None:
             s.finish()  # normally done already, at the end-of-stream envelope
             if resp is not None and resp.raw_content is None:
@@ -314,13 +490,31 @@ class UpstreamLeg:
 
     def error(self, flow: http.HTTPFlow) -> None:
         s = self.streams.pop(flow.id, None)
+        if isinstance(s, ProviderStream):
+            # the provider's connection failed before the body's end: a cut body; CPA going
+            # away (its own client aborted, or it stopped reading) cuts nothing the provider sent
+            msg = (flow.error.msg if flow.error is not None else "").lower()
+            s.finish(cut="client" not in msg)
+            if flow.response is not None:
+                if flow.response.raw_content is None and s.chunks:
+                    flow.response.raw_content = b"".join(s.chunks)
+                flow.response.stream = True
+            return
         if s is not None:
             s.finish()  # records a truncated stream unless the trailer already passed
             if flow.response is not None and flow.response.raw_content is None and s.chunks:
                 flow.response.raw_content = b"".join(s.chunks)
 
     # --- results -------------------------------------------------------------------
-    def finished(self, flow: http.HTTPFlow, result: TapResult) -> None:
+    def decided(self, flow: http.HTTPFlow, result: CallResult) -> None:
+        """A provider call's decisive event passed: its facts go to the correlator now,
+        before CPA reads them (the end of the body may still amend them)."""
+        self.correlator.upstream_finished(flow.id, result)
+
+    def finished(self, flow: http.HTTPFlow, result: TapResult | CallResult) -> None:
+        if isinstance(result, CallResult):
+            self._call_finished(flow, result)
+            return
         rec = self.correlator.upstream_finished(flow.id, result)
         u = result.usage
         line = result.detail()
@@ -351,5 +545,49 @@ class UpstreamLeg:
         comment = f"streamfix: {line}"
         flow.comment = f"{flow.comment}\n{comment}" if flow.comment else comment
 
+    def _call_finished(self, flow: http.HTTPFlow, result: CallResult) -> None:
+        rec = self.correlator.upstream_finished(flow.id, result)
+        line = _call_line(result, rec.max_tokens_sent if rec is not None else None)
+        s = self.streams.get(flow.id)
+        stopped = s.decoder.stopped if isinstance(s, ProviderStream) else None
+        if stopped:
+            line += f"; {stopped}"
+        logger.info(f"streamfix: upstream {flow.request.path.split('?', 1)[0]}: {line}")
+        u = result.usage
+        flow.metadata["streamfix.upstream"] = {
+            "provider": result.provider,
+            "finish": result.finish,
+            "finish_field": result.finish_field,
+            "outcome": result.outcome,
+            "ended": result.ended,
+            "errors": list(result.errors),
+            "usage": None if u is None else {
+                "input_tokens": u.input_tokens, "output_tokens": u.output_tokens,
+                "reasoning_tokens": u.reasoning_tokens, "cached_tokens": u.cached_tokens,
+                "total_tokens": u.total_tokens, "model": u.model, "source": u.source,
+            },
+            "events": result.events,
+        }  # fmt: skip
+        comment = f"streamfix: {line}"
+        flow.comment = f"{flow.comment}\n{comment}" if flow.comment else comment
+
 
 addons = [UpstreamLeg(), options.Guard(__file__)]  # last: checks the --set values of its options
+
+
+def _call_line(result: CallResult, cap: int | None) -> str:
+    """The upstream log line and comment of a provider call (no content)."""
+    line = f"{result.detail()}; outcome {result.outcome}"
+    u = result.usage
+    if u is not None:
+        line += f"; usage input {u.input_tokens} (cached {u.cached_tokens}) output {u.output_tokens}"
+        if u.reasoning_tokens:
+            line += f" (reasoning {u.reasoning_tokens})"
+        line += f" total {u.total_tokens} ({u.source}{', model ' + u.model if u.model else ''})"
+    ev = "events" if result.framing == "sse" else "JSON items"
+    line += f"; {result.events} {ev}, text {result.digest[1]} B, arguments {result.digest[3]} B"
+    if cap is not None:
+        line += f"; max tokens {cap}"
+    if result.bad:
+        line += f"; {result.bad} not parsed"
+    return line

@@ -44,6 +44,7 @@ from mitmproxy import contentviews, ctx, exceptions, http
 from mitmproxy.contentviews import Contentview, Metadata
 from streamfix.wire.apis import api_for_path
 from streamfix.wire.contract import StreamChecker
+from streamfix.wire.foreign import codex_client
 from streamfix.wire.responses import ResponsesRepairer
 from streamfix.wire.rules import FlowContext
 from streamfix.wire.sse import SseParser
@@ -251,6 +252,15 @@ class WebSocketRepair:
             body = {k: v for k, v in body.items() if k != "type"}
         s.last_request = body
         s.pending.append(body)
+        if "upstream" in self.repair.evidence:
+            # the upstream leg matches CPA's provider call to this turn by prompt: noted now,
+            # before the gateway makes that call (the turn itself starts with its first reply)
+            try:
+                shared.correlator().note_client_request(
+                    f"{flow.id}/{s.turns + len(s.pending)}", flow.request.path, body
+                )
+            except Exception:
+                logger.exception("streamfix: correlator bookkeeping failed; upstream evidence off for this turn")
 
     def _start_turn(self, flow: http.HTTPFlow, s: Socket) -> SocketTurn:
         body = s.pending.popleft() if s.pending else None
@@ -258,17 +268,20 @@ class WebSocketRepair:
         key = f"{flow.id}/{s.turns}"
         model = body.get("model") if body else None
         fctx = FlowContext(model=model if isinstance(model, str) else None, request=body)
+        if codex_client(flow.request.headers.get("originator"), flow.request.headers.get("user-agent")):
+            fctx.client = "codex"
         verdict = Verdict(enabled=self.repair.evidence)
         verdict.request(body)
         if "upstream" in self.repair.evidence and body is not None:
             try:
-                shared.correlator().note_client_request(key, flow.request.path, body)
+                if key not in shared.correlator().pending:  # noted with the client's message, normally
+                    shared.correlator().note_client_request(key, flow.request.path, body)
                 verdict.resolver = shared.correlator().resolver(key)
             except Exception:
                 logger.exception("streamfix: correlator bookkeeping failed; upstream evidence off for this turn")
         if s.check:
             t = SocketTurn(s.turns, key, verdict, None, fctx.model, orphan=body is None)
-            t.checker = StreamChecker("responses")
+            t.checker = StreamChecker("responses", client=fctx.client, request=body)
             return t
         # Two SSE rules have no WebSocket form: ``nonstandard`` keeps a foreign event as an SSE
         # comment, and a message cannot be a comment (dropping it would lose Codex's own
@@ -277,7 +290,10 @@ class WebSocketRepair:
         # when the socket closes, which Codex reports itself ("closed by server before
         # response.completed"), and nothing can be sent after the close; ``no_events`` likewise
         # (a turn with no message ends only with the socket); ``cr_end`` is SSE framing.
-        rules = replace(self.repair.rules, nonstandard=False, eof_terminal=False, no_events=False, cr_end=False)
+        # vendor_events likewise: its comment would drop the message, and Codex reads codex.*
+        rules = replace(
+            self.repair.rules, nonstandard=False, eof_terminal=False, no_events=False, cr_end=False, vendor_events=False
+        )
         rep = ResponsesRepairer(rules, fctx, verdict)
         return SocketTurn(s.turns, key, verdict, StreamRepair(rep), fctx.model, orphan=body is None)
 

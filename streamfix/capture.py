@@ -35,6 +35,7 @@ from streamfix.wire import redact
 from streamfix.wire.apis import api_for_path
 
 from . import CHECKOUT
+from .cli import prog
 from .recordings import ROOT
 
 KEEP_REQUEST = (
@@ -154,7 +155,7 @@ def capture(flow, name: str, out: Path, source: str, force: bool = False) -> Pat
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m streamfix.capture",
+        prog=prog("capture"),
         description="Turn a saved flow (a client's LLM API call) into a recordings/ entry, secrets left out.",
     )
     ap.add_argument("flowfile", type=Path, help="a mitmproxy flow file (-w, mitmweb's Save)")

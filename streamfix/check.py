@@ -6,10 +6,14 @@ Each FILE is one of:
 
 - a mitmproxy flow file (``.flow``, e.g. from ``mitmdump -w`` or mitmweb's "Save"): every
   flow whose path is a known API (``/responses``, ``/chat/completions``, ``/messages``,
-  ``:streamGenerateContent``) and whose response is an event stream is checked;
+  ``:streamGenerateContent``/``:generateContent``) is checked, an event stream against the
+  stream contract, a JSON (non-streamed) body against the same rules a whole body can
+  break; the request's output cap and client are evidence (a truncation the response
+  calls a normal end, Codex's own events);
 - a HAR export (``.har``, from a browser or mitmweb): the same, for every entry;
+- a saved JSON response body (a ``{...}`` file that is no HAR export): checked as one;
 - anything else: one saved SSE response body; its API comes from ``--api`` or, failing
-  that, from the events themselves.
+  that, from the events themselves (from its fields, for a JSON body).
 
 Prints each stream's violations (rule, event number, short reason; never content). A
 flow streamfix repaired holds two bodies when they were kept (``mitmdump -s
@@ -37,7 +41,10 @@ from pathlib import Path
 from typing import Literal
 
 from streamfix.wire.apis import api_for_path
-from streamfix.wire.contract import RULES, StreamChecker, guess_api
+from streamfix.wire.contract import RULES, StreamChecker, check_json, guess_api, guess_json_api
+from streamfix.wire.foreign import codex_client
+
+from .cli import prog
 
 SSE = "text/event-stream"
 ORIGINAL = "streamfix.original"
@@ -60,6 +67,14 @@ class Stream:
     """The gateway's body when streamfix kept it (``streamfix.original``), else None."""
     repaired: bool = False
     """streamfix changed the flow (so without ``original`` its gateway body is lost)."""
+    json: bool = False
+    """A non-streamed (JSON) body, checked with :func:`wire.contract.check_json`."""
+    request: dict | None = None
+    """The client's request body, when the file has it (its output cap is evidence)."""
+    client: str | None = None
+    """``"codex"`` when Codex sent the request (its own events are then no violation)."""
+    skipped: str | None = None
+    """Why a flow of a known API is not checked (neither an event stream nor JSON)."""
 
 
 class Unreadable(Exception):
@@ -76,7 +91,13 @@ def _flows(path: Path) -> Iterator[Stream]:
                 if not isinstance(f, http.HTTPFlow) or f.response is None:
                     continue
                 api = api_for_path(f.request.path)
-                if api is None or not f.response.headers.get("content-type", "").lower().startswith(SSE):
+                if api is None:
+                    continue
+                ctype = f.response.headers.get("content-type", "").lower()
+                label = f"{path}#{k} {f.request.method} {f.request.path.split('?', 1)[0]}"
+                if not ctype.startswith(SSE) and "json" not in ctype:
+                    yield Stream(label, api, None, skipped=f"content-type {ctype or 'none'!r}: neither an event "
+                                 "stream nor JSON")  # fmt: skip
                     continue
                 try:
                     # None: mitmproxy streamed the response and kept no body
@@ -84,18 +105,27 @@ def _flows(path: Path) -> Iterator[Stream]:
                 except ValueError as e:
                     raise Unreadable(f"flow {k}: cannot decode the response body ({e})") from e
                 original = f.metadata.get(ORIGINAL)
-                label = f"{path}#{k} {f.request.method} {f.request.path.split('?', 1)[0]}"
                 repaired = f.marked == ":wrench:"  # what streamfix marks a flow it changed with
-                yield Stream(label, api, body, original if isinstance(original, bytes) else None, repaired)
+                h = f.request.headers
+                yield Stream(label, api, body, original if isinstance(original, bytes) else None, repaired,
+                             json=not ctype.startswith(SSE), request=_json_object(f.request.get_content(strict=False)),
+                             client="codex" if codex_client(h.get("originator"), h.get("user-agent")) else None)  # fmt: skip
     except FlowReadException as e:
         raise Unreadable(f"not a readable flow file ({e})") from e
 
 
-def _har(path: Path) -> Iterator[Stream]:
+def _json_object(raw: bytes | None) -> dict | None:
     try:
-        har = json.loads(path.read_text("utf-8"))
+        obj = json.loads(raw or b"")
+    except ValueError:
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+def _har(path: Path, har: dict) -> Iterator[Stream]:
+    try:
         entries = har["log"]["entries"]
-    except (ValueError, KeyError, TypeError) as e:
+    except (KeyError, TypeError) as e:
         raise Unreadable(f"not a HAR file ({e})") from e
     for k, entry in enumerate(entries):
         req, resp = entry.get("request") or {}, entry.get("response") or {}
@@ -103,14 +133,19 @@ def _har(path: Path) -> Iterator[Stream]:
         p = "/" + url.split("://", 1)[-1].split("/", 1)[-1] if "://" in url else url
         api = api_for_path(p)
         content = resp.get("content") or {}
-        if api is None or not str(content.get("mimeType", "")).lower().startswith(SSE):
+        mime = str(content.get("mimeType", "")).lower()
+        if api is None or not (mime.startswith(SSE) or "json" in mime):
             continue
         text = content.get("text")
         if text is None:  # a streamed response exported without its body
             body = None
         else:
             body = base64.b64decode(text) if content.get("encoding") == "base64" else text.encode("utf-8")
-        yield Stream(f"{path}#{k} {req.get('method', '?')} {p.split('?', 1)[0]}", api, body)
+        headers = {str(h.get("name", "")).lower(): str(h.get("value", "")) for h in req.get("headers") or []}
+        post = (req.get("postData") or {}).get("text")
+        yield Stream(f"{path}#{k} {req.get('method', '?')} {p.split('?', 1)[0]}", api, body,
+                     json=not mime.startswith(SSE), request=_json_object(post.encode() if isinstance(post, str) else None),
+                     client="codex" if codex_client(headers.get("originator"), headers.get("user-agent")) else None)  # fmt: skip
 
 
 def streams(path: Path, api: str | None) -> list[Stream]:
@@ -120,7 +155,16 @@ def streams(path: Path, api: str | None) -> list[Stream]:
     except OSError as e:
         raise Unreadable(str(e)) from e
     if path.suffix == ".har" or (head == b"{" and path.suffix != ".sse"):
-        found = list(_har(path))
+        try:
+            doc = json.loads(path.read_bytes())
+        except ValueError as e:
+            raise Unreadable(f"not JSON ({e})") from e
+        if isinstance(doc, dict) and "log" in doc:
+            found = list(_har(path, doc))
+        elif path.suffix == ".har":
+            raise Unreadable("not a HAR file (no log object)")
+        else:  # a saved JSON response body
+            return [Stream(str(path), api or guess_json_api(doc), path.read_bytes(), json=True)]
     elif path.suffix == ".flow" or head.isdigit():  # tnetstring: length first
         found = list(_flows(path))
     else:
@@ -134,7 +178,7 @@ def streams(path: Path, api: str | None) -> list[Stream]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m streamfix.check",
+        prog=prog("check"),
         description=__doc__.split("\n\n", 1)[0],
         epilog="Exit status: 0 every stream correct, 1 violations found, 2 a file unreadable or of unknown API, "
         "3 no violations but a flow had no body saved. --rules lists the rules.",
@@ -203,6 +247,10 @@ def _bodies(s: Stream, which: str) -> list[tuple[str, bytes | None]]:
 
 def _report(s: Stream, tag: str, body: bytes | None, quiet: bool) -> int:
     """Check one body and print what was found; returns its exit status."""
+    if s.skipped is not None:
+        if not quiet:
+            print(f"{s.label} [{s.api}]: not checked: {s.skipped}")
+        return 0
     if body is None:
         if s.body is None:
             what = "the response was streamed and its body not kept"
@@ -211,19 +259,23 @@ def _report(s: Stream, tag: str, body: bytes | None, quiet: bool) -> int:
         print(f"{s.label} [{s.api}]{tag}: no body saved ({what}); nothing checked: {HOW_TO_SAVE}")
         return NO_BODY
     assert s.api is not None
-    c = StreamChecker(s.api)
-    c.feed(body)
-    vs = c.close()
-    total = len(vs) + c.dropped
+    if s.json:
+        vs, dropped, what = check_json(s.api, body, s.request), 0, "a JSON body"
+    else:
+        c = StreamChecker(s.api, client=s.client, request=s.request)
+        c.feed(body)
+        vs, dropped = c.close(), c.dropped
+        what = f"{c.events} events"
+    total = len(vs) + dropped
     if not total:
         if not quiet:
-            print(f"{s.label} [{s.api}]{tag}: ok, {c.events} events")
+            print(f"{s.label} [{s.api}]{tag}: ok, {what}")
         return 0
     print(f"{s.label} [{s.api}]{tag}: {total} violation{'s' if total != 1 else ''}")
     for v in vs:
         print(f"  {v}")
-    if c.dropped:
-        print(f"  ... {c.dropped} more")
+    if dropped:
+        print(f"  ... {dropped} more")
     return 1
 
 

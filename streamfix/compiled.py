@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from streamfix.wire import _core
 
@@ -43,6 +44,10 @@ follow_imports = skip
 [mypy-brotli]
 ignore_missing_imports = True
 [mypy-google.protobuf.*]
+ignore_missing_imports = True
+[mypy-ijson.*]
+ignore_missing_imports = True
+[mypy-backports.*]
 ignore_missing_imports = True
 """
 """mypy's settings for the staged sources (pyproject.toml's [tool.mypy], under the
@@ -76,25 +81,49 @@ def say(msg: str) -> None:
 
 def build(force: bool = False) -> int:
     """Build the compiled core for the current sources unless it exists: 0 whether it was
-    built or not (the pure build then runs), 1 only on a usage error."""
-    builds = _core.BUILDS
-    key = _core.key()
-    dest = builds / key
-    if (dest / "wire").is_dir() and (dest / "runtime").is_dir() and not force:
-        return 0
-    if compiler() is None:
-        say("no C compiler (cc, gcc, clang): the pure-Python core runs (same rules, slower)")
-        return 0
+    built or not (the pure build then runs; scripts/bootstrap carries on either way)."""
+    built(force)
+    return 0
+
+
+def mypyc_missing() -> str | None:
+    """Why mypyc cannot run here (with the fix), or None."""
     try:
         import mypyc.build  # noqa: F401
     except ImportError:
-        say("mypyc is not installed (pip install mypy): the pure-Python core runs")
-        return 0
-    builds.mkdir(parents=True, exist_ok=True)
+        if _core.INSTALLED:
+            return (
+                f"mypyc is not installed here ({sys.executable} -m pip install mypy setuptools; "
+                "pipx: pipx inject streamfix mypy setuptools)"
+            )
+        return "mypyc is not installed (pip install mypy)"
+    return None
+
+
+def built(force: bool = False, builds: Path | None = None) -> Path | None:
+    """The compiled core of the current sources in ``builds`` (default: where this copy of
+    wire/ looks, :data:`wire._core.BUILDS`), built unless it exists; None when it could not
+    be built (one line says why: the pure-Python core runs)."""
+    builds = _core.BUILDS if builds is None else builds
+    key = _core.key()
+    dest = builds / key
+    if (dest / "wire").is_dir() and (dest / "runtime").is_dir() and not force:
+        return dest
+    if compiler() is None:
+        say("no C compiler (cc, gcc, clang): the pure-Python core runs (same rules, slower)")
+        return None
+    if (why := mypyc_missing()) is not None:
+        say(f"{why}: the pure-Python core runs")
+        return None
+    try:
+        builds.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        say(f"cannot write {builds} ({e.strerror or e}): the pure-Python core runs")
+        return None
     tmp = builds / f".tmp-{key}-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     log = builds / "build.log"
-    say(f"compiling wire/ with mypyc ({len(_core.COMPILED)} modules, a few minutes; log: {log})")
+    say(f"compiling wire/ with mypyc ({len(_core.COMPILED)} modules, about a minute; log: {log})")
     t0 = time.monotonic()
     with log.open("w") as fp:
         _stage(tmp)
@@ -106,11 +135,11 @@ def build(force: bool = False) -> int:
     if r.returncode != 0 or not (lib / "streamfix" / "wire").is_dir():
         shutil.rmtree(tmp, ignore_errors=True)
         say(f"compiling wire/ failed (see {log}): the pure-Python core runs")
-        return 0
+        return None
     if _core.key() != key:  # wire/ was edited while it compiled: the build may mix both
         shutil.rmtree(tmp, ignore_errors=True)
         say("wire/ changed while it compiled: build discarded, the pure-Python core runs (run it again)")
-        return 0
+        return None
     # the build: wire/ (one extension module per compiled module, found through
     # streamfix.wire's __path__) and runtime/ (mypyc's shared module, on sys.path)
     done = tmp / "done"
@@ -129,14 +158,20 @@ def build(force: bool = False) -> int:
         if old.name != key:
             shutil.rmtree(old, ignore_errors=True)
     say(f"compiled core built in {time.monotonic() - t0:.0f} s: {dest}")
-    return 0
+    return dest
 
 
 def status() -> str:
     """What a new process here runs, after importing the compiled modules."""
+    # installed: -P keeps the working directory (a source tree, say) off sys.path
     r = subprocess.run(
-        [sys.executable, "-c", "import streamfix.wire.apis, streamfix.wire._core as c; print(c.describe())"],
-        cwd=ROOT,
+        [
+            sys.executable,
+            *(["-P"] if _core.INSTALLED else []),
+            "-c",
+            "import streamfix.wire.apis, streamfix.wire._core as c; print(c.describe())",
+        ],
+        cwd=None if _core.INSTALLED else ROOT,
         capture_output=True,
         text=True,
         check=False,
@@ -153,6 +188,32 @@ def main(argv: list[str] | None = None) -> int:
         print(status())
         return 0
     return build(a.force)
+
+
+def core(argv: list[str] | None = None) -> int:
+    """``streamfix core``: which protocol core runs here and why; ``--check`` exits 1 unless
+    it is the compiled one; ``--build`` builds it for this install first."""
+    from .cli import prog
+
+    ap = argparse.ArgumentParser(
+        prog=prog("core"),
+        description="Say which protocol core runs here (compiled with mypyc, or pure Python) and why; "
+        "build the compiled one.",
+    )
+    ap.add_argument("--check", action="store_true", help="exit 1 unless the compiled core runs")
+    ap.add_argument(
+        "--build",
+        action="store_true",
+        help="build the compiled core for this install (a C compiler and mypy needed), then say which runs",
+    )
+    ap.add_argument("--force", action="store_true", help="with --build: rebuild even when it exists")
+    a = ap.parse_args(argv)
+    if a.build and built(a.force) is None:
+        print(status())
+        return 1
+    said = status()
+    print(said)
+    return 1 if (a.check or a.build) and not said.startswith("compiled") else 0
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from . import CHECKOUT
+from .cli import prog
 
 ROOT = CHECKOUT / "recordings" if CHECKOUT is not None else Path(__file__).resolve().parent / "_recordings"
 """The recordings: a checkout's recordings/, or the copy installed with the package."""
@@ -118,7 +119,7 @@ def to_flow(rec: Recording, out: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m streamfix.recordings", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog=prog("recordings"), description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("list", help="list the recordings")
     tf = sub.add_parser("to-flow", help="write one recording as a .flow file for mitmdump -nr")

@@ -64,6 +64,7 @@ from streamfix.wire.apis import api_for_path
 from streamfix.wire.sse import SseParser
 
 from .aioserve import serve_forever, start_app
+from .cli import prog
 from .recordings import ROOT, Recording, all_recordings
 
 
@@ -362,9 +363,7 @@ async def serve(host: str, port: int, root: Path = ROOT) -> tuple[web.AppRunner,
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        prog="python -m streamfix.replay", description="Replay recordings/ as a paced upstream."
-    )
+    ap = argparse.ArgumentParser(prog=prog("replay"), description="Replay recordings/ as a paced upstream.")
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=18317, help="0 picks a free port")
     ap.add_argument("--recordings", type=Path, default=ROOT)

@@ -4,6 +4,8 @@
     python -m streamfix.sidecar --upstream http://127.0.0.1:8317   # in front of a real CPA
     python -m streamfix.sidecar --upstream http://127.0.0.1:8317 --upstream-proxy 127.0.0.1:8080
     python -m streamfix.sidecar --web                 # mitmweb, bodies kept for the views
+    python -m streamfix.sidecar --workers 2 --redis local --upstream http://127.0.0.1:8317 --upstream-proxy 127.0.0.1:8080
+                                                      # 2 workers behind HAProxy, the legs matched in Redis
 
 Everything after ``--`` goes to mitmdump as it is (``-- --set streamfix_truncation=completed``).
 SIGTERM drains (the streams in flight finish first, see docs/operations.md); Ctrl-C stops at once.
@@ -19,6 +21,7 @@ import signal
 import socket
 import subprocess
 import sys
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from .cli import SCRIPTS  # the -s scripts it loads: client leg, CPA's upstream leg, mitmweb's views
@@ -71,6 +74,8 @@ mitmdump's own options go after --, as they are:
 is true). %(prog)s --options lists streamfix's options with their help and defaults.
 --web: mitmweb prints its UI's address with a random ?token=... (open that URL; set a fixed
 one with -- --set web_password=SECRET). The upstream leg: docs/upstream-leg.md.
+--workers N (N > 1): N mitmdump workers behind HAProxy on the same addresses, one core
+each; with --upstream-proxy it needs --redis (docs/scaling.md).
 """
 
 
@@ -208,6 +213,45 @@ def sfoptions_errors(specs: list[str]) -> list[str]:
     return sfoptions.check_specs(registered_options(), specs)
 
 
+def confdir(extra: list[str]) -> Path:
+    """mitmproxy's confdir as mitmdump will see it (``--set confdir=DIR``, else ~/.mitmproxy)."""
+    given = [sp.split("=", 1)[1] for sp in set_specs(extra) if sp.startswith("confdir=")]
+    return Path(given[-1] if given else "~/.mitmproxy").expanduser()
+
+
+def config_errors(extra: list[str]) -> list[str]:
+    """What is wrong with streamfix's options in the confdir's config.yaml (those that no
+    ``--set`` overrides), each line naming the file ([] if nothing)."""
+    from streamfix.addons import options as sfoptions
+
+    overridden = {sp.partition("=")[0] for sp in set_specs(extra)}
+    return sfoptions.check_config_file(registered_options(), confdir(extra), skip=overridden)
+
+
+def port_errors(a: argparse.Namespace, extra: list[str]) -> list[str]:
+    """A listener's port already in use (or not bindable), said before any banner claims it."""
+    from streamfix.addons.metrics import cannot_listen
+
+    wanted = [("--listen", a.listen)]
+    if a.upstream_proxy:
+        wanted.append(("--upstream-proxy", a.upstream_proxy))
+    if a.web:
+        sets = dict(sp.partition("=")[::2] for sp in set_specs(extra))
+        wanted.append(
+            ("mitmweb's web_host:web_port", f"{sets.get('web_host', '127.0.0.1')}:{sets.get('web_port', 8081)}")
+        )
+    errors = []
+    for what, spec in wanted:
+        host, _, port = spec.rpartition(":")
+        if not port.isdigit():
+            continue
+        why = cannot_listen(host.strip("[]") or "127.0.0.1", int(port))
+        if why is not None:
+            hint = f"e.g. {what} {host or '127.0.0.1'}:{int(port) + 1}" if what.startswith("--") else ""
+            errors.append(f"{what} {spec}: {why}{(', ' + hint) if hint else ''}")
+    return errors
+
+
 def main(argv: list[str] | None = None, prog: str = "scripts/sidecar") -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     extra: list[str] = []
@@ -240,8 +284,24 @@ def main(argv: list[str] | None = None, prog: str = "scripts/sidecar") -> int:
         help="credentials the --upstream-proxy listener requires (streamfix_upstream_proxyauth; "
         "required beyond loopback; also USER:PASS from config.yaml, or @HTPASSWD)",
     )
+    ap.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run N mitmdump workers behind HAProxy on the same addresses (one core each; docs/scaling.md); "
+        "default 1: one process, no balancer",
+    )
+    ap.add_argument(
+        "--redis",
+        metavar="URL",
+        help="redis://HOST:PORT/DB where the workers (or several sidecars) match the two legs (needed with "
+        "--workers N > 1 and --upstream-proxy); local: start a redis-server here",
+    )
     ap.add_argument("--options", action="store_true", help="list streamfix's options (--set NAME=VALUE) and exit")
-    a = ap.parse_args(argv)
+    a, unknown = ap.parse_known_args(argv)
+    if unknown:
+        _fail(ap, unrecognized(ap.prog, unknown))
     if a.options:
         print_options()
         return 0
@@ -250,11 +310,22 @@ def main(argv: list[str] | None = None, prog: str = "scripts/sidecar") -> int:
             _fail(ap, problem)
     if a.upstream_proxy and check_listen(a.upstream_proxy):
         _fail(ap, f"--upstream-proxy {a.upstream_proxy}: give HOST:PORT, e.g. --upstream-proxy 127.0.0.1:8080")
-    errors = sfoptions_errors(set_specs(extra))
-    if errors:
-        _fail(ap, "\n".join(errors))
+    from . import workers
+
+    upstream_leg = bool(a.upstream_proxy) and not any(
+        sp.split("=", 1)[0] == "streamfix_upstream" and sp.split("=", 1)[1].lower() in ("false", "off", "no", "0")
+        for sp in set_specs(extra)
+        if "=" in sp
+    )
+    redis_set = any(sp.startswith("streamfix_redis=") and sp != "streamfix_redis=" for sp in set_specs(extra))
+    problem = workers.preflight(a.workers, a.web, upstream_leg, a.redis or ("given" if redis_set else None))
+    if problem:
+        return workers.refuse(ap.prog, problem)
     if a.upstream_proxy_auth:
         extra = ["--set", f"streamfix_upstream_proxyauth={a.upstream_proxy_auth}", *extra]
+    errors = sfoptions_errors(set_specs(extra)) or config_errors(extra)
+    if errors:
+        _fail(ap, "\n".join(errors))
     if a.upstream_proxy and not _loopback(a.upstream_proxy.rpartition(":")[0] or "127.0.0.1") \
             and not _has_proxyauth(extra):  # fmt: skip
         print(
@@ -265,6 +336,8 @@ def main(argv: list[str] | None = None, prog: str = "scripts/sidecar") -> int:
             file=sys.stderr,
         )
         return 2
+    if errors := port_errors(a, extra):
+        _fail(ap, "\n".join(errors))
 
     # SIGTERM (systemd, docker stop) is handled from here on: one that comes before
     # mitmdump runs is passed on as soon as it does, so it can never leave mitmdump
@@ -309,6 +382,26 @@ def main(argv: list[str] | None = None, prog: str = "scripts/sidecar") -> int:
         ),
         flush=True,
     )
+    if a.workers > 1:
+        try:
+            return workers.run(
+                a.workers,
+                lambda listen, up, more: mitm_command(upstream, listen, up, False, a.keep_bodies, more),
+                a.listen,
+                a.upstream_proxy,
+                extra,
+                a.redis,
+                "",
+            )
+        finally:
+            if replay is not None:
+                stop(replay)
+    redis = None
+    if a.redis == "local":
+        redis, url = workers.start_local_redis()
+        extra = ["--set", f"streamfix_redis={url}", *extra]
+    elif a.redis:
+        extra = ["--set", f"streamfix_redis={a.redis}", *extra]
     cmd = mitm_command(upstream, a.listen, a.upstream_proxy, a.web, a.keep_bodies, extra)
     # its own process group: a terminal's Ctrl-C reaches only us, and mitmdump gets exactly
     # one SIGINT (ours); a second one during its shutdown kills it (exit -2, no done hooks)
@@ -328,6 +421,20 @@ def main(argv: list[str] | None = None, prog: str = "scripts/sidecar") -> int:
     finally:
         if replay is not None:
             stop(replay)
+        if redis is not None:
+            stop(redis)
+
+
+def unrecognized(prog: str, args: list[str]) -> str:
+    """argparse's "unrecognized arguments", with where mitmdump's options go."""
+    msg = f"unrecognized arguments: {' '.join(args)}"
+    if any(x.startswith("-") for x in args):
+        msg += (
+            f"; {prog}'s own options are --upstream, --listen, --upstream-proxy, --upstream-proxy-auth, --web, "
+            f"--keep-bodies, --workers, --redis and --options: mitmdump's options (--set NAME=VALUE, -w FILE, ...) go after --, "
+            f"e.g. {prog} -- {' '.join(args)}"
+        )
+    return msg
 
 
 def _loopback(host: str) -> bool:
@@ -343,13 +450,11 @@ def _loopback(host: str) -> bool:
 
 def _has_proxyauth(extra: list[str]) -> bool:
     """``streamfix_upstream_proxyauth`` given after ``--`` or in the confdir's config.yaml."""
-    from pathlib import Path
-
     if any("streamfix_upstream_proxyauth=" in x and not x.endswith("=") for x in extra):
         return True
-    confdir = next((x.split("=", 1)[1] for x in extra if x.startswith("confdir=")), "~/.mitmproxy")
+    folder = confdir(extra)
     for name in ("config.yaml", "config.yml"):
-        f = Path(confdir).expanduser() / name
+        f = folder / name
         try:
             if any(line.split(":", 1)[0].strip() == "streamfix_upstream_proxyauth" and line.split(":", 1)[1].strip()
                    for line in f.read_text().splitlines() if ":" in line):  # fmt: skip

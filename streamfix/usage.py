@@ -21,6 +21,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import IO, Any
 
+from .cli import prog
+
 FAILED = ("upstream_error", "client_abort", "failed_open")
 TOKENS = ("input_tokens", "cached_tokens", "output_tokens", "total_tokens")
 
@@ -153,7 +155,7 @@ def table(rows: list[Row]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m streamfix.usage",
+        prog=prog("usage"),
         description="Sum a streamfix turn log (--set streamfix_log=PATH) per key, model and day.",
         epilog="Tokens are the upstream's (Devin's usage) where known, else the client's; "
         "the 'from' column says which. Days are UTC.",

@@ -41,6 +41,8 @@ COMPILED = (
     "verdict",
     "toolcalls",
     "replay",
+    "upstream_call",
+    "upstream_decoders",
 )
 """The modules mypyc compiles: the per-event path of every API's repairer."""
 
@@ -48,7 +50,16 @@ PURE_ENV = "STREAMFIX_PURE"
 
 HERE = Path(__file__).resolve().parent
 BUILDS = HERE.parent / "build" / "compiled"
-"""Where compiled builds live (a checkout's ``build/``, ignored by git)."""
+"""Where compiled builds live: a checkout's ``build/`` (ignored by git); installed (a wheel
+built where a C compiler was found: setup.py), ``streamfix/build/compiled`` in site-packages."""
+INSTALLED = (HERE.parent / "__init__.py").is_file()
+"""This wire/ is the installed package ``streamfix.wire`` (pip, pipx, the image), not a checkout's."""
+HOW = (
+    "`streamfix core --build` builds it (needs a C compiler and mypy), or reinstall where a C compiler is found"
+    if INSTALLED
+    else "scripts/bootstrap builds it where a C compiler is found"
+)
+"""How to get the compiled core, where this copy of wire/ lives."""
 
 state = "pure (not selected yet)"
 """What :func:`select` chose, for :func:`describe`."""
@@ -86,9 +97,9 @@ def select(path: list[str]) -> str:
             sys.path.append(str(d / "runtime"))  # mypyc's shared runtime module (a unique name)
         state = f"compiled (mypyc, {d})"
     elif BUILDS.is_dir() and any(BUILDS.glob(f"{sys.implementation.cache_tag}-*")):
-        state = "pure (the compiled build is of other sources: wire/ changed since scripts/bootstrap)"
+        state = f"pure (the compiled build is of other sources: wire/ changed since it was built; {HOW})"
     else:
-        state = "pure (no compiled build: scripts/bootstrap makes one where a C compiler is found)"
+        state = f"pure (no compiled build: {HOW})"
     return state
 
 

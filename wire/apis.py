@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections import Counter
 from typing import Any, Literal, Protocol
+from urllib.parse import unquote
 
 from .chat import ChatRepairer, repair_chat_json
 from .gemini import GeminiRepairer, repair_gemini_json
@@ -54,6 +55,18 @@ def api_for_path(path: str) -> Api | None:
     if p.endswith((":streamGenerateContent", ":generateContent")):
         return "gemini"
     return None
+
+
+def model_in_path(path: str) -> str | None:
+    """The model a Gemini request names in its path (``/v1beta/models/MODEL:streamGenerateContent``,
+    Vertex's ``.../publishers/google/models/MODEL:generateContent``; a model id may hold a
+    ``/``, as ``devin/swe-2`` does), percent-decoded; None when the path names none."""
+    p = path.split("?", 1)[0]
+    at = p.rfind("/models/")
+    if at < 0 or api_for_path(p) != "gemini":
+        return None
+    model = p[at + len("/models/") :].rpartition(":")[0]
+    return unquote(model) or None
 
 
 def stream_repairer(api: str, rules: Rules, ctx: FlowContext, verdict: Verdict) -> EventRepairer:

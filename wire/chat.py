@@ -21,6 +21,7 @@ from typing import Any, Final
 
 import orjson
 
+from . import hidden, stops, usage_math
 from .foreign import commented, foreign
 from .holding import HOLD_LIMIT, REPLAY_HOLD_LIMIT, HoldingRepairer, Rec
 from .replay import DIVERGED, PHRASE, REPEATED, START, WHOLE, pure_content, step
@@ -29,36 +30,31 @@ from .skim import Layout, Skim, Skimmed
 from .sse import Event, format_event
 from .stream import Streamed
 from .toolcalls import unique_ids
+from .upstream_terminal import chat_error
 from .verdict import Outcome, Verdict
 
 __all__ = ["HOLD_LIMIT", "ChatRepairer", "repair_chat_json"]
 
 _NATIVE: dict[str, Outcome] = {"length": "max_tokens", "content_filter": "content_filter"}
 _FINISH = {"max_tokens": "length", "content_filter": "content_filter"}
-FINISH_ALIASES = {
-    # CPA's Gemini and Antigravity chat translators, stream (MAX_TOKENS -> "max_tokens")
-    # and non-stream (Gemini's finishReason lower-cased), v7.2.140:
-    # internal/translator/{gemini,antigravity}/openai/chat-completions/*_openai_response.go
-    "max_tokens": "length",
-    "safety": "content_filter",
-    "recitation": "content_filter",
-    "blocklist": "content_filter",
-    "prohibited_content": "content_filter",
-    "spii": "content_filter",
-    "image_safety": "content_filter",
-}
-"""Non-standard ``finish_reason`` -> the spec's value (rule ``finish_reason``). Gemini's
-other reasons (``malformed_function_call``, ``other``, ``language``...) have no spec
-equivalent and pass as they came."""
 
 
 def spec_finish(ch: dict[str, Any], rules: Rules) -> str | None:
-    """Map a choice's non-standard ``finish_reason`` in place; returns the original
-    value when it was mapped (the gateway's own, native, signal), else None."""
+    """Rule finish_reason on one choice, in place: a ``finish_reason`` from another API's
+    vocabulary becomes chat's (CPA's Gemini ``max_tokens`` -> ``length``, a lower-cased
+    ``safety`` -> ``content_filter``, Anthropic's ``refusal`` -> ``content_filter``,
+    ``model_context_window_exceeded`` and ``pause_turn`` -> ``length``: :mod:`wire.stops`),
+    and a normal end (``stop``, ``tool_calls``) beside a ``native_finish_reason`` that says
+    otherwise takes what it says (CPA: ``stop`` with ``native_finish_reason: "safety"``).
+    Returns the original value when it changed (the gateway's own, native, signal), else
+    None. Values with no chat equivalent (Gemini's ``malformed_function_call``) pass."""
     fr = ch.get("finish_reason")
-    if not rules.finish_reason or not isinstance(fr, str) or fr not in FINISH_ALIASES:
+    if not rules.finish_reason or not isinstance(fr, str):
         return None
-    ch["finish_reason"] = FINISH_ALIASES[fr]
+    new = stops.foreign("chat", fr) or stops.native_disagrees(fr, ch.get("native_finish_reason"))
+    if new is None or new == fr:
+        return None
+    ch["finish_reason"] = new
     return fr
 
 
@@ -243,6 +239,7 @@ class ChatRepairer(HoldingRepairer):
         self._said: dict[int, _Said] = {}  # rule replay: choice -> what it streamed
         self._run: _Run | None = None  # rule replay: a run of deltas that may repeat the content
         self._noted_foreign = False
+        self._upstream_failed = False  # rule upstream_failure: the finish became an error chunk
         self.skim = Skim()
 
     # --- EventRepairer -----------------------------------------------------------
@@ -252,6 +249,8 @@ class ChatRepairer(HoldingRepairer):
             # the substring test first: no copy of every chunk's data by strip()
             self._done = self._done or (b"[DONE]" in ev.data and ev.data.strip() == b"[DONE]")
         obj = self.parse(ev)
+        if obj is None and self._done and self._hides_failure() and not self._upstream_proves_failure():
+            return self._hidden_failure(ev)
         if obj is not None:
             if self._eol is None and isinstance(obj.get("choices"), list):
                 # a chat stream (rule eof_terminal ends only those: a body that never was
@@ -273,7 +272,45 @@ class ChatRepairer(HoldingRepairer):
                 self._chunk(rec, obj)
         elif ev.data is not None and self._finish is not None and not self._settled:
             self._settle()  # [DONE] (or any other data) after the finish: no usage is coming
+        if obj is None and self._done and ev.data is not None and ev.data.strip() == b"[DONE]":
+            self._upstream_done(rec)
         return self._queue(rec)
+
+    # --- upstream leg (issue 28): the provider's call failed -----------------------
+    def _upstream_done(self, rec: Rec) -> None:
+        """``[DONE]`` (rule upstream_failure): after a finish turned into the error chunk it
+        is withheld (an SSE comment: OpenAI ends a failed stream without it); with no
+        finish at all and the upstream leg proving the call failed, it becomes the error
+        chunk."""
+        if not self.rules.upstream_failure:
+            return
+        if self._upstream_failed:
+            rec.ev = Event(b": [DONE] withheld: the upstream failed" + rec.ev.eol + rec.ev.eol, eol=rec.ev.eol)
+            return
+        if self._finish is not None or self._errored or len(self._choices) > 1:
+            return
+        self._report_args()
+        d = self.decision = self.verdict.decide()
+        if d.failed and not d.native:
+            self._fail(rec, d.evidence[0].detail if d.evidence else "failed")
+
+    def _upstream_proves_failure(self) -> bool:
+        """At a ``[DONE]`` without a finish: does the verdict (the upstream leg's call) say
+        the turn failed? Then :meth:`_upstream_done` ends it with the provider's evidence
+        instead of rule hidden_failure's generic error chunk."""
+        if not self.rules.upstream_failure or self._finish is not None or self._errored or len(self._choices) > 1:
+            return False
+        self._report_args()
+        d = self.verdict.decide()
+        return d.failed and not d.native
+
+    def _fail(self, rec: Rec, detail: str) -> None:
+        rec.obj = chat_error(detail)
+        rec.mark("upstream_failure")
+        self._upstream_failed = True
+        self.note(f"ended with an error chunk: the upstream failed ({detail})")
+
+    # --- end upstream leg ---
 
     # --- the common chunks: content deltas, argument deltas (parsed or skimmed) ----
     def _common(self, ev: Event, obj: dict[str, Any]) -> bytes | None:
@@ -450,6 +487,24 @@ class ChatRepairer(HoldingRepairer):
             self.note("stream ended without a finish_reason: ended it with an error chunk")
         return out
 
+    def _hides_failure(self) -> bool:
+        """Rule hidden_failure (:mod:`wire.hidden`): ``[DONE]`` ends a chat stream whose
+        chunks carried no finish_reason and no error: the upstream never finished."""
+        return self.rules.hidden_failure and self._eol is not None and not self._finished and not self._errored
+
+    def _hidden_failure(self, ev: Event) -> list[bytes]:
+        """The held events, an error chunk as OpenAI sends one mid-stream, then the ``[DONE]``
+        as it came: the client sees the failure (openai-python raises APIError, the AI SDK
+        finishes ``error``), never a finish."""
+        self._errored = True
+        self._release("a [DONE] without a finish_reason")
+        out = self._flush()
+        out.append(format_event(orjson.dumps(hidden.CHAT_ERROR), eol=self._eol or b"\n"))
+        self.count("hidden_failure")
+        self.note(f"{hidden.DONE_WITHOUT_FINISH}: an error chunk before it")
+        out.append(ev.raw)
+        return out
+
     def _cut_short(self) -> bool:
         """Rule eof_terminal applies: chunks came, then the end without a finish_reason,
         an error or [DONE]."""
@@ -571,6 +626,11 @@ class ChatRepairer(HoldingRepairer):
         usage = obj.get("usage")
         has_usage = isinstance(usage, dict)
         if isinstance(usage, dict):
+            if self.rules.usage_math:  # before the verdict counts it (wire/usage_math.py)
+                fixed = usage_math.repair("chat", usage)
+                if fixed:
+                    rec.mark("usage_math")
+                    self.note(f"usage made to add up: {'; '.join(fixed)}")
             self.verdict.usage(usage.get("completion_tokens"))
             self._usage = (rec, usage)
         if self._finish is not None and not self._settled and rec.ev.data is not None:
@@ -663,7 +723,9 @@ class ChatRepairer(HoldingRepairer):
             orig = spec_finish(ch, self.rules)
             if orig is not None:
                 rec.mark("finish_reason")
-                self.note(f"finish_reason {orig!r} (not in the spec) written as {ch['finish_reason']!r}")
+                why = (f"beside native_finish_reason {ch.get('native_finish_reason')!r}" if orig in stops.OWN["chat"]
+                       else "(not in the spec)")  # fmt: skip
+                self.note(f"finish_reason {orig!r} {why} written as {ch['finish_reason']!r}")
             fr = ch.get("finish_reason")
             if isinstance(fr, str) and fr in _NATIVE:  # a list or object here is not hashable
                 self.verdict.native(_NATIVE[fr], f"finish_reason {orig or fr!r}")
@@ -708,6 +770,10 @@ class ChatRepairer(HoldingRepairer):
         self._report_args()
         d = self.decision = self.verdict.decide()
         self._fill_usage(rec)
+        if d.failed and not d.native and self.rules.upstream_failure and len(self._choices) <= 1 and rec.obj:
+            rec.obj.clear()  # upstream leg (issue 28): the finish chunk becomes the error chunk
+            self._fail(rec, d.evidence[0].detail if d.evidence else "failed")
+            return
         if not d.truncated or d.native or self.rules.truncation == "off":
             return
         if len(self._choices) > 1:
@@ -766,6 +832,7 @@ USAGE_FIELDS = {
     "prompt_tokens": "input_tokens",
     "completion_tokens": "output_tokens",
     "prompt_tokens_details.cached_tokens": "cached_tokens",
+    "completion_tokens_details.reasoning_tokens": "reasoning_tokens",
 }
 """Chat usage key -> :class:`wire.verdict.UpstreamUsage` attribute (CPA's mapping)."""
 
@@ -800,6 +867,10 @@ def repair_chat_json(
         return False
     changed = ids_fixed = mapped = False
     usage = obj.get("usage")
+    if rules.usage_math and usage_math.repair("chat", usage):
+        changed = True
+        if fired is not None:
+            fired["usage_math"] += 1
     if isinstance(usage, dict):
         verdict.usage(usage.get("completion_tokens"))
     dicts = [ch for ch in choices if isinstance(ch, dict)]

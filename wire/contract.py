@@ -30,9 +30,12 @@ from typing import Any, NamedTuple, TypeGuard
 
 import orjson
 
-from .foreign import foreign
+from . import stops, usage_math
+from .foreign import foreign, vendor
+from .hidden import start_input, synthetic_completion, synthetic_delta
 from .replay import HOLD, PHRASE, REPEATED, START, WHOLE, pure_content, step
 from .sse import Event, SseParser, cr_cut
+from .verdict import Decision, Verdict
 
 __all__ = [
     "END_RULES",
@@ -41,7 +44,9 @@ __all__ = [
     "StreamChecker",
     "Violation",
     "check",
+    "check_json",
     "guess_api",
+    "guess_json_api",
     "repeat",
 ]
 
@@ -55,6 +60,18 @@ RULES: dict[str, str] = {
     "sse.unterminated": "the stream ends inside an event (no blank line after it)",
     "sse.cr_end": "a CR-only stream does not end right after its last event's blank line (eventsource-parser, "
     "under every AI SDK, holds that CR back as a possible CRLF and drops the event)",
+    "sse.vendor": "a vendor's own event on /v1/responses (codex.rate_limits, codex.response.metadata, responsesapi.*): "
+    "only its own client (Codex) reads it; a strict client of the API rejects it",
+    # every API
+    "terminal.hidden_failure": "no success end for a turn that did not finish: Responses response.completed without "
+    "usage from CPA's Gemini-family translator (its synthetic STOP), chat [DONE] with no finish_reason, messages "
+    "message_delta end_turn with usage 0/0 after a message_start that counted the input (CPA's Antigravity end)",
+    "stop.reason": "a stop reason of the API's own vocabulary (chat finish_reason, messages stop_reason, Gemini "
+    "finishReason, Responses incomplete_details.reason), and a chat finish_reason its native_finish_reason agrees with",
+    "usage.sums": "usage adds up: output counts the reasoning tokens its total counts, input the cached ones, no count "
+    "is negative",
+    "terminal.truncated": "no normal end for a turn the evidence says was cut (the request's output cap reached, the "
+    "last tool call's arguments not JSON): the API's truncation (response.incomplete, length, max_tokens, MAX_TOKENS)",
     # /v1/responses
     "response.sequence": "sequence_number strictly increasing over the stream",
     "response.id": "response.id the same on every lifecycle and terminal event",
@@ -72,13 +89,14 @@ RULES: dict[str, str] = {
     "terminal.present": "the stream ends with a terminal event (a success, or a failure)",
     "terminal.last": "nothing but comments or [DONE] after the terminal event",
     "terminal.items_closed": "every item is closed before a success terminal",
-    "terminal.output": "a success terminal's output lists the announced items, in order "
+    "terminal.output": "a success terminal has an output list, of the announced items, in order "
     "(a failure's too, when it lists any)",
     "terminal.usage": "a success terminal's usage has integer input/output/total tokens",
     "terminal.incomplete_reason": "response.incomplete names incomplete_details.reason",
     "failure.sequence": "response.failed/error carry a sequence_number when the stream numbers its events",
     # /v1/chat/completions
-    "chat.tool_index": "tool_calls[].index is 0..n-1 per choice, in order of first appearance",
+    "chat.tool_index": "tool_calls[].index is 0..n-1 per choice, in order of first appearance, one call per index "
+    "(a new call id at an index in use is a second call there)",
     "chat.tool_name": "a tool call's first delta carries function.name",
     "chat.tool_header": "a tool call's name is announced once (a re-sent header doubles it in clients)",
     "chat.finish_once": "each choice gets one finish_reason",
@@ -90,7 +108,7 @@ RULES: dict[str, str] = {
     "messages.stop_reason": "message_delta carries stop_reason after every block closed",
     "messages.stop": "message_stop follows message_delta",
     # Gemini
-    "gemini.finish": "the stream's last candidate chunk carries finishReason",
+    "gemini.finish": "the stream's last candidate chunk carries finishReason, and no content comes after one",
 }
 
 
@@ -157,6 +175,46 @@ def _is_num(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
+class _Evidence:
+    """What a stream tells of how it ended, for rule ``terminal.truncated``: the evidence
+    the repairers give the verdict (wire/verdict.py), read the same way (the text the
+    client sees, each tool call's arguments in call order, the output tokens, the
+    gateway's own stop) with the request's output cap when the checker has the request.
+    Keeps the arguments of the latest call only (the verdict reads the last one)."""
+
+    __slots__ = ("args", "key", "verdict")
+
+    def __init__(self, request: Any) -> None:
+        self.verdict = Verdict()
+        self.verdict.request(request)
+        self.key: Any = None
+        self.args: list[str] = []
+
+    def text(self, delta: Any) -> None:
+        if isinstance(delta, str) and delta:
+            self.verdict.observe_text(delta)
+
+    def arg(self, key: Any, delta: Any) -> None:
+        if not isinstance(delta, str) or not delta:
+            return
+        if key != self.key:
+            self.key, self.args = key, []
+        self.args.append(delta)
+        self.verdict.observe_args(delta)
+        self.verdict.tool_args("".join(self.args))
+
+    def whole_args(self, key: Any, args: Any) -> None:
+        """A call's arguments as its done event lists them."""
+        if isinstance(args, str):
+            self.key, self.args = key, [args]
+            self.verdict.tool_args(args)
+
+    def cut(self) -> Decision | None:
+        """The verdict, when it says the turn was cut and nothing of the gateway's said so."""
+        d = self.verdict.decide()
+        return d if d.truncated and not d.native else None
+
+
 class _Api:
     """One API's contract: fed JSON objects in order, reports through ``bad``."""
 
@@ -164,6 +222,7 @@ class _Api:
 
     def __init__(self, bad) -> None:
         self.bad = bad  # (rule, event number | None, reason) -> None
+        self.ev = _Evidence(None)  # the checker sets it with the request
 
     def standard_name(self, name: str, obj: dict[str, Any] | None) -> bool:
         """Whether an ``event:`` name is one this API sends."""
@@ -212,12 +271,14 @@ class _Open:
 class _Responses(_Api):
     api = "responses"
 
-    def __init__(self, bad) -> None:
+    def __init__(self, bad, vendor_ok: bool = False) -> None:
         super().__init__(bad)
+        self.vendor_ok = vendor_ok  # the client is the vendor's own (Codex): its events are its
         self.last_seq: int | None = None
         self.numbered = False
         self.resp_id: str | None = None
         self.ids: list[Any] = []  # announced item ids, in order
+        self.content_ids: list[Any] = []  # those of message and reasoning items
         self.pos_by_id: dict[Any, int] = {}
         self.pos_by_raw: dict[Any, int] = {}
         self.open: _Open | None = None
@@ -230,8 +291,11 @@ class _Responses(_Api):
     def event(self, n: int, obj: dict[str, Any]) -> None:
         bad = self.bad
         t = obj.get("type")
-        if not isinstance(t, str) or not (t.startswith(("response.", "codex.")) or t == "error"):
-            # codex.* (rate limits) is the ChatGPT backend's own, which Codex reads
+        if vendor(t):  # codex.* (rate limits...): the ChatGPT backend's own, which Codex reads
+            if not self.vendor_ok:
+                bad("sse.vendor", n, f"type {t!r} is the Codex backend's own (kept for Codex only)")
+            return
+        if not isinstance(t, str) or not (t.startswith("response.") or t == "error"):
             bad("sse.nonstandard", n, f"type {t!r} is not a Responses stream event")
             return
         if self.terminal is not None:
@@ -300,6 +364,8 @@ class _Responses(_Api):
             bad("reasoning.summary", n, "reasoning item added without a summary list")
         pos = len(self.ids)
         self.ids.append(iid)
+        if typ in ("message", "reasoning"):
+            self.content_ids.append(iid)
         if iid is not None:
             self.pos_by_id[_k(iid)] = pos
         self.pos_by_raw[_k(idx)] = pos
@@ -341,6 +407,8 @@ class _Responses(_Api):
         self._fields(n, "output_item.done", item)
         if item.get("type") == "function_call" and item.get("status") not in ("completed", "incomplete"):
             bad("function_call.status", n, f"function_call done with status {item.get('status')!r}")
+        if item.get("type") == "function_call":
+            self.ev.whole_args(pos, item.get("arguments"))
         if item.get("type") == "reasoning" and not isinstance(item.get("summary"), list):
             bad("reasoning.summary", n, "reasoning item done without a summary list")
         if self.open is not None and self.open.pos == pos:
@@ -379,6 +447,9 @@ class _Responses(_Api):
                 bad("part.announced", n, f"{t} for content part {ci!r} never added")
             if t == "response.output_text.delta":
                 self._replay(n, op, ci, obj.get("delta"))
+                self.ev.text(obj.get("delta"))
+        if t == "response.function_call_arguments.delta":
+            self.ev.arg(pos, obj.get("delta"))
 
     def _replay(self, n: int, op: _Open, ci: Any, delta: Any) -> None:
         if not isinstance(delta, str):
@@ -400,9 +471,14 @@ class _Responses(_Api):
             bad("terminal.items_closed", n, f"item {self.open.pos} still open at {t}")
             self.open = None
         r = resp if isinstance(resp, dict) else {}
+        if t == "response.completed" and synthetic_completion(r, self.content_ids):
+            bad("terminal.hidden_failure", n, "response.completed without usage, from the Gemini translator's ids: "
+                "the gateway's synthetic STOP for a body that never finished")  # fmt: skip
         output = _seq(r.get("output"))
         out_ids = [o.get("id") if isinstance(o, dict) else None for o in output]
-        if out_ids != self.ids:
+        if not isinstance(r.get("output"), list):
+            bad("terminal.output", n, f"{t} without an output list")
+        elif out_ids != self.ids:
             bad("terminal.output", n, f"{t} output ids {out_ids}, announced {self.ids}")
         for o in output:
             if (
@@ -423,8 +499,21 @@ class _Responses(_Api):
         ):
             shape = "missing" if u is None else "without integer input/output/total tokens"
             bad("terminal.usage", n, f"{t} usage {shape}")
-        if t == "response.incomplete" and not (r.get("incomplete_details") or {}).get("reason"):
+        for why in usage_math.problems("responses", u):
+            bad("usage.sums", n, why)
+        if isinstance(u, dict):
+            self.ev.verdict.usage(u.get("output_tokens"))
+        if t == "response.incomplete":
+            self.ev.verdict.native("max_tokens", "response.incomplete")
+        elif (d := self.ev.cut()) is not None:
+            bad("terminal.truncated", n, f"response.completed, but {d.receipt()}")
+        reason = (
+            (r.get("incomplete_details") or {}).get("reason") if isinstance(r.get("incomplete_details"), dict) else None
+        )
+        if t == "response.incomplete" and not reason:
             bad("terminal.incomplete_reason", n, "response.incomplete without incomplete_details.reason")
+        elif t == "response.incomplete" and reason not in stops.OWN["responses"]:
+            bad("stop.reason", n, f"incomplete_details.reason {reason!r} is not a Responses reason")
 
     def end(self) -> None:
         if self.terminal is None:
@@ -445,13 +534,26 @@ class _Chat(_Api):
         self.ended = False
         self.text: dict[Any, tuple[str, int]] = {}  # choice -> (content so far, deltas)
         self.run: tuple[Any, int] | None = None  # (choice, offset): a possible repeat (text.replay)
+        self.call_ids: dict[tuple[Any, Any], Any] = {}  # (choice, index) -> the call id there
+        self.chunks = False  # a chunk with choices came
+        self.error = False
+        self.normal_finish: Any = None  # a stop/tool_calls finish (terminal.truncated)
 
     def standard_name(self, name: str, obj: dict[str, Any] | None) -> bool:
         return False  # OpenAI's chat stream has no event: lines
 
     def done_sentinel(self, n: int) -> None:
+        if self.chunks and not self.finished and not self.error and not self.ended:
+            self.bad("terminal.hidden_failure", n, "data: [DONE] after chunks with no finish_reason and no error")
+        if not self.ended:
+            self._truncated(n)
         self.ended = True
         self.run = None
+
+    def _truncated(self, n: int | None) -> None:
+        """Rule terminal.truncated, once the finish and its usage came (at [DONE] or the end)."""
+        if self.finished and not self.error and self.normal_finish and (d := self.ev.cut()) is not None:
+            self.bad("terminal.truncated", n, f"finish_reason {self.normal_finish!r}, but {d.receipt()}")
 
     def event(self, n: int, obj: dict[str, Any]) -> None:
         bad = self.bad
@@ -459,12 +561,17 @@ class _Chat(_Api):
         if self.run is not None and (pure is None or _k(pure[0]) != self.run[0]):
             self.run = None  # any other chunk ends a possible repeat (text.replay)
         if "error" in obj:
-            self.ended = True
+            self.ended = self.error = True
             return
         choices = obj.get("choices")
         if not isinstance(choices, list):
             bad("sse.nonstandard", n, f"chunk without choices (type {obj.get('type')!r})")
             return
+        self.chunks = True
+        for why in usage_math.problems("chat", obj.get("usage")):
+            bad("usage.sums", n, why)
+        if isinstance(obj.get("usage"), dict):
+            self.ev.verdict.usage(obj["usage"].get("completion_tokens"))
         if choices and self.finished and isinstance(obj.get("usage"), dict):
             after = [ch for ch in choices if isinstance(ch, dict) and _k(ch.get("index", 0)) in self.finished]
             if len(after) == len(choices):
@@ -477,6 +584,7 @@ class _Chat(_Api):
             if ci in self.finished and (delta.get("content") or delta.get("tool_calls")):
                 bad("chat.finish_once", n, f"choice {ci} gets content after its finish_reason")
             content = delta.get("content")
+            self.ev.text(content)
             if isinstance(content, str) and content:
                 text, k = self.text.get(ci, ("", 0))
                 if pure is None:  # only a pure chunk starts or continues a run; any may be a whole replay
@@ -495,6 +603,15 @@ class _Chat(_Api):
                 order = self.order.setdefault(ci, [])
                 fn = _obj(tc.get("function"))
                 name = fn.get("name")
+                tid = tc.get("id")
+                if isinstance(tid, str) and tid.strip():
+                    known = self.call_ids.setdefault((ci, i), tid)
+                    if known != tid and i in order:
+                        bad("chat.tool_index", n, f"choice {ci}: a second call (a new id) at tool_calls index {i!r}")
+                        self.call_ids[(ci, i)] = tid
+                        self.ev.arg((ci, i, tid), fn.get("arguments"))
+                        continue
+                self.ev.arg((ci, i, self.call_ids.get((ci, i))), fn.get("arguments"))
                 if i not in order:
                     if i != len(order):
                         bad("chat.tool_index", n, f"choice {ci}: tool_calls index {i!r}, expected {len(order)}")
@@ -510,10 +627,25 @@ class _Chat(_Api):
                     bad("chat.finish_once", n, f"choice {ci}: second finish_reason")
                 self.finished.add(ci)
                 self.text.pop(ci, None)
+                fr, native = ch.get("finish_reason"), ch.get("native_finish_reason")
+                if fr in ("length", "content_filter"):
+                    self.ev.verdict.native("max_tokens", f"finish_reason {fr!r}")
+                elif fr in ("stop", "tool_calls"):
+                    self.normal_finish = fr
+                if fr not in stops.OWN["chat"]:
+                    bad("stop.reason", n, f"choice {ci}: finish_reason {fr!r} is not a chat finish reason")
+                elif stops.native_disagrees(fr, native) is not None:
+                    bad(
+                        "stop.reason",
+                        n,
+                        f"choice {ci}: finish_reason {fr!r} while native_finish_reason says {native!r}",
+                    )
 
     def end(self) -> None:
         if not self.finished and not self.ended:
             self.bad("terminal.present", None, "no finish_reason, error or [DONE] before the end")
+        if not self.ended:
+            self._truncated(None)
 
 
 # --- /v1/messages -----------------------------------------------------------------------
@@ -540,6 +672,7 @@ class _Messages(_Api):
         self.open: Any = None
         self.next = 0
         self.state = "start"
+        self.counted_input = 0  # message_start's input_tokens (hidden.synthetic_delta)
 
     def event(self, n: int, obj: dict[str, Any]) -> None:
         bad = self.bad
@@ -558,6 +691,7 @@ class _Messages(_Api):
             bad("messages.start", n, f"{t} before message_start")
         if t == "message_start":
             self.state = "blocks"
+            self.counted_input = start_input(obj)
         elif t == "content_block_start":
             if self.open is not None:
                 bad("messages.block_order", n, f"block {self.open} still open when block {obj.get('index')!r} starts")
@@ -567,13 +701,35 @@ class _Messages(_Api):
         elif t in ("content_block_delta", "content_block_stop"):
             if obj.get("index") != self.open or self.open is None:
                 bad("messages.block_order", n, f"{t} for block {obj.get('index')!r} while {self.open!r} is open")
+            d = _obj(obj.get("delta"))
+            if d.get("type") == "text_delta":
+                self.ev.text(d.get("text"))
+            elif d.get("type") == "input_json_delta":
+                self.ev.arg(_k(obj.get("index")), d.get("partial_json"))
             if t == "content_block_stop":
                 self.open = None
         elif t == "message_delta":
+            if synthetic_delta(obj, self.counted_input):
+                bad(
+                    "terminal.hidden_failure",
+                    n,
+                    "message_delta end_turn with usage 0/0 after a message_start that "
+                    "counted the input: CPA's Antigravity translator's end of a body without a finish",
+                )
             if self.open is not None:
                 bad("messages.stop_reason", n, f"message_delta while block {self.open} is open")
-            if not isinstance(obj.get("delta"), dict) or obj["delta"].get("stop_reason") is None:
+            sr = obj["delta"].get("stop_reason") if isinstance(obj.get("delta"), dict) else None
+            if sr is None:
                 bad("messages.stop_reason", n, "message_delta without stop_reason")
+            elif sr not in stops.OWN["messages"]:
+                bad("stop.reason", n, f"stop_reason {sr!r} is not a Messages stop reason")
+            for why in usage_math.problems("messages", obj.get("usage")):
+                bad("usage.sums", n, why)
+            if isinstance(obj.get("usage"), dict):
+                self.ev.verdict.usage(obj["usage"].get("output_tokens"))
+            cut = self.ev.cut() if sr in ("end_turn", "tool_use", "stop_sequence") else None
+            if cut is not None:
+                bad("terminal.truncated", n, f"stop_reason {sr!r}, but {cut.receipt()}")
             self.state = "delta"
         elif t == "message_stop":
             if self.state != "delta":
@@ -596,6 +752,7 @@ class _Gemini(_Api):
         self.finished = False
         self.last_unfinished: int | None = None
         self.error = False
+        self.finish: Any = None
 
     def standard_name(self, name: str, obj: dict[str, Any] | None) -> bool:
         return False
@@ -608,16 +765,36 @@ class _Gemini(_Api):
         if cands is None and "usageMetadata" not in obj and "promptFeedback" not in obj:
             self.bad("sse.nonstandard", n, "chunk without candidates, usageMetadata or promptFeedback")
             return
+        um = obj.get("usageMetadata")
+        if isinstance(um, dict) and type(um.get("candidatesTokenCount")) is int:
+            thoughts = um.get("thoughtsTokenCount")
+            self.ev.verdict.usage(um["candidatesTokenCount"] + (thoughts if type(thoughts) is int else 0))
         for c in cands or []:
+            content = c.get("content") if isinstance(c, dict) else None
+            for p in _seq(content.get("parts")) if isinstance(content, dict) else []:
+                if isinstance(p, dict) and not p.get("thought"):
+                    self.ev.text(p.get("text"))
+            early = self.finished and isinstance(content, dict) and bool(content.get("parts"))
+            if early:
+                self.bad("gemini.finish", n, "content after a finishReason (that STOP was not the turn's end)")
             if isinstance(c, dict) and c.get("finishReason"):
                 self.finished = True
                 self.last_unfinished = None
-            elif isinstance(c, dict):
+                self.finish = c["finishReason"]
+                if c["finishReason"] not in stops.OWN["gemini"]:
+                    self.bad("stop.reason", n, f"finishReason {c['finishReason']!r} is not a Gemini finish reason")
+            elif isinstance(c, dict) and not early:
                 self.last_unfinished = n
+        for why in usage_math.problems("gemini", obj.get("usageMetadata")):
+            self.bad("usage.sums", n, why)
 
     def end(self) -> None:
         if self.error:
             return
+        if self.finish not in (None, "STOP", "FINISH_REASON_UNSPECIFIED"):
+            self.ev.verdict.native("max_tokens", f"finishReason {self.finish!r}")
+        elif self.finish == "STOP" and (d := self.ev.cut()) is not None:
+            self.bad("terminal.truncated", None, f"finishReason 'STOP', but {d.receipt()}")
         if not self.finished:
             self.bad("terminal.present", None, "no candidate with finishReason before the end")
         elif self.last_unfinished is not None:
@@ -650,7 +827,11 @@ class StreamChecker:
 
     __slots__ = ("_bad", "_closed", "_contract", "_end", "_parser", "api", "events", "prefix", "violations")
 
-    def __init__(self, api: str, prefix: bool = False) -> None:
+    def __init__(self, api: str, prefix: bool = False, client: str | None = None, request: Any = None) -> None:
+        """``client``: who reads the stream, where the contract depends on it (``"codex"``:
+        the Codex backend's own events are Codex's, rule ``sse.vendor``); ``request``: the
+        client's request body, when known (its output cap is evidence for rule
+        ``terminal.truncated``)."""
         if api not in _APIS:
             raise ValueError(f"unknown API {api!r}; known: {', '.join(_APIS)}")
         self.api = api
@@ -658,7 +839,8 @@ class StreamChecker:
         self.violations: list[Violation] = self._bad.violations
         self.events = 0
         self._parser = SseParser()
-        self._contract: _Api = _APIS[api](self._bad)
+        self._contract: _Api = _Responses(self._bad, client == "codex") if api == "responses" else _APIS[api](self._bad)
+        self._contract.ev = _Evidence(request)
         self._closed = False
         self._end = b""  # the stream's last 3 bytes (sse.cr_end)
         self.prefix = prefix
@@ -727,12 +909,207 @@ class StreamChecker:
         self._contract.event(n, obj)
 
 
-def check(api: str, body: bytes, prefix: bool = False) -> list[Violation]:
+def check(
+    api: str, body: bytes, prefix: bool = False, client: str | None = None, request: Any = None
+) -> list[Violation]:
     """All violations of a whole SSE body (``prefix``: of what a client got of a cut
-    stream, see the module docstring)."""
-    c = StreamChecker(api, prefix)
+    stream, see the module docstring; ``client``, ``request``: see :class:`StreamChecker`)."""
+    c = StreamChecker(api, prefix, client, request)
     c.feed(body)
     return c.close()
+
+
+# --- non-streamed (JSON) bodies ------------------------------------------------------------
+
+
+def check_json(api: str, body: Any, request: Any = None) -> list[Violation]:
+    """The violations of a non-streamed response body (a JSON object, or its bytes): the
+    same rules as a stream's, where a whole body can break them (``event`` is None; the
+    reason names the field). Not an object: ``sse.not_json`` (the rule of data that is not
+    a JSON object)."""
+    if isinstance(body, (bytes, bytearray, memoryview)):
+        try:
+            body = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            return [Violation("sse.not_json", None, f"the body is not JSON ({len(body)} bytes)")]
+    if not isinstance(body, dict):
+        return [Violation("sse.not_json", None, "the body is not a JSON object")]
+    if api not in _APIS:
+        raise ValueError(f"unknown API {api!r}; known: {', '.join(_APIS)}")
+    out: list[Violation] = []
+
+    def bad(rule: str, reason: str) -> None:
+        out.append(Violation(rule, None, reason))
+
+    if "error" in body and not any(k in body for k in ("output", "choices", "content", "candidates")):
+        return out  # an error object: a failure, told as one
+    ev = _Evidence(request)
+    if api == "responses":
+        _json_responses(body, bad, ev)
+    elif api == "chat":
+        _json_chat(body, bad, ev)
+    elif api == "messages":
+        _json_messages(body, bad, ev)
+    else:
+        _json_gemini(body, bad, ev)
+    return out
+
+
+def _json_responses(r: dict[str, Any], bad, ev: _Evidence) -> None:
+    status = r.get("status")
+    missing = [k for k in ("id", "model") if not isinstance(r.get(k), str)]
+    if not _is_num(r.get("created_at")):
+        missing.insert(1, "created_at")
+    if missing:
+        bad("response.fields", f"response without {', '.join(missing)}")
+    output = r.get("output")
+    if not isinstance(output, list):
+        bad("terminal.output", "response without an output list")
+    for k, o in enumerate(_seq(output)):
+        if not isinstance(o, dict):
+            continue
+        need = ["id"] + (["call_id", "name", "arguments"] if o.get("type") == "function_call" else [])
+        lacking = [f for f in need if not isinstance(o.get(f), str)]
+        if lacking:
+            bad("item.fields", f"output[{k}] {o.get('type')} without {', '.join(lacking)}")
+        if o.get("type") == "function_call":
+            if o.get("status") not in ("completed", "incomplete"):
+                bad("function_call.status", f"output[{k}] function_call with status {o.get('status')!r}")
+            ev.whole_args(k, o.get("arguments"))
+        elif o.get("type") == "reasoning" and not isinstance(o.get("summary"), list):
+            bad("reasoning.summary", f"output[{k}] reasoning without a summary list")
+        elif o.get("type") == "message":
+            for part in _seq(o.get("content")):
+                if isinstance(part, dict) and part.get("type") == "output_text":
+                    ev.text(part.get("text"))
+    if status in ("failed", "cancelled") or r.get("error"):
+        return
+    u = r.get("usage")
+    if not isinstance(u, dict) or not all(_is_int(u.get(k)) for k in ("input_tokens", "output_tokens", "total_tokens")):
+        bad(
+            "terminal.usage",
+            f"response usage {'missing' if u is None else 'without integer input/output/total tokens'}",
+        )
+    for why in usage_math.problems("responses", u):
+        bad("usage.sums", why)
+    reason = (
+        (r.get("incomplete_details") or {}).get("reason") if isinstance(r.get("incomplete_details"), dict) else None
+    )
+    if status == "incomplete":
+        if not reason:
+            bad("terminal.incomplete_reason", "status incomplete without incomplete_details.reason")
+        elif reason not in stops.OWN["responses"]:
+            bad("stop.reason", f"incomplete_details.reason {reason!r} is not a Responses reason")
+        return
+    if isinstance(u, dict):
+        ev.verdict.usage(u.get("output_tokens"))
+    if (d := ev.cut()) is not None:
+        bad("terminal.truncated", f"status {status!r}, but {d.receipt()}")
+
+
+def _json_chat(body: dict[str, Any], bad, ev: _Evidence) -> None:
+    choices = body.get("choices")
+    if not isinstance(choices, list):
+        bad("sse.nonstandard", "chat.completion without choices")
+        return
+    u = body.get("usage")
+    for why in usage_math.problems("chat", u):
+        bad("usage.sums", why)
+    if isinstance(u, dict):
+        ev.verdict.usage(u.get("completion_tokens"))
+    normal = None
+    for ch in choices:
+        if not isinstance(ch, dict):
+            continue
+        ci = ch.get("index", 0)
+        msg = _obj(ch.get("message"))
+        ev.text(msg.get("content"))
+        ids = [tc.get("id") for tc in _seq(msg.get("tool_calls")) if isinstance(tc, dict)]
+        if len({_k(i) for i in ids}) < len(ids):
+            bad("chat.tool_index", f"choice {ci}: tool call ids not unique ({len(ids)} calls)")
+        for k, tc in enumerate(_seq(msg.get("tool_calls"))):
+            if isinstance(tc, dict):
+                ev.whole_args((ci, k), _obj(tc.get("function")).get("arguments"))
+        fr, native = ch.get("finish_reason"), ch.get("native_finish_reason")
+        if fr is None:
+            bad("terminal.present", f"choice {ci} without finish_reason")
+        elif fr not in stops.OWN["chat"]:
+            bad("stop.reason", f"choice {ci}: finish_reason {fr!r} is not a chat finish reason")
+        elif stops.native_disagrees(fr, native) is not None:
+            bad("stop.reason", f"choice {ci}: finish_reason {fr!r} while native_finish_reason says {native!r}")
+        if fr in ("length", "content_filter"):
+            ev.verdict.native("max_tokens", f"finish_reason {fr!r}")
+        elif fr in ("stop", "tool_calls"):
+            normal = fr
+    if normal is not None and len(choices) == 1 and (d := ev.cut()) is not None:
+        bad("terminal.truncated", f"finish_reason {normal!r}, but {d.receipt()}")
+
+
+def _json_messages(body: dict[str, Any], bad, ev: _Evidence) -> None:
+    if body.get("type") != "message" or not isinstance(body.get("content"), list):
+        bad("messages.start", "the body is not a message with a content list")
+        return
+    ids = [b.get("id") for b in body["content"] if isinstance(b, dict) and b.get("type") == "tool_use"]
+    if len({_k(i) for i in ids}) < len(ids):
+        bad("chat.tool_index", f"tool_use ids not unique ({len(ids)} blocks)")
+    for k, b in enumerate(body["content"]):
+        if isinstance(b, dict) and b.get("type") == "text":
+            ev.text(b.get("text"))
+        elif isinstance(b, dict) and b.get("type") == "tool_use":
+            ev.whole_args(k, orjson.dumps(b.get("input")).decode() if "input" in b else None)
+    sr = body.get("stop_reason")
+    if sr is None:
+        bad("messages.stop_reason", "message without stop_reason")
+    elif sr not in stops.OWN["messages"]:
+        bad("stop.reason", f"stop_reason {sr!r} is not a Messages stop reason")
+    for why in usage_math.problems("messages", body.get("usage")):
+        bad("usage.sums", why)
+    if isinstance(body.get("usage"), dict):
+        ev.verdict.usage(body["usage"].get("output_tokens"))
+    if sr in ("end_turn", "tool_use", "stop_sequence") and (d := ev.cut()) is not None:
+        bad("terminal.truncated", f"stop_reason {sr!r}, but {d.receipt()}")
+
+
+def _json_gemini(body: dict[str, Any], bad, ev: _Evidence) -> None:
+    cands = body.get("candidates")
+    if not isinstance(cands, list):
+        if "promptFeedback" not in body:
+            bad("sse.nonstandard", "a generateContent body without candidates or promptFeedback")
+        return
+    um = body.get("usageMetadata")
+    for why in usage_math.problems("gemini", um):
+        bad("usage.sums", why)
+    if isinstance(um, dict) and type(um.get("candidatesTokenCount")) is int:
+        t = um.get("thoughtsTokenCount")
+        ev.verdict.usage(um["candidatesTokenCount"] + (t if type(t) is int else 0))
+    for c in cands:
+        if not isinstance(c, dict):
+            continue
+        for p in _seq(_obj(c.get("content")).get("parts")):
+            if isinstance(p, dict) and not p.get("thought"):
+                ev.text(p.get("text"))
+        fr = c.get("finishReason")
+        if fr is None:
+            bad("terminal.present", "a candidate without finishReason")
+        elif fr not in stops.OWN["gemini"]:
+            bad("stop.reason", f"finishReason {fr!r} is not a Gemini finish reason")
+        elif fr == "STOP" and len(cands) == 1 and (d := ev.cut()) is not None:
+            bad("terminal.truncated", f"finishReason 'STOP', but {d.receipt()}")
+
+
+def guess_json_api(obj: Any) -> str | None:
+    """Which API a non-streamed body speaks, from its own fields."""
+    if not isinstance(obj, dict):
+        return None
+    if obj.get("object") == "response" or ("output" in obj and "status" in obj):
+        return "responses"
+    if obj.get("object") == "chat.completion" or "choices" in obj:
+        return "chat"
+    if obj.get("type") == "message":
+        return "messages"
+    if "candidates" in obj or "promptFeedback" in obj:
+        return "gemini"
+    return None
 
 
 def guess_api(body: bytes) -> str | None:

@@ -15,13 +15,25 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .devin import RequestInfo, TapResult
+from .upstream_call import CallResult
 
-__all__ = ["Correlator", "PendingRequest", "Resolver", "UpstreamRecord", "client_cap", "client_needles"]
+__all__ = [
+    "Correlator",
+    "PendingRequest",
+    "Resolver",
+    "UpstreamRecord",
+    "choose_linked",
+    "choose_pending",
+    "choose_record",
+    "client_cap",
+    "client_needles",
+    "is_open_link",
+]
 
 MAX_NEEDLES = 8
 """How many of the client's last user/tool texts are kept to match a request by."""
@@ -45,7 +57,11 @@ class UpstreamRecord:
     max_tokens_original: int | None = None
     """Field 8.2 as the gateway wrote it, when the sidecar patched it."""
     finished: float | None = None
-    result: TapResult | None = None
+    result: TapResult | CallResult | None = None
+    """What the call said (Devin's :class:`wire.devin.TapResult`, any other provider's
+    :class:`wire.upstream_call.CallResult`); set at its decisive event, and replaced by the
+    final one at the end of its body while no client flow has claimed it."""
+    provider: str = "devin"
     claimed_by: str | None = None
     """The client flow id (or ``"?"``) that claimed it."""
     link_ambiguous: bool = False
@@ -100,6 +116,16 @@ def _texts(content: Any) -> list[str]:
     return out
 
 
+def _strings(v: Any) -> list[str]:
+    if isinstance(v, str):
+        return [v]
+    if isinstance(v, dict):
+        return [s for x in v.values() for s in _strings(x)]
+    if isinstance(v, list):
+        return [s for x in v for s in _strings(x)]
+    return []
+
+
 def client_needles(path: str, body: dict[str, Any]) -> tuple[str, ...]:
     """The texts of the client's user messages and tool results, in order (last
     :data:`MAX_NEEDLES`), from a ``/v1/responses``, chat or messages request body."""
@@ -117,6 +143,14 @@ def client_needles(path: str, body: dict[str, Any]) -> tuple[str, ...]:
                     out += _texts(item.get("content"))
                 elif t in ("function_call_output", "custom_tool_call_output"):
                     out += _texts(item.get("output"))
+    elif isinstance(body.get("contents"), list):  # Gemini: contents[].parts[] of the user's turns
+        for c in body["contents"]:
+            if isinstance(c, dict) and c.get("role", "user") in ("user", "function", "tool"):
+                for part in c.get("parts") or ():
+                    if isinstance(part, dict) and isinstance(part.get("text"), str):
+                        out.append(part["text"])
+                    elif isinstance(part, dict) and isinstance(part.get("functionResponse"), dict):
+                        out += [v for v in _strings(part["functionResponse"].get("response"))]
     else:  # chat completions and messages share the messages[] shape
         msgs = body.get("messages")
         if isinstance(msgs, list):
@@ -125,6 +159,79 @@ def client_needles(path: str, body: dict[str, Any]) -> tuple[str, ...]:
                     out += _texts(m.get("content"))
     needles = [s.strip() for s in out]
     return tuple(n for n in needles if len(n) >= MIN_NEEDLE)[-MAX_NEEDLES:]
+
+
+# --- the matching rules, as pure functions (Correlator and addons/sharedstate.py's
+# SharedCorrelator, whose records and pending requests live in Redis, apply the same ones)
+
+
+def choose_pending(pending: Iterable[PendingRequest], contents: Sequence[str]) -> tuple[PendingRequest | None, bool]:
+    """The pending client request an upstream request with these prompt contents was
+    caused by (its last needle in one of them; then most needles found, not matched
+    before, oldest), and whether another one matched equally well."""
+    best: tuple[int, int, float] | None = None
+    chosen: PendingRequest | None = None
+    keys: list[tuple[int, int]] = []
+    for p in pending:
+        if not any(p.needles[-1] in c for c in contents):
+            continue
+        found = sum(1 for n in p.needles if any(n in c for c in contents))
+        key = (found, 0 if p.upstream_flow_ids else 1, -p.noted)
+        keys.append(key[:2])
+        if best is None or key > best:
+            best, chosen = key, p
+    if chosen is None or best is None:
+        return None, False
+    return chosen, keys.count(best[:2]) > 1
+
+
+def choose_record(
+    records: Iterable[UpstreamRecord], digest: Digest, client_flow_id: str | None
+) -> tuple[UpstreamRecord | None, int]:
+    """Among the records with this digest, the finished, unclaimed one a client flow
+    claims (linked to it, then unlinked, then linked to another; oldest finished first;
+    an empty output only through its link), and how many could have been."""
+    empty = digest[1] == 0 and digest[3] == 0
+    best: tuple[int, float] | None = None
+    chosen: UpstreamRecord | None = None
+    n = 0
+    for rec in records:
+        if rec.claimed_by is not None or rec.finished is None or rec.digest != digest:
+            continue  # (a shared store's digest index may still list a record whose result was replaced)
+        if rec.client_flow_id is None:
+            rank = 1
+        elif client_flow_id is not None and rec.client_flow_id == client_flow_id:
+            rank = 2
+        else:
+            rank = 0  # linked to another client flow: only if nothing else fits
+        if empty and rank != 2:
+            continue
+        n += 1
+        key = (rank, -rec.finished)
+        if best is None or key > best:
+            best, chosen = key, rec
+    return chosen, n
+
+
+def choose_linked(records: Iterable[UpstreamRecord], client_flow_id: str) -> UpstreamRecord | None:
+    """No digest match: the finished, unclaimed record the request side linked to this
+    client flow unambiguously (the latest finished, if CPA retried)."""
+    chosen: UpstreamRecord | None = None
+    for rec in records:
+        if (
+            rec.client_flow_id == client_flow_id
+            and not rec.link_ambiguous
+            and rec.claimed_by is None
+            and rec.finished is not None
+            and (chosen is None or rec.finished >= chosen.finished)  # type: ignore[operator]
+        ):
+            chosen = rec
+    return chosen
+
+
+def is_open_link(rec: UpstreamRecord, client_flow_id: str) -> bool:
+    """An upstream call linked to this client flow, started, its end not read, unclaimed."""
+    return rec.client_flow_id == client_flow_id and rec.finished is None and rec.claimed_by is None
 
 
 class Resolver:
@@ -204,25 +311,15 @@ class Correlator:
         """The client flow is over: its pending request can go."""
         self.pending.pop(flow_id, None)
 
-    def match_request(self, upstream_flow_id: str, info: RequestInfo) -> PendingRequest | None:
+    def match_request(self, upstream_flow_id: str, info: RequestInfo | Any) -> PendingRequest | None:
         """The pending client request that caused this upstream request, or None."""
         contents = [text for _, text in info.prompts if text]
         if not contents or not self.pending:
             return None
-        best: tuple[int, int, float] | None = None
-        chosen: PendingRequest | None = None
-        keys: list[tuple[int, int]] = []
-        for p in self.pending.values():
-            if not any(p.needles[-1] in c for c in contents):
-                continue
-            found = sum(1 for n in p.needles if any(n in c for c in contents))
-            key = (found, 0 if p.upstream_flow_ids else 1, -p.noted)
-            keys.append(key[:2])
-            if best is None or key > best:
-                best, chosen = key, p
-        if chosen is not None and best is not None:
+        chosen, ambiguous = choose_pending(self.pending.values(), contents)
+        if chosen is not None:
             chosen.upstream_flow_ids.append(upstream_flow_id)
-            chosen.last_match_ambiguous = keys.count(best[:2]) > 1
+            chosen.last_match_ambiguous = ambiguous
             self.stats["requests_matched"] += 1
         return chosen
 
@@ -234,10 +331,11 @@ class Correlator:
         max_tokens_sent: int | None = None,
         max_tokens_original: int | None = None,
         link_ambiguous: bool = False,
+        provider: str = "devin",
     ) -> UpstreamRecord:
         self._sweep()
         rec = UpstreamRecord(flow_id, self.clock(), client_flow_id, max_tokens_sent, max_tokens_original,
-                             link_ambiguous=link_ambiguous)  # fmt: skip
+                             link_ambiguous=link_ambiguous, provider=provider)  # fmt: skip
         self.records[flow_id] = rec
         while len(self.records) > self.max_records:
             _, old = self.records.popitem(last=False)
@@ -245,10 +343,18 @@ class Correlator:
             self.stats["expired"] += 1
         return rec
 
-    def upstream_finished(self, flow_id: str, result: TapResult) -> UpstreamRecord | None:
-        """The upstream's end-of-stream envelope was read (or its body ended)."""
+    def upstream_finished(self, flow_id: str, result: TapResult | CallResult) -> UpstreamRecord | None:
+        """The upstream's end-of-stream envelope was read (or its body ended); for another
+        provider, its decisive event passed. A second call (the body's end after the
+        decisive event) replaces the result while no client flow has claimed the record."""
         rec = self.records.get(flow_id)
-        if rec is None or rec.finished is not None:
+        if rec is None:
+            return rec
+        if rec.finished is not None:
+            if rec.claimed_by is None and rec.result is not None and rec.result != result:
+                self._unindex(rec)
+                rec.result = result
+                self._by_digest.setdefault(result.digest, []).append(flow_id)
             return rec
         rec.finished = self.clock()
         rec.result = result
@@ -266,26 +372,8 @@ class Correlator:
         ids = self._by_digest.get(digest)
         if not ids:
             return self._claim_linked(client_flow_id)
-        empty = digest[1] == 0 and digest[3] == 0
-        best: tuple[int, float] | None = None
-        chosen: UpstreamRecord | None = None
-        n = 0
-        for fid in ids:
-            rec = self.records.get(fid)
-            if rec is None or rec.claimed_by is not None or rec.finished is None:
-                continue
-            if rec.client_flow_id is None:
-                rank = 1
-            elif client_flow_id is not None and rec.client_flow_id == client_flow_id:
-                rank = 2
-            else:
-                rank = 0  # linked to another client flow: only if nothing else fits
-            if empty and rank != 2:
-                continue
-            n += 1
-            key = (rank, -rec.finished)
-            if best is None or key > best:
-                best, chosen = key, rec
+        found = (self.records.get(fid) for fid in ids)
+        chosen, n = choose_record([r for r in found if r is not None], digest, client_flow_id)
         if chosen is None:
             return self._claim_linked(client_flow_id)
         if n > 1:
@@ -301,16 +389,7 @@ class Correlator:
         flow, unambiguously (the latest finished, if CPA retried). O(records)."""
         if client_flow_id is None:
             return None
-        chosen: UpstreamRecord | None = None
-        for rec in self.records.values():
-            if (
-                rec.client_flow_id == client_flow_id
-                and not rec.link_ambiguous
-                and rec.claimed_by is None
-                and rec.finished is not None
-                and (chosen is None or rec.finished >= chosen.finished)  # type: ignore[operator]
-            ):
-                chosen = rec
+        chosen = choose_linked(self.records.values(), client_flow_id)
         if chosen is None:
             return None
         chosen.claimed_by = client_flow_id
@@ -329,8 +408,7 @@ class Correlator:
         (started, its end of stream not read, unclaimed)? O(records)."""
         if client_flow_id is None:
             return False
-        return any(r.client_flow_id == client_flow_id and r.finished is None and r.claimed_by is None
-                   for r in self.records.values())  # fmt: skip
+        return any(is_open_link(r, client_flow_id) for r in self.records.values())
 
     def resolve(self, verdict: Any, client_flow_id: str | None = None, final: bool = True) -> UpstreamRecord | None:
         """Find, claim and report the upstream record for a client Verdict.
@@ -355,8 +433,9 @@ class Correlator:
         detail = r.detail() + (", matched by prompt (content digest differs)" if rec.by_link else "")
         verdict.upstream(r.outcome or "unknown", detail)
         report_usage = getattr(verdict, "upstream_usage", None)
-        if r.usage is not None and report_usage is not None:
-            report_usage(r.usage.counts())
+        counts = r.counts()
+        if counts is not None and report_usage is not None:
+            report_usage(counts)
         return rec
 
     def resolver(self, client_flow_id: str | None = None) -> Resolver:

@@ -163,6 +163,10 @@ class TapResult:
             return None
         return outcome_of(self.stop_reason)
 
+    def counts(self) -> UpstreamUsage | None:
+        """The usage for the verdict (:meth:`wire.verdict.Verdict.upstream_usage`)."""
+        return self.usage.counts() if self.usage is not None else None
+
     def detail(self) -> str:
         """For a receipt: ``Devin StopReason 3 MAX_TOKENS`` (no content, ever)."""
         s = f"Devin StopReason {self.stop_reason} {self.stop_reason_name}"

@@ -61,3 +61,24 @@ def commented(ev: Event) -> Event:
             line = b":" + line
         out.append(line)
     return Event(b"".join(out), [(b"", b"")], ev.eol, ev.complete)
+
+
+VENDOR_PREFIXES = ("codex.", "responsesapi.")
+"""Event types of a vendor's own on ``/v1/responses``: the Codex backend's ``codex.rate_limits``,
+``codex.response.metadata`` and ``responsesapi.websocket_timing`` (CPA v7.2.x passes them
+to every client; strict Responses clients reject a type the API does not define, Codex
+reads them)."""
+
+
+def vendor(typ: object) -> bool:
+    """Is a Responses event type a vendor's own (:data:`VENDOR_PREFIXES`)?"""
+    return isinstance(typ, str) and typ.startswith(VENDOR_PREFIXES)
+
+
+def codex_client(originator: str | None, user_agent: str | None) -> bool:
+    """Did Codex send the request? Codex names itself in ``originator`` (``codex_cli_rs``,
+    ``codex_exec``, ``codex_vscode``...) and its ``User-Agent`` starts with the same name."""
+    for v in (originator, user_agent):
+        if isinstance(v, str) and v.strip().lower().startswith("codex"):
+            return True
+    return False

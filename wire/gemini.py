@@ -10,13 +10,15 @@ event, bounded (:data:`HOLD_LIMIT`). The evidence each chunk gives and why: docs
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
+from . import stops, usage_math
 from .rules import FlowContext, Rules
-from .sse import Event
+from .sse import Event, format_event
 from .stream import ApiRepairer
+from .upstream_terminal import gemini_error
 from .verdict import Verdict
 
 __all__ = ["HOLD_LIMIT", "GeminiRepairer", "repair_gemini_json"]
@@ -66,6 +68,37 @@ def _observe(verdict: Verdict, cand: dict[str, Any]) -> None:
     for p in parts:
         if isinstance(p, dict) and not p.get("thought") and isinstance(p.get("text"), str):
             verdict.observe_text(p["text"])
+        fc = p.get("functionCall") if isinstance(p, dict) else None
+        if isinstance(fc, dict) and isinstance(fc.get("args"), dict):
+            # the upstream leg's digest (wire/upstream_decoders.py) hashes the same bytes
+            verdict.observe_args(orjson.dumps(fc["args"]).decode())
+
+
+ERROR: Final = {
+    "error": {"code": 500, "message": "The upstream stream ended without a finishReason.", "status": "INTERNAL"}
+}
+"""The error object a Gemini stream that stopped without a finish gets (rule eof_terminal)."""
+
+
+def _final_usage(obj: dict[str, Any]) -> bool:
+    """A chunk that carries the turn's whole usage (the candidates' count: Gemini sends it
+    with the finish only) and no finishReason."""
+    um = obj.get("usageMetadata")
+    if not isinstance(um, dict) or type(um.get("candidatesTokenCount")) is not int:
+        return False
+    return not any(c.get("finishReason") is not None for c in _candidates(obj))
+
+
+def _early_stop(finishing: list[dict[str, Any]], nxt: dict[str, Any]) -> bool:
+    """Held finishing candidates that all say ``STOP``, and a next chunk with a candidate
+    that has content: that STOP was not the turn's end."""
+    if any(cand.get("finishReason") != "STOP" for cand in finishing):
+        return False
+    for cand in _candidates(nxt):
+        content = cand.get("content")
+        if isinstance(content, dict) and content.get("parts"):
+            return True
+    return False
 
 
 class GeminiRepairer(ApiRepairer):
@@ -76,17 +109,50 @@ class GeminiRepairer(ApiRepairer):
         self._finish: tuple[Event, dict[str, Any], list[dict[str, Any]]] | None = None
         self._candidates: set[int] = set()
         self._usage_after = False  # the event settling a held finish carries usageMetadata
+        self._late: Any = verdict.resolver  # upstream leg: the resolver, for a last look at the end
+        self._remapped = False  # rule finish_reason changed the finishing chunk's reason
+        self._final: tuple[Event, dict[str, Any]] | None = None  # a usage chunk with no finish, held
+        self._streamed = False  # a candidate chunk came: a Gemini stream (rule eof_terminal)
+        self._line_end = b"\n"
 
     def event(self, ev: Event) -> list[bytes]:
         obj = self.parse(ev)
         out: list[bytes] = []
+        if self._final is not None and ev.data is None:
+            self.held.append(ev)  # a comment after a held usage chunk keeps its place
+            return out
+        if ev.data is not None:
+            self._line_end = ev.eol
+            if self._final is not None:  # more came after the usage chunk: it was no end
+                out += [e.raw for e in self.held]
+                self._final = None
+                self.held.clear()
+        renamed: bytes | None = None
         if obj is not None:
+            if self._finish is not None and self.rules.finish_reason and _early_stop(self._finish[2], obj):
+                out += self._early()
             if "error" in obj and "candidates" not in obj:
                 self._errored = True
+                if ev.event is not None and self.rules.nonstandard:
+                    # Gemini's stream has no event: lines; a named event is not a message
+                    # event to an EventSource ("error" is even its own failure event):
+                    # the error object as a plain data event
+                    self.count("nonstandard")
+                    self.note(f"dropped the event name {ev.event!r} of an error object")
+                    renamed = format_event(ev.data or b"", eol=ev.eol)
+            elif (
+                self.rules.finish_reason and not self._finished and self._finish is None and _final_usage(obj)
+            ):  # maybe the last chunk of a turn whose finishReason never comes (rule finish_reason)
+                self._streamed = True
+                _usage(self.verdict, obj)
+                self._final = (ev, obj)
+                self.held.append(ev)
+                return out
             else:
                 has_usage = _usage(self.verdict, obj)
                 finishing = []
                 for cand in _candidates(obj):
+                    self._streamed = True
                     i = cand.get("index", 0)
                     self._candidates.add(i if isinstance(i, int) else 0)
                     _observe(self.verdict, cand)
@@ -95,8 +161,13 @@ class GeminiRepairer(ApiRepairer):
                 if finishing and self._finish is None and self.decision is None:
                     self._finished = True
                     for cand in finishing:
+                        self._spec_finish(cand)
                         _native(self.verdict, cand.get("finishReason"))
-                    if has_usage or self.rules.truncation == "off":
+                    early = self.rules.finish_reason and all(c.get("finishReason") == "STOP" for c in finishing)
+                    if ((has_usage and not early) or self.rules.truncation == "off") and not self._upstream_open():
+                        # (a STOP is held until the next chunk shows whether more content
+                        # follows it: rule finish_reason, _early; and while the upstream
+                        # leg's call is still open)
                         return out + [self._apply(ev, obj, finishing)]
                     self._finish = (ev, obj, finishing)
                     self.held.append(ev)
@@ -108,15 +179,115 @@ class GeminiRepairer(ApiRepairer):
         if self._finish is not None:
             self.held.append(ev)
             return out
-        return out + [ev.raw]
+        return out + [renamed if renamed is not None else ev.raw]
+
+    def _early(self) -> list[bytes]:
+        """Rule finish_reason: the held chunk's ``STOP`` came before more of the turn's
+        content (CPA's OpenAI -> Gemini translator puts one on its first, empty chunk; its
+        Claude -> Gemini one on every functionCall chunk): no finish; the chunk goes out
+        without it, with what was held after it, and the turn's own finish (or its failure)
+        is still to come. A client that ends the turn at the first finishReason would lose
+        the rest."""
+        assert self._finish is not None
+        ev, obj, finishing = self._finish
+        self._finish = None
+        for cand in finishing:
+            cand.pop("finishReason", None)
+        rest = [e.raw for e in self.held[1:]]
+        self.held.clear()
+        self._finished = False
+        self.fire("finish_reason")
+        self.note("dropped a finishReason STOP that more content followed (not the turn's end)")
+        return [self._dump(ev, obj, True), *rest]
 
     def end(self) -> list[bytes]:
-        if not self._finished and not self._errored:
-            self.note("stream ended without a finishReason; passed through as it ended")
         out = self._settle()
-        if self.decision is None:
+        if self._final is not None and not self._finished and not self._errored:
+            out.append(self._finished_by_usage())
+        if self.decision is None or self._late_look():
             self.decision = self.verdict.decide()
+        d = self.decision
+        if d.failed and not d.native and self.rules.upstream_failure and not self._errored:
+            # upstream leg: the provider's own failure, with its evidence (before eof_terminal's
+            # generic one)
+            out.append(self._failure(d.evidence[0].detail if d.evidence else "failed", self._line_end))
+        if not self._finished and not self._errored:
+            if self.rules.eof_terminal and self._streamed:
+                # rule eof_terminal: chunks came, then the end without a finishReason or an
+                # error: an error object, as Gemini sends a failure; never a finish
+                self._errored = True
+                out.append(format_event(orjson.dumps(ERROR), eol=self._line_end))
+                self.count("eof_terminal")
+                self.note("stream ended without a finishReason: ended it with an error object")
+            else:
+                self.note("stream ended without a finishReason; passed through as it ended")
         return out
+
+    def _late_look(self) -> bool:
+        """Upstream leg (issue 28): a finish decided while the linked provider call was still
+        open and never matched (CPA's OpenAI -> Gemini translator writes its ``STOP`` with
+        the first chunk): at the end of the stream, which comes after the provider's, the
+        resolver looks once more; True when it found the call now."""
+        late = self._late
+        if late is None or getattr(late, "record", None) is not None or self._errored or self.decision is None:
+            return False
+        if self.decision.native or self.decision.failed:
+            return False
+        try:
+            rec = late.correlator.resolve(self.verdict, late.client_flow_id, final=True)
+        except Exception:  # noqa: BLE001 - bookkeeping never breaks the stream
+            return False
+        late.record = rec
+        return rec is not None
+
+    def _failure(self, detail: str, eol: bytes = b"\n") -> bytes:
+        """Rule upstream_failure (issue 28): the API's error object, one more event."""
+        self.count("upstream_failure")
+        self._errored = True
+        self.note(f"ended with an error object: the upstream failed ({detail})")
+        return format_event(orjson.dumps(gemini_error(detail)), eol=eol)
+
+    def _upstream_open(self) -> bool:
+        """Upstream leg (issue 28): the provider call the request side linked to this flow is
+        still open (CPA wrote its finish before the provider's stream ended: its Claude
+        translator does at a tool call's block stop): hold the finishing chunk until the
+        next event or the end, when the resolver looks again (wire/correlate.py)."""
+        v = self.verdict
+        if v.resolver is None:
+            return False
+        v.decide()  # runs the resolver once; while waiting it puts itself back
+        return bool(getattr(v.resolver, "waiting", False))
+
+    # --- this round's rules (finish_reason, usage_math on Gemini): wire/stops.py ---------
+    def _spec_finish(self, cand: dict[str, Any]) -> None:
+        """Rule finish_reason: a finishReason from another API's vocabulary (a lower-cased
+        ``max_tokens``, chat's ``length``...) becomes Gemini's (wire/stops.py)."""
+        fr = cand.get("finishReason")
+        new = stops.foreign("gemini", fr) if self.rules.finish_reason else None
+        if new is not None:
+            cand["finishReason"] = new
+            self._remapped = True
+            self.fire("finish_reason")
+            self.note(f"finishReason {fr!r} (not a Gemini value) written as {new!r}")
+
+    def _finished_by_usage(self) -> bytes:
+        """The stream ended on a chunk with the turn's whole usage and no finishReason
+        (CPA's Codex -> Gemini translator on a turn without a call): the turn finished, and
+        its finish is written where the provider's was, ``STOP``, on that chunk."""
+        assert self._final is not None
+        ev, obj = self._final
+        self._final = None
+        rest = b"".join(e.raw for e in self.held[1:])
+        self.held.clear()
+        if not _candidates(obj):
+            return ev.raw + rest
+        self._finished = True
+        for cand in _candidates(obj):
+            cand["finishReason"] = "STOP"
+        self.fire("finish_reason")
+        self.note("stream ended on the turn's usage without a finishReason: STOP written on that chunk")
+        self.decision = self.verdict.decide()
+        return self._dump(ev, obj, True) + rest
 
     def _settle(self) -> list[bytes]:
         """Decide a held finishing chunk and release it with what was held after it."""
@@ -131,13 +302,23 @@ class GeminiRepairer(ApiRepairer):
 
     def _apply(self, ev: Event, obj: dict[str, Any], finishing: list[dict[str, Any]]) -> bytes:
         d = self.decision = self.verdict.decide()
-        dirty = False
+        dirty, self._remapped = self._remapped, False
+        if self.rules.usage_math and usage_math.repair("gemini", obj.get("usageMetadata")):
+            dirty = True
+            self.fire("usage_math")
+            self.note("usageMetadata made to add up (a negative count, or cached above the prompt)")
         if self.rules.usage and self.verdict.upstream_counts is not None and not self._usage_after:
             note = fill_gemini_usage(obj, self.verdict)
             if note:
                 self.note(note)
                 self.fire("usage")
                 dirty = True
+        if d.failed and not d.native and self.rules.upstream_failure:
+            # upstream leg (issue 28): the chunk keeps its content without the finish, the
+            # error object follows it
+            for cand in finishing:
+                cand.pop("finishReason", None)
+            return self._dump(ev, obj, True) + self._failure(d.evidence[0].detail if d.evidence else "failed", ev.eol)
         if not d.truncated or d.native or self.rules.truncation == "off" or len(self._candidates) > 1:
             if d.truncated and not d.native and self.rules.truncation != "off":
                 self.note(f"{d.receipt()}; not applied: the stream has several candidates")
@@ -159,7 +340,8 @@ class GeminiRepairer(ApiRepairer):
 
 USAGE_FIELDS = {
     "promptTokenCount": "input_tokens",
-    "candidatesTokenCount": "output_tokens",
+    "candidatesTokenCount": "candidates_tokens",
+    "thoughtsTokenCount": "reasoning_tokens",
     "cachedContentTokenCount": "cached_tokens",
 }
 """Gemini ``usageMetadata`` key -> :class:`wire.verdict.UpstreamUsage` attribute (CPA's
@@ -189,14 +371,26 @@ def repair_gemini_json(
     cands = _candidates(obj)
     if not cands:
         return False
+    remapped = False
+    if rules.usage_math and usage_math.repair("gemini", obj.get("usageMetadata")):
+        remapped = True
+        if fired is not None:
+            fired["usage_math"] += 1
     _usage(verdict, obj)
     for cand in cands:
         _observe(verdict, cand)
+        new = stops.foreign("gemini", cand.get("finishReason")) if rules.finish_reason else None
+        if new is not None:
+            cand["finishReason"] = new
+            remapped = True
+            if fired is not None:
+                fired["finish_reason"] += 1
         _native(verdict, cand.get("finishReason"))
     d = verdict.decide()
     filled = rules.usage and verdict.upstream_counts is not None and fill_gemini_usage(obj, verdict) is not None
     if filled and fired is not None:
         fired["usage"] += 1
+    filled = filled or remapped
     if not d.truncated or d.native or rules.truncation == "off" or len(cands) != 1:
         return filled
     if cands[0].get("finishReason") is None:

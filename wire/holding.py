@@ -33,14 +33,15 @@ goes out at its first divergence; past this many events it goes out as it came."
 class Rec:
     """An event in the out queue: its parsed data, whether it changed, what it waits for."""
 
-    __slots__ = ("dirty", "drop", "ev", "obj", "rules", "sent", "wait")
+    __slots__ = ("dirty", "drop", "drop_rule", "ev", "obj", "rules", "sent", "wait")
 
     def __init__(self, ev: Event, obj: dict[str, Any] | None) -> None:
         self.ev = ev
         self.obj = obj
         self.dirty = False
         self.rules: tuple[str, ...] = ()  # the rules that changed it (EventRepairer.fired)
-        self.drop = False  # rule tool_header: not sent at all
+        self.drop = False  # not sent at all (by rule drop_rule)
+        self.drop_rule = "tool_header"
         self.wait: str | None = None  # what it waits for (the subclass's word), None: ready
         self.sent = False  # flushed to the client
 
@@ -106,6 +107,6 @@ class HoldingRepairer(ApiRepairer):
         """An event's bytes as it goes out (None: dropped), re-serialized if changed."""
         r.sent = True
         if r.drop:
-            self.count("tool_header", *r.rules)
+            self.count(r.drop_rule, *r.rules)
             return None
         return self.dump(r.ev, r.obj, r.rules) if r.dirty and r.obj is not None else r.ev.raw

@@ -19,12 +19,15 @@ from typing import Any, Final
 
 import orjson
 
+from . import hidden, stops, usage_math
+from .foreign import commented
 from .holding import HOLD_LIMIT, HoldingRepairer, Rec
 from .rules import FlowContext, Rules
 from .skim import Layout, Skim, Skimmed
-from .sse import Event
+from .sse import Event, SseParser, format_event
 from .stream import Streamed
 from .toolcalls import unique_ids
+from .upstream_terminal import messages_error
 from .verdict import Outcome, Verdict
 
 __all__ = ["HOLD_LIMIT", "MessagesRepairer", "repair_messages_json"]
@@ -100,15 +103,40 @@ class MessagesRepairer(HoldingRepairer):
         self._next_out = 0
         self._stopped: tuple[Rec, _Block] | None = None  # a held tool_use stop
         self._nameless: _Block | None = None
+        self._upstream_failed = False  # rule upstream_failure: the stop became an error event
+        self._delta_held: tuple[Rec, dict[str, Any]] | None = None  # message_delta waiting for the upstream leg
         self.skim = _Skim()
+        self._started = False  # message_start came: a Messages stream (rule eof_terminal)
+        self._stopped_msg = False  # message_stop came
+        self._hidden_stop: Rec | None = None  # rule hidden_failure: a message_stop without message_delta, held
+        self._hidden_delta: Rec | None = None  # rule hidden_failure: CPA's Antigravity end (hidden.synthetic_delta)
+        self._start_input = 0  # message_start's input_tokens (hidden.synthetic_delta)
+        self._line_end = b"\n"  # the stream's line end (an error event it ends with)
 
     # --- EventRepairer -----------------------------------------------------------
     def event(self, ev: Event) -> list[bytes]:
         if ev.data is None and self._passes_dataless():
             return [ev.raw]
+        if not ev.complete and self._fails_at_eof():
+            # the stream stops inside an event and an error event follows (end): kept as a
+            # comment, so that its half cannot glue onto the error or reach a parser
+            c = commented(ev)
+            ev = Event(c.raw + (b"" if c.raw.endswith((b"\n", b"\r")) else ev.eol) + ev.eol, c.fields, ev.eol)
+            self.count("eof_terminal")
         obj = self.parse(ev)
         rec = Rec(ev, obj)
         kind = obj.get("type") if obj is not None else None
+        if self._delta_held is not None and ev.data is not None:
+            self._settle_delta()  # the event after a held message_delta: the resolver looks again
+        if ev.data is not None:
+            self._line_end = ev.eol
+        if ev.data is not None and self._hidden_due(kind):
+            self._end_hidden_stop(drop=kind == "error")
+        if kind == "message_start":
+            self._started = True
+            self._start_input = hidden.start_input(obj)
+        elif kind == "message_stop":
+            self._message_stop(rec)
         if ev.data is not None and self._stopped is not None:
             srec, sblock = self._stopped
             self._stopped = None
@@ -125,19 +153,114 @@ class MessagesRepairer(HoldingRepairer):
             self._block_stop(rec, obj)
         elif kind == "message_delta":
             self._message_delta(rec, obj)
+        elif kind == "message_stop":
+            self._upstream_stop(rec)
         elif kind == "error":
             self._errored = True
             self._release("an error event")
         return self._queue(rec)
 
     def end(self) -> list[bytes]:
-        if not self._finished and not self._errored:
+        fails = self._fails_at_eof() and self._hidden_delta is None and not self._upstream_failed
+        self._release(None)  # (a held message_stop without message_delta: an error event now)
+        if not self._finished and not self._errored and not fails:
             self.note("stream ended without message_delta; passed through as it ended")
-        self._release(None)
         if self.decision is None:
             self._report_args()
             self.decision = self.verdict.decide()
-        return self._flush()
+        d = self.decision
+        upstream = (
+            d.failed and not d.native and self.rules.upstream_failure and not (self._errored or self._upstream_failed)
+        )
+        out = self._flush()
+        if upstream:
+            # upstream leg (issue 28): the stream ended with neither message_delta nor
+            # message_stop and the provider's call failed: the API's error event, with the
+            # provider's evidence (in eof_terminal's place)
+            detail = d.evidence[0].detail if d.evidence else "failed"
+            self.note(f"ended with an error event: the upstream failed ({detail})")
+            self.count("upstream_failure")
+            self._upstream_failed = self._errored = True
+            out.append(format_event(orjson.dumps(messages_error(detail)), event="error", eol=self._line_end))
+        elif fails:
+            # rule eof_terminal: the stream stopped without message_stop (nor an error): an
+            # error event, as Anthropic ends a stream that fails; never a success
+            self._errored = True
+            out.append(self._error_event(self._line_end))
+            self.count("eof_terminal")
+            self.note("stream ended without message_stop: ended it with an error event")
+        return out
+
+    # --- this round's rules (hidden_failure, eof_terminal on Messages): wire/hidden.py ----
+    def _fails_at_eof(self) -> bool:
+        """Rule eof_terminal ends this stream with an error event at its end: a Messages
+        stream (message_start came) with neither message_stop nor an error event."""
+        return self.rules.eof_terminal and self._started and not self._stopped_msg and not self._errored
+
+    @staticmethod
+    def _error_event(eol: bytes) -> bytes:
+        return format_event(orjson.dumps(hidden.MESSAGES_ERROR), event="error", eol=eol)
+
+    def _message_stop(self, rec: Rec) -> None:
+        """message_stop without a message_delta before it, and no error: the upstream never
+        finished (rule hidden_failure). Held until the next data event (an error event
+        from the gateway tells the failure itself) or the end."""
+        self._stopped_msg = True
+        if self.rules.hidden_failure and not self._finished and not self._errored and not self._upstream_failed:
+            rec.wait = "hidden_failure"
+            self._hidden_stop = rec
+
+    def _hidden_due(self, kind: Any) -> bool:
+        """Does this data event end what rule hidden_failure holds? Any, but the
+        message_stop that follows a held synthetic message_delta (held with it)."""
+        if self._hidden_delta is not None:
+            return not (kind == "message_stop" and self._hidden_stop is None)
+        return self._hidden_stop is not None
+
+    def _synthetic_delta(self, rec: Rec, obj: dict[str, Any]) -> bool:
+        """CPA's Antigravity translator's message_delta at the end of a body without a
+        finish (hidden.synthetic_delta): held with the message_stop that follows, until
+        the next data event or the end (rule hidden_failure)."""
+        if not self.rules.hidden_failure or self._errored or not hidden.synthetic_delta(obj, self._start_input):
+            return False
+        self._give_up_name("message_delta")
+        rec.wait = "hidden_failure"
+        self._hidden_delta = rec
+        return True
+
+    def _end_hidden_stop(self, drop: bool) -> None:
+        """The held message_stop goes: dropped before the gateway's own error event
+        (``drop``), else sent as an error event in its place. A held synthetic
+        message_delta goes the same way, its message_stop dropped with it."""
+        rec, self._hidden_stop = self._hidden_stop, None
+        delta, self._hidden_delta = self._hidden_delta, None
+        if delta is not None:
+            self._errored = True
+            for r in (delta, rec):
+                if r is not None:
+                    r.wait = None
+                    r.drop, r.drop_rule = True, "hidden_failure"
+            if drop:
+                self.note(f"{hidden.SYNTHETIC_DELTA}: dropped it before the gateway's error event")
+                return
+            rec = delta
+            rec.drop = False
+            why = hidden.SYNTHETIC_DELTA
+        elif rec is None:
+            return
+        else:
+            why = hidden.STOP_WITHOUT_DELTA
+        rec.wait = None
+        self._errored = True
+        if drop:
+            rec.drop, rec.drop_rule = True, "hidden_failure"
+            self.note(f"{why}: dropped it before the gateway's error event")
+            return
+        p = SseParser()
+        rec.ev = (p.feed(self._error_event(rec.ev.eol)) + p.close())[0]
+        rec.obj, rec.dirty = None, False
+        self.count("hidden_failure")
+        self.note(f"{why}: sent an error event in its place")
 
     # --- the rules -------------------------------------------------------------
     def _index(self, rec: Rec, obj: dict[str, Any]) -> _Block | None:
@@ -307,21 +430,62 @@ class MessagesRepairer(HoldingRepairer):
             self._stopped = (rec, block)
 
     def _message_delta(self, rec: Rec, obj: dict[str, Any]) -> None:
+        if self._synthetic_delta(rec, obj):
+            return
         self._finished = True
         self._give_up_name("message_delta")
         delta = obj.get("delta")
         delta = delta if isinstance(delta, dict) else {}
         sr = delta.get("stop_reason")
+        new = stops.foreign("messages", sr) if self.rules.finish_reason else None
+        if new is not None:  # rule finish_reason: another API's value (wire/stops.py)
+            delta["stop_reason"] = new
+            rec.mark("finish_reason")
+            self.note(f"stop_reason {sr!r} (not a Messages value) written as {new!r}")
+            sr = new
         if isinstance(sr, str) and sr in _NATIVE:  # a list or object here is not hashable
             self.verdict.native(_NATIVE[sr], f"stop_reason {sr!r}")
         usage = obj.get("usage")
+        if self.rules.usage_math and usage_math.repair("messages", usage):
+            rec.mark("usage_math")
+            self.note("usage: a negative count written as 0")
         if isinstance(usage, dict):
             self.verdict.usage(usage.get("output_tokens"))
-        if self.decision is not None:
+        if self.decision is not None or self._delta_held is not None:
             self.note("a second message_delta, passed through")
             return
+        if self._upstream_open():
+            # upstream leg (issue 28): the provider call linked to this flow is still open
+            # (CPA wrote message_delta before the provider's stream ended): held until the
+            # next event (message_stop comes after that end), then decided
+            rec.wait = "upstream"
+            self._delta_held = (rec, obj)
+            return
+        self._decide_delta(rec, obj)
+
+    def _upstream_open(self) -> bool:
+        v = self.verdict
+        if v.resolver is None:
+            return False
+        v.decide()  # runs the resolver once; while waiting it puts itself back
+        return bool(getattr(v.resolver, "waiting", False))
+
+    def _settle_delta(self) -> None:
+        held = self._delta_held
+        if held is not None:
+            self._delta_held = None
+            held[0].wait = None
+            self._decide_delta(*held)
+
+    def _decide_delta(self, rec: Rec, obj: dict[str, Any]) -> None:
+        delta = obj.get("delta")
+        sr = delta.get("stop_reason") if isinstance(delta, dict) else None
+        usage = obj.get("usage")
         self._report_args()
         d = self.decision = self.verdict.decide()
+        if d.failed and not d.native and self.rules.upstream_failure:
+            self._fail(rec, d.evidence[0].detail if d.evidence else "failed")  # upstream leg (issue 28)
+            return
         if self.rules.usage and self.verdict.upstream_counts is not None:
             u = usage if isinstance(usage, dict) else {}
             filled = fill_messages_usage(u, self.verdict)
@@ -334,6 +498,39 @@ class MessagesRepairer(HoldingRepairer):
             if sr != new and isinstance(obj.get("delta"), dict):
                 obj["delta"]["stop_reason"] = new
                 rec.mark("truncation")
+
+    # --- upstream leg (issue 28): the provider's call failed -----------------------
+    def _upstream_stop(self, rec: Rec) -> None:
+        """``message_stop`` (rule upstream_failure): withheld (an SSE comment) after the
+        message_delta became the error event; with no message_delta at all (CPA's Gemini
+        path ends a cut turn so) and the upstream leg proving the call failed, it becomes
+        the error event."""
+        if not self.rules.upstream_failure:
+            return
+        if self._upstream_failed:
+            rec.ev = Event(b": message_stop withheld: the upstream failed" + rec.ev.eol + rec.ev.eol, eol=rec.ev.eol)
+            rec.obj = None
+            return
+        if self.decision is not None or self._errored:
+            return
+        self._report_args()
+        d = self.decision = self.verdict.decide()
+        if d.failed and not d.native:
+            if self._hidden_stop is rec:  # the provider's evidence instead of hidden_failure's
+                rec.wait = None
+                self._hidden_stop = None
+            self._fail(rec, d.evidence[0].detail if d.evidence else "failed")
+
+    def _fail(self, rec: Rec, detail: str) -> None:
+        eol = rec.ev.eol
+        rec.ev = Event(format_event(orjson.dumps(messages_error(detail)), event="error", eol=eol), eol=eol)
+        rec.obj = None
+        rec.dirty = False
+        self.count("upstream_failure")
+        self._upstream_failed = True
+        self.note(f"ended with an error event: the upstream failed ({detail})")
+
+    # --- end upstream leg ---
 
     def _report_args(self) -> None:
         for b in self._order:
@@ -352,10 +549,13 @@ class MessagesRepairer(HoldingRepairer):
     def _release(self, why: str | None) -> None:
         if why is not None and (self._nameless is not None or self._stopped is not None):
             self.note(f"released held events early: {why}")
+        if (self._hidden_stop is not None or self._hidden_delta is not None) and why != "an error event":
+            self._end_hidden_stop(drop=False)
         self._give_up_name(why or "the end of the stream")
         if self._stopped is not None:
             self._stopped[0].wait = None
             self._stopped = None
+        self._settle_delta()
 
 
 def fill_messages_usage(usage: dict[str, Any], verdict: Verdict) -> str | None:
@@ -367,7 +567,8 @@ def fill_messages_usage(usage: dict[str, Any], verdict: Verdict) -> str | None:
     there), no cache read is added beside it: it would count the cached part twice.
     Returns the note for the receipt, or None when nothing was filled."""
     fields = {"output_tokens": "output_tokens"}
-    if not _count(usage.get("input_tokens")):
+    c = verdict.upstream_counts
+    if not _count(usage.get("input_tokens")) or (c is not None and c.authoritative):
         fields = {"input_tokens": "uncached_input_tokens", "cache_read_input_tokens": "cached_tokens", **fields}
     filled = verdict.fill_usage(usage, fields)
     return verdict.upstream_counts.note(filled) if filled and verdict.upstream_counts else None
@@ -407,9 +608,19 @@ def repair_messages_json(
         if fired is not None:
             fired["tool_index"] += 1
     sr = obj.get("stop_reason")
+    new = stops.foreign("messages", sr) if rules.finish_reason else None
+    if new is not None:
+        obj["stop_reason"] = sr = new
+        changed = True
+        if fired is not None:
+            fired["finish_reason"] += 1
     if isinstance(sr, str) and sr in _NATIVE:  # a list or object here is not hashable
         verdict.native(_NATIVE[sr], f"stop_reason {sr!r}")
     usage = obj.get("usage")
+    if rules.usage_math and usage_math.repair("messages", usage):
+        changed = True
+        if fired is not None:
+            fired["usage_math"] += 1
     if isinstance(usage, dict):
         verdict.usage(usage.get("output_tokens"))
     d = verdict.decide()

@@ -12,6 +12,7 @@ from typing import Any
 
 import orjson
 
+from . import stops, usage_math
 from .response_base import NATIVE, REASON
 from .response_usage import as_int, fill_upstream_usage, fix_usage
 from .rules import FlowContext, Rules
@@ -73,10 +74,23 @@ def _repair_json(
                         part["annotations"] = []
                         changed = True
                         hit.add("schema_fill")
+    if rules.terminal_output and obj.get("object") == "response" and not isinstance(output, list):
+        obj["output"] = []  # a response with no item at all
+        changed = True
+        hit.add("terminal_output")
+    if rules.usage_math and usage_math.repair("responses", obj.get("usage")):
+        changed = True
+        hit.add("usage_math")
     usage = obj.get("usage")
     if isinstance(usage, dict):
         verdict.usage(as_int(usage.get("output_tokens")))
     details = obj.get("incomplete_details")
+    if rules.finish_reason and obj.get("status") == "incomplete" and isinstance(details, dict):
+        new = stops.foreign("responses", details.get("reason"))
+        if new is not None:
+            details["reason"] = new
+            changed = True
+            hit.add("finish_reason")
     if obj.get("status") == "incomplete" or isinstance(details, dict):
         reason = details.get("reason") if isinstance(details, dict) else None
         verdict.native(NATIVE.get(reason, "unknown"), f"status {obj.get('status')!r}, reason {reason!r}")

@@ -2,8 +2,10 @@
 
 A success terminal (``response.completed``/``.incomplete``) gets its ``output`` listing the
 announced items in order, as closed (rules terminal_output, status, item_id,
-reasoning_summary), whole integer usage (rule usage, the upstream's counts where the
-gateway's are missing), and, on a truncation verdict, becomes ``response.incomplete``;
+reasoning_summary), whole integer usage that adds up (rules usage, usage_math; the
+upstream's counts where the gateway's are missing), and becomes ``response.failed`` when
+the gateway hid a failure (rule hidden_failure) or the provider's call failed (rule
+upstream_failure), ``response.incomplete`` on a truncation verdict;
 ``response.failed``/``error`` pass numbered with the stream's id, nothing synthesized; a
 stream that stops without a terminal ends with ``response.failed`` (rule eof_terminal),
 never a success. The response id stays the first lifecycle event's (rule response_id). A
@@ -15,11 +17,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from .response_base import NATIVE, REASON
+from . import stops, usage_math
+from .hidden import COMPLETED_WITHOUT_USAGE, failed_response, synthetic_completion
+from .response_base import NATIVE, REASON, SUCCESS_TERMINAL
 from .response_items import Item
 from .response_skim import FastPath
 from .response_usage import as_int, fill_upstream_usage, fix_usage
 from .sse import Event
+from .upstream_terminal import responses_failed
 
 __all__ = ["Terminals"]
 
@@ -132,7 +137,12 @@ class Terminals(FastPath):
             self.note(f"{typ} without a response object, passed through")
             self.decision = self.verdict.decide()
             return out + [self._out(ev, obj, False)]
-        dirty = self._response_identity(resp)
+        if typ == "response.completed" and self.rules.hidden_failure:
+            ids = [it.id for it in self.items if it.type in ("message", "reasoning")]
+            if synthetic_completion(resp, ids):
+                return out + [self._hidden_failure(ev, obj, resp)]
+        dirty = self._round_rules(resp, typ)
+        dirty |= self._response_identity(resp)
         usage = resp.get("usage")
         if isinstance(usage, dict):
             self.verdict.usage(as_int(usage.get("output_tokens")))
@@ -154,6 +164,13 @@ class Terminals(FastPath):
                 dirty = True
                 self.fire("usage")
         rename = None
+        if d.failed and not d.native and self.rules.upstream_failure and typ in SUCCESS_TERMINAL:
+            # the upstream leg: the provider's call failed, so the client hears its API's failure
+            obj["type"] = rename = "response.failed"
+            responses_failed(resp, d.evidence[0].detail if d.evidence else "failed")
+            dirty = True
+            self.fire("upstream_failure")
+            self.note(f"terminal rewritten to response.failed ({d.evidence[0].detail if d.evidence else 'upstream'})")
         if typ == "response.completed" and d.truncated and not d.native and self.rules.truncation == "incomplete":
             obj["type"] = rename = "response.incomplete"
             resp["status"] = "incomplete"
@@ -163,6 +180,41 @@ class Terminals(FastPath):
             self.note(f"terminal rewritten to response.incomplete ({d.outcome})")
         out.append(self._out(ev, obj, dirty, event=rename if ev.event is not None else None))
         return out
+
+    def _hidden_failure(self, ev: Event, obj: dict[str, Any], resp: dict[str, Any]) -> bytes:
+        """Rule hidden_failure (:mod:`wire.hidden`): CPA's Gemini-family translator ended a
+        stream whose provider body never finished with ``response.completed`` without
+        usage; the client gets it as ``response.failed`` (same id and number, its output as
+        the gateway listed it, no verdict: a failure is not a truncation)."""
+        self._response_identity(resp)
+        self._terminal_output(resp)
+        failed_response(resp)
+        obj["type"] = "response.failed"
+        self.fire("hidden_failure")
+        self.note(f"{COMPLETED_WITHOUT_USAGE}: ended it as response.failed")
+        return self._out(ev, obj, True, event="response.failed" if ev.event is not None else None)
+
+    def _round_rules(self, resp: dict[str, Any], typ: str) -> bool:
+        """Rules usage_math and finish_reason on a success terminal's response object, before
+        the verdict reads it: usage that does not add up, and an incomplete reason from
+        another API's vocabulary."""
+        dirty = False
+        if self.rules.usage_math:
+            fixed = usage_math.repair("responses", resp.get("usage"))
+            if fixed:
+                dirty = True
+                self.fire("usage_math")
+                self.note(f"usage made to add up: {'; '.join(fixed)}")
+        details = resp.get("incomplete_details")
+        if self.rules.finish_reason and typ == "response.incomplete" and isinstance(details, dict):
+            reason = details.get("reason")
+            new = stops.foreign("responses", reason)
+            if new is not None:
+                details["reason"] = new
+                dirty = True
+                self.fire("finish_reason")
+                self.note(f"incomplete_details.reason {reason!r} (not a Responses reason) written as {new!r}")
+        return dirty
 
     def _upstream_output_tokens(self, usage: Any) -> int | None:
         """The upstream's output token count, when the client leg's usage has none (the
@@ -182,9 +234,9 @@ class Terminals(FastPath):
         if isinstance(given, list) and self.rules.reasoning_summary:
             dirty = self._summaries(given)
         if not isinstance(given, list):
-            if not self.rules.terminal_output or not self.items:
+            if not self.rules.terminal_output:
                 return False
-            given = []
+            given = []  # also a turn with no item at all (CPA's Claude and Gemini paths): output []
             dirty = True
             self.fire("terminal_output")
         if self.rules.status:

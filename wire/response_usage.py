@@ -65,6 +65,7 @@ USAGE_FIELDS = {
     "input_tokens": "input_tokens",
     "output_tokens": "output_tokens",
     "input_tokens_details.cached_tokens": "cached_tokens",
+    "output_tokens_details.reasoning_tokens": "reasoning_tokens",
 }
 """Responses usage key -> :class:`wire.verdict.UpstreamUsage` attribute."""
 

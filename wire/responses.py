@@ -5,7 +5,8 @@ event that needs no repair as it came, a changed one re-serialized once (key ord
 kept), closes and announcements synthesized in the stream's framing. Its rules, each
 switchable in :class:`~wire.rules.Rules` (status, item_order, output_index, sequence,
 usage, schema_fill, terminal_output, response_id, announce, item_id, reasoning_summary,
-replay, nonstandard, eof_terminal, truncation), what the AI SDK requires of each event and
+replay, nonstandard, eof_terminal, hidden_failure, usage_math, finish_reason, vendor_events,
+upstream_failure, truncation), what the AI SDK requires of each event and
 how that was checked: docs/responses.md. Unknown events, bad JSON and types outside
 ``response.*``/``error`` pass as their original bytes; nothing is held back but by rule
 replay, so the first byte of an event is never delayed.
@@ -28,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
-from .foreign import commented, foreign
+from .foreign import commented, foreign, vendor
 from .response_base import (
     ARGS_DELTA,
     ARGS_DONE,
@@ -98,6 +99,8 @@ class ResponsesRepairer(Terminals):
         if not isinstance(typ, str) or not (typ.startswith("response.") or typ == "error"):
             if not isinstance(typ, str):
                 self.note("JSON event without a string type, passed through")
+            elif self.rules.vendor_events and vendor(typ) and self.ctx.client != "codex":
+                return [self._vendor_event(ev, typ)]
             return [ev.raw]
         self._framing = ev
         if self._seq_last_key is None and "sequence_number" in obj:
@@ -153,6 +156,16 @@ class ResponsesRepairer(Terminals):
         """The upstream failed mid-body: held deltas of a possible repeat go out as the
         text they are so far (numbered; a repeat cannot be proved of a cut stream)."""
         return self._end_run() + super().salvage()
+
+    def _vendor_event(self, ev: Event, typ: str) -> bytes:
+        """Rule vendor_events: a vendor's own event (``codex.rate_limits``...) becomes an SSE
+        comment for a client that is not the vendor's (every byte kept; every client
+        ignores comments, a strict one rejects the event)."""
+        self.count("vendor_events")
+        if ("vendor_events", 0) not in self._noted:
+            self._noted.add(("vendor_events", 0))
+            self.note(f"turned the vendor's own {typ} into an SSE comment (the client is not Codex)")
+        return commented(ev).raw
 
     def _item_added(self, ev: Event, obj: dict[str, Any]) -> list[bytes]:
         item = obj.get("item")

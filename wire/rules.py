@@ -17,7 +17,8 @@ How to add a rule:
    (the repairer's ``_takes_delta``/``_takes``: an event the rule could change takes the
    full path), saying how in ``fast``;
 3. add a recording that shows the defect (``recordings/``, its expected body checked by
-   hand) and its unit tests beside the API's (tests/wire/test_<api>.py);
+   hand) and its unit tests beside the API's (tests/wire/test_<api>.py); a defect no
+   client recording can show (the upstream leg's) says why in ``unrecorded``;
 4. list it in README's tables (the options table; the defect table it answers).
 """
 
@@ -55,16 +56,21 @@ class Rule(NamedTuple):
     fast: str
     """How the fast path keeps off what the rule changes: :data:`NO_DELTA`,
     :data:`GUARDED` or :data:`APPLIED` and the reason."""
+    unrecorded: str = ""
+    """Why no recording can show the defect, and which tests hold the rule on and off
+    instead (only when :attr:`recordings` is empty)."""
 
     @property
     def option(self) -> str:
         return f"streamfix_{self.name}"
 
 
-def rule(help: str, *, recordings: tuple[str, ...], contract: tuple[str, ...] = (), fast: str) -> Any:
+def rule(
+    help: str, *, recordings: tuple[str, ...], contract: tuple[str, ...] = (), fast: str, unrecorded: str = ""
+) -> Any:
     """A :class:`Rules` field for one repair rule: on by default, its declaration kept as
     the field's metadata."""
-    return field(default=True, metadata={"rule": (help, recordings, contract, fast)})
+    return field(default=True, metadata={"rule": (help, recordings, contract, fast, unrecorded)})
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,10 +167,10 @@ class Rules:
         fast=NO_DELTA + "events the API does not define (no delta layout matches them)",
     )
     eof_terminal: bool = rule(
-        "Responses, chat: end a stream that stops without a terminal with a failure (response.failed, "
-        "continuing sequence_number; chat: an error chunk), never a success.",
-        recordings=("responses-eof-no-terminal", "responses-eof-open-call"),
-        contract=("terminal.present",),
+        "Every API: end a stream that stops without a terminal with a failure (response.failed, continuing "
+        "sequence_number; chat: an error chunk; messages: an error event; Gemini: an error object), never a success.",
+        recordings=("responses-eof-no-terminal", "responses-eof-open-call", "gemini-openai-early-stop"),
+        contract=("terminal.present", "gemini.finish"),
         fast=NO_DELTA + "the end of the stream",
     )
     no_events: bool = rule(
@@ -205,10 +211,54 @@ class Rules:
         fast=GUARDED + "a chunk with a call's id or name (a header) is not taken",
     )
     finish_reason: bool = rule(
-        "Chat: map a non-standard finish_reason (CPA's Gemini/Antigravity 'max_tokens', Gemini's lower-cased "
-        "'safety'...) to the spec's value ('length', 'content_filter').",
-        recordings=("chat-gemini-safety-nonstream",),
-        fast=NO_DELTA + "the finish chunk (and JSON bodies)",
+        "Every API: write a stop reason from another API's vocabulary as the API's own (chat finish_reason: CPA's "
+        "Gemini 'max_tokens' -> 'length', 'safety' -> 'content_filter', Anthropic's 'refusal' -> 'content_filter', "
+        "'model_context_window_exceeded' and 'pause_turn' -> 'length'; Messages stop_reason, Gemini finishReason, "
+        "Responses incomplete_details.reason likewise); chat: a 'stop'/'tool_calls' beside a native_finish_reason "
+        "that says otherwise takes what it says; Gemini: a stream that ends with the turn's usage but no "
+        "finishReason gets STOP.",
+        recordings=("chat-gemini-safety-nonstream", "chat-gemini-safety-native"),
+        contract=("stop.reason",),
+        fast=NO_DELTA + "finish chunks, message_delta, Gemini's finishing chunk, the terminal (and JSON bodies)",
+    )
+    # failures a gateway reported as success, usage that does not add up, vendors' events
+    hidden_failure: bool = rule(
+        "Every API: end a failure the gateway reported as a success as the API's failure: Responses "
+        "response.completed without usage from CPA's Gemini-family translator -> response.failed; chat [DONE] with "
+        "no finish_reason -> an error chunk before it; Messages message_stop without message_delta, or CPA's "
+        "Antigravity message_delta that zeroes the usage its start counted -> an error event.",
+        # (responses-gemini-completed-no-usage shows it too, but with the rule off rule usage
+        # fills the missing usage, after which the contract cannot tell the completion was
+        # synthetic: tests/wire/test_matrix_rules.py holds it on and off)
+        recordings=("chat-gemini-done-no-finish", "messages-gemini-stop-no-delta", "messages-antigravity-zeroed-delta"),
+        contract=("terminal.hidden_failure", "messages.stop"),
+        fast=NO_DELTA + "the terminal, [DONE], message_delta and message_stop (wire/hidden.py)",
+    )
+    usage_math: bool = rule(
+        "Every API: make usage add up where the right numbers are known: output that leaves out the reasoning "
+        "tokens its total counts gets them, cached tokens above the input are added to it, negative counts become 0.",
+        recordings=("chat-gemini-thoughts-usage",),
+        contract=("usage.sums",),
+        fast=NO_DELTA + "usage objects (terminals, usage chunks, message_delta, usageMetadata; wire/usage_math.py)",
+    )
+    vendor_events: bool = rule(
+        "Responses: turn a vendor's own events (codex.rate_limits, codex.response.metadata, responsesapi.*) into "
+        "SSE comments for every client but the vendor's own (Codex keeps them).",
+        recordings=("responses-codex-vendor-events",),
+        contract=("sse.vendor",),
+        fast=NO_DELTA + "events outside response.* (no delta layout matches them)",
+    )
+    # the upstream leg (all APIs)
+    upstream_failure: bool = rule(
+        "Every API: when the upstream leg proves the provider's call failed (an in-band error, a cut body, a body "
+        "that ended without a finish) and the gateway reports success, end the client's stream as its API's failure "
+        "(Responses response.failed, chat an error chunk, messages an error event, Gemini an error object; a JSON "
+        "body HTTP 502).",
+        recordings=(),
+        unrecorded="a client recording alone cannot show it: it needs the upstream leg's verdict (the provider's "
+        "own stream beside the client's); tests/wire/test_upstream_decoders.py holds it on and off on every API, "
+        "the real-CPA upstream matrix (tests/e2e/realcpa) on real builds",
+        fast=NO_DELTA + "the terminal (wire/upstream_terminal.py)",
     )
     # truncation (all APIs): a policy, not a switch (streamfix_truncation, addons/options.py)
     truncation: TruncationPolicy = "incomplete"
@@ -222,8 +272,7 @@ def declared() -> dict[str, Rule]:
     for f in fields(Rules):
         meta = f.metadata.get("rule")
         if meta is not None:
-            help, recordings, contract, fast = meta
-            out[f.name] = Rule(f.name, help, recordings, contract, fast)
+            out[f.name] = Rule(f.name, *meta)
     return out
 
 
@@ -235,3 +284,6 @@ class FlowContext:
     started_at: int = field(default_factory=lambda: int(time.time()))
     request: dict[str, Any] | None = None
     """The parsed client request body, for the verdict's caps; None if not JSON."""
+    client: str | None = None
+    """Which client asked, where a rule needs it (``"codex"``: Codex, from its
+    ``originator`` or ``User-Agent`` header; None: another or unknown)."""

@@ -17,7 +17,9 @@ from typing import Any, Final, Literal
 
 import orjson
 
-Outcome = Literal["complete", "max_tokens", "content_filter", "unknown"]
+Outcome = Literal["complete", "max_tokens", "content_filter", "failed", "unknown"]
+"""``failed``: only from the upstream leg (the provider's in-band error, a cut body, a body
+that ended without a finish): the client stream ends as a failure in its API's shape."""
 
 HASH_BATCH: Final = 2048
 """Bytes a :class:`Digest` hashes at once."""
@@ -77,12 +79,25 @@ class UpstreamUsage:
     cached_tokens: int = 0
     total_tokens: int = 0
     model: str = ""
-    source: Literal["field7", "field28"] = "field7"
+    source: str = "field7"
+    """Devin: ``field7`` or ``field28``; another provider: the frame it came from
+    (``usageMetadata``, ``message_delta``, ``usage``...)."""
+    reasoning_tokens: int = 0
+    """The thought/reasoning part of ``output_tokens`` (Gemini ``thoughtsTokenCount``,
+    OpenAI ``reasoning_tokens``); 0 when the provider does not split it out."""
+    authoritative: bool = False
+    """A provider's own complete usage (every decoder but Devin's): the client leg's counts
+    that differ are corrected to these, not only the missing or zero ones filled."""
 
     @property
     def uncached_input_tokens(self) -> int:
         """The input not read from a cache (Devin 7.2): Anthropic's ``input_tokens``."""
         return max(self.input_tokens - self.cached_tokens, 0)
+
+    @property
+    def candidates_tokens(self) -> int:
+        """The output without its thoughts: Gemini's ``candidatesTokenCount``."""
+        return max(self.output_tokens - self.reasoning_tokens, 0)
 
     def detail(self) -> str:
         """For a receipt (numbers and the model name, no content)."""
@@ -90,6 +105,10 @@ class UpstreamUsage:
             f"upstream usage input {self.input_tokens} (cached {self.cached_tokens}) "
             f"output {self.output_tokens} total {self.total_tokens}"
         )
+        if self.reasoning_tokens:
+            s = s.replace(
+                f" total {self.total_tokens}", f" (reasoning {self.reasoning_tokens}) total {self.total_tokens}"
+            )
         if self.model:
             s += f", model {self.model}"
         return s + f" ({self.source})"
@@ -113,11 +132,17 @@ class UpstreamUsage:
         for key, attr in fields.items():
             want = getattr(self, attr)
             cur = _get(usage, key)
-            if _int(cur) or not want:  # the client leg's own non-zero number; or nothing to add
+            if self.authoritative and _int(cur) is not None and cur != want:
+                pass  # the provider's own count corrects the gateway's
+            elif _int(cur) or not want:  # the client leg's own non-zero number; or nothing to add
                 continue
             if _put(usage, key, want):
                 filled.append(key)
-        if total is not None:
+        if total is not None and self.authoritative and self.total_tokens:
+            cur = _int(_get(usage, total))
+            if cur != self.total_tokens and _put(usage, total, self.total_tokens):
+                filled.append(total)
+        elif total is not None:
             cur = _int(_get(usage, total))
             new_sum = sum(_int(_get(usage, k)) or 0 for k in parts)
             derived = cur == old_sum and any(k in filled for k in parts)
@@ -127,7 +152,8 @@ class UpstreamUsage:
 
     def note(self, filled: list[str]) -> str:
         """The repairer's note (and receipt line) for keys :meth:`fill` filled."""
-        return f"usage {', '.join(filled)} filled from the {self.detail()}"
+        how = "set" if self.authoritative else "filled"
+        return f"usage {', '.join(filled)} {how} from the {self.detail()}"
 
 
 def _get(obj: Any, key: str) -> Any:
@@ -170,6 +196,11 @@ class Decision:
     @property
     def truncated(self) -> bool:
         return self.outcome in ("max_tokens", "content_filter")
+
+    @property
+    def failed(self) -> bool:
+        """The upstream failed (its error, a cut body, no finish): end as a failure."""
+        return self.outcome == "failed"
 
     def receipt(self) -> str:
         why = "; ".join(f"{e.source}: {e.detail}" for e in self.evidence) or "no evidence"

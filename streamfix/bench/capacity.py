@@ -52,7 +52,7 @@ _STAMP = re.compile(rb'"x_t":(\d+),')
 
 
 # --- the timed upstream ---------------------------------------------------------------
-def _events() -> list[bytes]:
+def upstream_events() -> list[bytes]:
     return streams.events_of(streams.turn_stream())
 
 
@@ -115,7 +115,7 @@ async def _answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, ev
 
 
 async def _serve(port: int, pace_ms: float) -> None:
-    events = _events()
+    events = upstream_events()
     server = await asyncio.start_server(
         lambda r, w: _answer(r, w, events, pace_ms / 1000), "127.0.0.1", port, backlog=1024
     )
@@ -193,7 +193,7 @@ async def _one_stream(port: int, delay: float, lat: list[float], upstream: int, 
     return len(arrived)
 
 
-async def _load(
+async def load(
     port: int, streams: int, pace_ms: float, upstream: int, stamped: bool = False
 ) -> tuple[list[float], int]:
     lat: list[float] = []
@@ -230,7 +230,7 @@ async def _aborts(port: int, n: int, seed: int = 5) -> None:
 
 
 # --- running it -------------------------------------------------------------------------
-def _pct(xs: list[float], q: float) -> float:
+def pct(xs: list[float], q: float) -> float:
     if not xs:
         return float("nan")
     xs = sorted(xs)
@@ -292,9 +292,9 @@ def run(
                 p, ports[label] = mitm.start_proxy(upstream, addon, tmpd, label, procs)
                 pids[label] = p.p.pid
             for port in ports.values():  # warm-up
-                asyncio.run(_load(port, 2, pace_ms, ports["direct"], stamped))
+                asyncio.run(load(port, 2, pace_ms, ports["direct"], stamped))
 
-            per_stream = len(_events())  # upstream events each stream sends
+            per_stream = len(upstream_events())  # upstream events each stream sends
 
             def measure(n: int) -> dict[str, dict[str, float]]:
                 runs = []
@@ -305,11 +305,11 @@ def run(
                     for label in order:
                         t0 = time.monotonic()
                         c0 = mitm.cpu_seconds(pids[label]) if label in pids else 0.0
-                        lat, events = asyncio.run(_load(ports[label], n, pace_ms, ports["direct"], stamped))
+                        lat, events = asyncio.run(load(ports[label], n, pace_ms, ports["direct"], stamped))
                         cpu = mitm.cpu_seconds(pids[label]) - c0 if label in pids else 0.0
                         one[label] = {
-                            "p50": _pct(lat, 0.5),
-                            "p99": _pct(lat, 0.99),
+                            "p50": pct(lat, 0.5),
+                            "p99": pct(lat, 0.99),
                             "events": events,
                             "seconds": time.monotonic() - t0,
                             # per upstream event, timed or not (each stream sends the whole turn)

@@ -234,6 +234,170 @@ def run(
     return {"rows": rows, "cores": cores, "labels": [s[0] for s in specs], "against": against, "delay_ms": delay_ms}
 
 
+# --- the upstream leg: a provider's stream through the regular listener ----------
+
+UPSTREAM_STREAMS: dict[str, tuple[str, str]] = {
+    # name -> (the bench stream whose body the provider sends, the provider path CPA calls)
+    "gemini": ("gemini", "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"),
+    "anthropic": ("anthropic", "/v1/messages?beta=true"),
+    "openai-chat": ("chat", "/v1/chat/completions"),
+    "responses": ("responses-claude", "/v1/responses"),
+}
+"""The upstream leg's row: each provider wire the decoders read, as CPA calls it. OpenAI
+chat and Responses bodies are the bench's own streams of those wires; Gemini's is
+:func:`gemini_stream`, Anthropic's :func:`anthropic_stream`."""
+
+
+def gemini_stream(text: int = 2400, thoughts: int = 200, seed: int = 3) -> bytes:
+    """A long Gemini ``streamGenerateContent?alt=sse`` answer: thought parts, text parts (one
+    token-sized delta per chunk, CRLF framing as Google sends it), a functionCall, the
+    finishing chunk with ``usageMetadata``."""
+    import random
+
+    import orjson
+
+    rng = random.Random(seed)
+
+    def chunk(parts: list[dict[str, Any]], **extra: Any) -> bytes:
+        obj = {"candidates": [{"content": {"role": "model", "parts": parts}, "index": 0, **extra.pop("cand", {})}],
+               "modelVersion": "gemini-2.5-flash", "responseId": "bench", **extra}  # fmt: skip
+        return b"data: " + orjson.dumps(obj) + b"\r\n\r\n"
+
+    out = [chunk([{"text": d, "thought": True}]) for d in synthetic.deltas(rng, thoughts)]
+    out += [chunk([{"text": d}]) for d in synthetic.deltas(rng, text)]
+    out.append(chunk([{"functionCall": {"name": "write_file", "args": {"path": "a.txt", "content": "x" * 200}}}]))
+    usage = {"promptTokenCount": 1200, "candidatesTokenCount": 2600, "thoughtsTokenCount": 200, "totalTokenCount": 4000}
+    out.append(chunk([{"text": ""}], cand={"finishReason": "STOP"}, usageMetadata=usage))
+    return b"".join(out)
+
+
+def anthropic_stream(text: int = 2400, thinking: int = 200, seed: int = 4) -> bytes:
+    """A long Anthropic Messages stream as the API sends it (``event: TYPE`` + ``data:``,
+    LF framing): message_start, a thinking block, a text block, a tool_use block whose
+    input streams in fragments, message_delta with the stop reason and usage, message_stop."""
+    import random
+
+    import orjson
+
+    rng = random.Random(seed)
+    out: list[bytes] = []
+
+    def ev(obj: dict[str, Any]) -> None:
+        out.append(b"event: " + obj["type"].encode() + b"\ndata: " + orjson.dumps(obj) + b"\n\n")
+
+    ev({"type": "message_start", "message": {"id": "msg_bench", "type": "message", "role": "assistant", "content": [],
+        "model": "claude-sonnet-4-5", "stop_reason": None, "stop_sequence": None,
+        "usage": {"input_tokens": 1200, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 800, "output_tokens": 1}}})  # fmt: skip
+    blocks = [("thinking", "thinking_delta", "thinking", synthetic.deltas(rng, thinking)),
+              ("text", "text_delta", "text", synthetic.deltas(rng, text)),
+              ("tool_use", "input_json_delta", "partial_json", ['{"path": "a.txt", "content": "', *("x" * 8 for _ in range(100)), '"}'])]  # fmt: skip
+    for i, (btype, dtype, key, pieces) in enumerate(blocks):
+        start: dict[str, Any] = (
+            {"type": btype, btype: ""}
+            if btype != "tool_use"
+            else {"type": "tool_use", "id": "toolu_b", "name": "write_file", "input": {}}
+        )
+        ev({"type": "content_block_start", "index": i, "content_block": start})
+        for piece in pieces:
+            ev({"type": "content_block_delta", "index": i, "delta": {"type": dtype, key: piece}})
+        ev({"type": "content_block_stop", "index": i})
+    ev(
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+            "usage": {"output_tokens": 2900},
+        }
+    )
+    ev({"type": "message_stop"})
+    return b"".join(out)
+
+
+def _upstream_recordings(root: Path, recs: dict[str, tuple[str, bytes, int]]) -> dict[str, tuple[str, bytes, int]]:
+    """The Gemini and Anthropic provider streams as bench recordings (event and 16 KiB
+    writes) beside the others."""
+    out = dict(recs)
+    for name, body in (("gemini", gemini_stream()), ("anthropic", anthropic_stream())):
+        _recording(root, name, body, out)
+    return out
+
+
+def _recording(root: Path, name: str, body: bytes, out: dict[str, tuple[str, bytes, int]]) -> None:
+    for mode, chunk in (("event", "event"), ("batched", "bytes:16384")):
+        rec = root / f"bench-{name}-{mode}"
+        rec.mkdir(parents=True, exist_ok=True)
+        (rec / "response.body").write_bytes(body)
+        (rec / "recording.json").write_text(json.dumps({
+            "description": f"streamfix.bench.instructions: a {name} provider stream, {mode} writes", "api": name,
+            "kind": "clean", "source": "streamfix.bench.instructions (synthetic)",
+            "request": {"method": "POST", "path": UPSTREAM_STREAMS[name][1],
+                        "headers": {"content-type": "application/json"}, "body": {}},
+            "response": {"status": 200, "headers": {"content-type": "text/event-stream"}},
+            "pacing": {"delay_ms": 0, "chunk": chunk}}, indent=1))  # fmt: skip
+        out[rec.name] = (UPSTREAM_STREAMS[name][1], body, len(synthetic.events_of(body)))
+
+
+def run_upstream(streams: list[str], modes: list[str], repeats: int, keep: Path | None = None) -> dict[str, Any]:
+    """The upstream leg against plain forwarding, both mitmdump in regular mode (CPA's
+    ``proxy-url``), a client sending each provider request through it to the replay
+    upstream: ``passthrough`` (``stream = True``) and ``upstream-leg`` (``addons/
+    upstream.py``, ``streamfix_upstream_hosts=127.0.0.1``: every stream decoded)."""
+    import httpx
+
+    vg, ctl = valgrind()
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="streamfix-instr-up-") as tmp:
+        tmpd = Path(tmp)
+        if keep is not None:
+            keep.mkdir(parents=True, exist_ok=True)
+            (tmpd / "dumps").symlink_to(keep.resolve())
+        recs = _upstream_recordings(tmpd / "recordings", mitm.write_recordings(tmpd / "recordings"))
+        procs: list[Proc] = []
+        try:
+            upstream = mitm.start_replay(tmpd, procs)
+            specs: list[tuple[str, dict[str, Any]]] = [
+                ("passthrough", {"addon": mitm.ADDON, "regular": True}),
+                ("upstream-leg", {"addon": ROOT / "addons" / "upstream.py", "regular": True,
+                                  "args": ("--set", "streamfix_upstream_hosts=127.0.0.1")}),
+            ]  # fmt: skip
+            with concurrent.futures.ThreadPoolExecutor(2) as pool:
+                proxies = list(pool.map(lambda s: _start(s[0], upstream, tmpd, procs, vg, ctl, **s[1]), specs))
+
+            def one(c: Counted, name: str, suffix: str) -> dict[str, Any]:
+                source, path = UPSTREAM_STREAMS[name]
+                rec = f"bench-{source}-{suffix}"
+                _, original, n_events = recs[rec]
+                headers = {"content-type": "application/json", "accept-encoding": "identity",
+                           "x-streamfix-recording": rec, "x-streamfix-delay-ms": "0"}  # fmt: skip
+                with httpx.Client(timeout=1200, proxy=c.base, trust_env=False) as client:
+
+                    def fetch() -> tuple[bytes, int]:
+                        return mitm.fetch(client, upstream + path, b'{"contents":[]}', headers)
+
+                    fetch()
+                    counts, reads, ok = [], [], True
+                    for _ in range(repeats):
+                        n, (got, n_reads) = c.measure(fetch)
+                        counts.append(n)
+                        reads.append(n_reads)
+                        ok &= got == original  # the upstream body is never changed
+                log = c.proc.log.read_text("utf-8", "replace")
+                decoded = c.label == "passthrough" or "streamfix: upstream " in log
+                return {"proxy": c.label, "stream": name, "mode": suffix, "events": n_events,
+                        "ir": statistics.median(counts), "ir_all": counts, "reads": statistics.median(reads),
+                        "ok": ok and decoded}  # fmt: skip
+
+            by_proxy: dict[str, list[tuple[Counted, str, str]]] = {}
+            for c in proxies:
+                by_proxy[c.label] = [(c, name, suffix) for name in streams for suffix in modes]
+            with concurrent.futures.ThreadPoolExecutor(2) as pool:
+                for f in [pool.submit(lambda js: [one(*j) for j in js], js) for js in by_proxy.values()]:
+                    rows += f.result()
+        finally:
+            for p in reversed(procs):
+                p.stop()
+    return {"rows": rows, "cores": {}, "labels": [s[0] for s in specs], "against": [], "delay_ms": 0.0}
+
+
 def report(res: dict[str, Any], repeats: int) -> str:
     m = machine()
     labels = res["labels"]
@@ -302,6 +466,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--floors", action="store_true", help="also the bench addon's floors (identity, parse, json)")
     ap.add_argument(
+        "--upstream-leg",
+        action="store_true",
+        help=f"the upstream leg's row instead: provider streams ({', '.join(UPSTREAM_STREAMS)}) through mitmdump "
+        "in regular mode, addons/upstream.py against plain stream=True forwarding",
+    )
+    ap.add_argument(
         "--against", action="append", type=Path, default=[], help="also the repair addon of this checkout (A/B)"
     )
     ap.add_argument("--repeats", type=int, default=1, help="measured requests per figure (median; default 1)")
@@ -318,6 +488,14 @@ def main(argv: list[str] | None = None) -> int:
     streams = a.streams or (["responses-claude", "chat"] if a.quick else list(synthetic.STREAMS))
     modes = ["event"] if a.quick else [s for _, s in MODES]
     t0 = time.monotonic()
+    if a.upstream_leg:
+        names = [n for n in (a.streams or UPSTREAM_STREAMS) if n in UPSTREAM_STREAMS]
+        res = run_upstream(names, ["event"] if a.quick else [s for _, s in MODES], max(1, a.repeats), a.keep_dumps)
+        print(report(res, a.repeats))
+        if a.json:
+            a.json.write_text(json.dumps({k: v for k, v in res.items() if k != "against"}, indent=1, default=str))
+        print(f"\n(bench took {time.monotonic() - t0:.0f} s)")
+        return 0
     only = a.proxies.split(",") if a.proxies else None
     res = run(
         streams, modes, a.floors, [p.resolve() for p in a.against], max(1, a.repeats), only, a.keep_dumps, a.delay_ms

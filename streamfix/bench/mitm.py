@@ -79,17 +79,19 @@ def start_proxy(
     env: dict[str, str] | None = None,
     root: Path = ROOT,
     timeout: float = 30.0,
+    regular: bool = False,
 ) -> tuple[Proc, int]:
-    """mitmdump in reverse mode in front of ``upstream`` with one addon script (and
-    ``args``), logging to ``tmpd/mitm-<label>.log`` (added to ``procs`` for the caller to
-    stop): (process, port). ``prefix`` runs it under another program (valgrind), ``env``
-    adds variables, ``root`` is the checkout it imports."""
+    """mitmdump in reverse mode in front of ``upstream`` (``regular``: a regular proxy, as
+    CPA's ``proxy-url`` uses it) with one addon script (and ``args``), logging to
+    ``tmpd/mitm-<label>.log`` (added to ``procs`` for the caller to stop): (process, port).
+    ``prefix`` runs it under another program (valgrind), ``env`` adds variables, ``root``
+    is the checkout it imports."""
     p = bench_proc(
         [
             *prefix,
             tool("mitmdump"),
             "--mode",
-            f"reverse:{upstream}@127.0.0.1:0",
+            "regular@127.0.0.1:0" if regular else f"reverse:{upstream}@127.0.0.1:0",
             "--set",
             f"confdir={tmpd / 'conf'}",
             "--set",

@@ -68,7 +68,7 @@ _WORDS = (  # noqa: SIM905  (prose reads better than a list of words)
 
 
 # --- synthetic CPA streams ----------------------------------------------------------
-def _deltas(rng: random.Random, n: int) -> list[str]:
+def deltas(rng: random.Random, n: int) -> list[str]:
     """n token-sized text deltas (1-4 words each). The first has no leading space, as a
     model's text begins (in each of the 28 recordings with text, e.g.
     ``recordings/responses-devin-toolcall``: ``"Creating the file"``, then ``" now."``);
@@ -137,7 +137,7 @@ def devin_responses_stream(
         "response.created",
         response={"id": INTERACTION_ID, "object": "response", "status": "in_progress", "model": MODEL, "output": []},
     )
-    rdeltas = _deltas(rng, reasoning)
+    rdeltas = deltas(rng, reasoning)
     emit(
         "response.output_item.added",
         output_index=0,
@@ -153,7 +153,7 @@ def devin_responses_stream(
     }
     emit("response.output_item.done", output_index=0, item=reasoning_item)
 
-    tdeltas = _deltas(rng, text)
+    tdeltas = deltas(rng, text)
     full = "".join(tdeltas)
     emit(
         "response.output_item.added",
@@ -241,9 +241,9 @@ def devin_chat_stream(
             out.append(b": keep-alive\n\n")
 
     chunk({"role": "assistant"})
-    for d in _deltas(rng, reasoning):
+    for d in deltas(rng, reasoning):
         chunk({"reasoning_content": d})
-    tdeltas = _deltas(rng, text)
+    tdeltas = deltas(rng, text)
     for d in tdeltas:
         chunk({"content": d})
     n_args = 0
@@ -306,7 +306,7 @@ def claude_responses_stream(text: int = 600, calls: Sequence[int] = CALLS, seed:
     )
     part = {"type": "output_text", "annotations": [], "logprobs": [], "text": ""}
     emit("response.content_part.added", item_id=mid, output_index=0, content_index=0, part=part)
-    tdeltas = _deltas(rng, text)
+    tdeltas = deltas(rng, text)
     for d in tdeltas:
         emit("response.output_text.delta", item_id=mid, output_index=0, content_index=0, delta=d, logprobs=[])
     full = "".join(tdeltas)
@@ -377,11 +377,11 @@ def devin_messages_stream(calls: Sequence[int] = CALLS, reasoning: int = 300, te
         }
     )
     emit({"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": ""}})
-    for d in _deltas(rng, reasoning):
+    for d in deltas(rng, reasoning):
         emit({"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": d}})
     emit({"type": "content_block_stop", "index": 0})
     emit({"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}})
-    tdeltas = _deltas(rng, text)
+    tdeltas = deltas(rng, text)
     for d in tdeltas:
         emit({"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": d}})
     emit({"type": "content_block_stop", "index": 1})

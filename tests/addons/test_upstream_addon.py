@@ -17,6 +17,7 @@ from streamfix.addons import upstream as mod
 from streamfix.wire import devin_pb2 as pb
 from streamfix.wire.connect import decode_body, encode_end_stream, encode_frame
 from streamfix.wire.devin import CHAT_PATH, read_request
+from streamfix.wire.upstream_decoders import CallTap
 from streamfix.wire.verdict import Verdict
 
 REVERSE = ProxyMode.parse("reverse:http://127.0.0.1:8317@127.0.0.1:8318")
@@ -68,7 +69,9 @@ def clienthello(sni, mode=REGULAR, address=("server.codeium.com", 443)):
 
 
 def test_options_defaults_and_validation(addon):
-    assert addon.hosts == ("server.codeium.com",)
+    assert addon.hosts[0] == "server.codeium.com"  # Devin's, then the providers' public API hosts
+    assert {"generativelanguage.googleapis.com", "*-aiplatform.googleapis.com", "api.anthropic.com",
+            "api.openai.com", "chatgpt.com", "cloudcode-pa.googleapis.com"} <= set(addon.hosts)  # fmt: skip
     addon.tctx.configure(addon, streamfix_upstream_hosts=["Devin.Example", "*.codeium.com", "127.0.0.1"])
     assert addon.hosts == ("devin.example", "*.codeium.com", "127.0.0.1")
     for bad in (["https://server.codeium.com"], ["a/b"], [""], ["a*.b"], ["*"], ["two words"]):
@@ -82,7 +85,10 @@ def test_options_defaults_and_validation(addon):
     [
         ("server.codeium.com", ("server.codeium.com", 443), REGULAR, False),
         ("SERVER.codeium.com", ("x", 443), REGULAR, False),
-        ("api.anthropic.com", ("api.anthropic.com", 443), REGULAR, True),
+        ("api.anthropic.com", ("api.anthropic.com", 443), REGULAR, False),  # a provider host: decoded
+        ("us-central1-aiplatform.googleapis.com", ("x", 443), REGULAR, False),  # *-aiplatform...
+        ("aiplatform.googleapis.com.evil.example", ("x", 443), REGULAR, True),
+        ("api.example.com", ("api.example.com", 443), REGULAR, True),
         (None, ("server.codeium.com", 443), REGULAR, False),  # no SNI: the CONNECT host
         (None, ("10.0.0.1", 443), REGULAR, True),
         ("api.anthropic.com", ("api.anthropic.com", 443), REVERSE, False),  # client leg: not ours
@@ -308,3 +314,113 @@ def test_module_functions_share_one_correlator(corr):
     assert "c" not in corr.pending
     assert mod.note_client_request("c", "/v1/responses", object()) is None
     assert mod.resolver_for("c").correlator is corr
+
+
+# --- the other providers (wire/upstream_decoders.py) ------------------------------------
+
+
+def provider_flow(
+    path: str, req_body: bytes, ctype="text/event-stream", host="127.0.0.1", status=200, resp_headers=None
+):
+    req = http.Request.make("POST", f"http://{host}:9{path}", req_body, {"content-type": "application/json"})
+    resp = http.Response.make(status, b"", {"content-type": ctype, **(resp_headers or {})})
+    f = tflow.tflow(req=req, resp=resp)
+    f.client_conn.proxy_mode = REGULAR
+    f.response.raw_content = None
+    return f
+
+
+def test_provider_flows_are_decoded_unchanged_and_decide_the_client_flow(addon, corr):
+    from upstream_samples import SAMPLES
+
+    addon.tctx.configure(addon, streamfix_upstream_hosts=["127.0.0.1"])
+    client_body = {"model": "m", "stream": True, "input": "Please do it [conv:1]"}
+    corr.note_client_request("client-1", "/v1/responses", client_body)
+    up = b'{"contents":[{"role":"user","parts":[{"text":"Please do it [conv:1]"}]}]}'
+    f = provider_flow("/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse", up)
+    addon.request(f)
+    assert f.metadata["streamfix.upstream_request"] == {
+        "provider": "gemini",
+        "client_flow": "client-1",
+        "max_tokens": None,
+    }
+    addon.responseheaders(f)
+    assert isinstance(f.response.stream, CallTap) and isinstance(addon.streams[f.id], mod.ProviderStream)
+    body = SAMPLES[("gemini", "sse", "thoughts_max")]
+    chunks = [body[i : i + 13] for i in range(0, len(body), 13)]
+    stream = f.response.stream
+    for c in chunks:
+        assert stream(c) is c  # the same object: the upstream body is never changed
+    assert corr.records[f.id].finished is not None  # at the decisive chunk, before the end
+    assert stream(b"") == []
+    addon.response(f)
+    assert f.metadata["streamfix.upstream"]["finish"] == "MAX_TOKENS"
+    assert f.metadata["streamfix.upstream"]["usage"]["output_tokens"] == 55
+    assert "streamfix: Gemini finishReason MAX_TOKENS; outcome max_tokens" in f.comment
+    assert f.response.raw_content is None  # bodies are not kept unless asked (keep_bodies, -w)
+    v = Verdict()
+    v.resolver = corr.resolver("client-1")
+    d = v.decide()
+    assert (d.outcome, d.evidence[0].detail) == (
+        "max_tokens",
+        "Gemini finishReason MAX_TOKENS, matched by prompt (content digest differs)",
+    )
+    assert v.upstream_counts.reasoning_tokens == 50 and v.upstream_counts.authoritative
+
+
+def test_provider_flow_cut_by_the_provider_or_abandoned_by_cpa(addon, corr):
+    from upstream_samples import SAMPLES
+
+    addon.tctx.configure(addon, streamfix_upstream_hosts=["127.0.0.1"])
+    for msg, ended in (("Server disconnected.", "cut"), ("Client disconnected.", "no_finish")):
+        f = provider_flow("/v1/messages?beta=true", b'{"messages":[]}')
+        addon.request(f)
+        addon.responseheaders(f)
+        f.response.stream(SAMPLES[("anthropic", "sse", "no_finish")])
+        f.error = mitmproxy_error(msg)
+        addon.error(f)
+        assert f.metadata["streamfix.upstream"]["ended"] == ended
+        assert f.metadata["streamfix.upstream"]["outcome"] == "failed"
+
+
+def mitmproxy_error(msg):
+    from mitmproxy.flow import Error
+
+    return Error(msg)
+
+
+def test_provider_http_errors_and_unlisted_hosts_decide_nothing(addon, corr, caplog):
+    addon.tctx.configure(addon, streamfix_upstream_hosts=["127.0.0.1"])
+    f = provider_flow("/v1/chat/completions", b"{}", ctype="application/json", status=503)
+    addon.request(f)
+    with caplog.at_level(logging.INFO, logger="streamfix.upstream"):
+        addon.responseheaders(f)
+    assert f.id not in corr.records and "openai_chat call answered HTTP 503" in caplog.text
+    g = provider_flow("/v1/chat/completions", b"{}", host="api.example.com")
+    addon.request(g)
+    assert g.id not in corr.records
+    h = provider_flow("/v1/messages/count_tokens", b"{}")
+    addon.request(h)
+    assert h.id not in corr.records
+
+
+def test_provider_json_body_gzip_and_buffered(addon, corr):
+    from upstream_samples import SAMPLES
+
+    addon.tctx.configure(addon, streamfix_upstream_hosts=["127.0.0.1"])
+    body = SAMPLES[("anthropic", "json", "max_tokens")]
+    f = provider_flow(
+        "/v1/messages", b'{"messages":[]}', ctype="application/json", resp_headers={"content-encoding": "gzip"}
+    )
+    addon.request(f)
+    addon.responseheaders(f)
+    z = gzip.compress(body)
+    assert drive(f.response.stream, [z[:10], z[10:]]) == z
+    addon.response(f)
+    assert f.metadata["streamfix.upstream"]["finish"] == "max_tokens"
+    g = provider_flow("/v1/messages", b'{"messages":[]}', ctype="application/json")
+    addon.request(g)
+    g.response.raw_content = body  # a replayed flow: already buffered
+    addon.responseheaders(g)
+    addon.response(g)
+    assert g.metadata["streamfix.upstream"]["usage"]["cached_tokens"] == 5

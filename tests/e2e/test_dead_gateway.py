@@ -123,9 +123,18 @@ def test_ai_sdk_sees_the_502(dead) -> None:
         assert not r.get("text") and not r.get("toolCalls"), r
 
 
+SHAPES = [
+    ("/v1/responses", {"model": "m", "stream": True, "input": "hi"}, "openai"),
+    ("/v1/chat/completions", {"model": "m", "stream": True, "messages": []}, "openai"),
+    ("/v1/messages", {"model": "m", "stream": True, "max_tokens": 5, "messages": []}, "anthropic"),
+    ("/v1beta/models/m:streamGenerateContent?alt=sse", {"contents": []}, "google"),
+]
+
+
 def test_launcher_warns_of_https_to_a_plain_http_gateway(tmp_path: Path) -> None:
     """A gateway that answers, but in plain HTTP where --upstream says https://: the
-    launcher says which scheme to use."""
+    launcher says which scheme to use, and every client gets a JSON 502 in its API's shape
+    saying the same (not mitmproxy's HTML error page)."""
     from support import start_replay
 
     replay, base = start_replay()
@@ -148,6 +157,18 @@ def test_launcher_warns_of_https_to_a_plain_http_gateway(tmp_path: Path) -> None
     )
     try:
         proc.wait_for(rf"warning: the gateway at {wrong} speaks plain HTTP, not TLS: use --upstream {base}", 60)
+        proc.wait_for(r"streamfix: repair mode")
+        for path, body, shape in SHAPES:
+            r = httpx.post(f"http://127.0.0.1:{listen}{path}", json=body, timeout=30, trust_env=False)
+            assert r.status_code == 502 and r.headers["content-type"] == "application/json", (path, r.text)
+            e = r.json()
+            say = f"the gateway at {wrong} speaks plain HTTP, not TLS: start the sidecar with --upstream {base}"
+            if shape == "openai":
+                assert e["error"]["code"] == "gateway_tls_mismatch" and say in e["error"]["message"], e
+            elif shape == "anthropic":
+                assert e["type"] == "error" and say in e["error"]["message"], e
+            else:
+                assert e["error"]["status"] == "UNAVAILABLE" and say in e["error"]["message"], e
     finally:
         proc.stop()
         replay.stop()

@@ -14,6 +14,7 @@ the turns are still streaming when mitmdump gets SIGTERM.
 from __future__ import annotations
 
 import asyncio
+import re
 import signal
 import socket
 import time
@@ -128,6 +129,12 @@ async def test_sigterm_lets_every_stream_finish_and_refuses_new_work(chain):
         assert gauge((await kept.get(chain.metrics + "/metrics")).text, "streamfix_draining") == 1
         r = await kept.post(chain.base + PATHS["chat"], json=request_body("chat", "Hi. [scenario:stop] [conv:drain-n]"))
         assert r.status_code == 503 and r.headers["connection"] == "close" and "draining" in r.text
+        # counted as a drain refusal, never as a gateway error (which would fire StreamfixGatewayErrors)
+        m = (await kept.get(chain.metrics + "/metrics")).text
+        assert re.search(
+            r'^streamfix_turns_total\{api="chat",ended="draining",[^}]*transport="json"\} 1\.0$', m, re.MULTILINE
+        ), m
+        assert 'ended="upstream_error"' not in m
         assert chain.mitm.p.poll() is None, "mitmdump must wait for the streams in flight"
         draining.set()
         bodies = await asyncio.wait_for(asyncio.gather(*tasks), TIMEOUT)
@@ -152,6 +159,8 @@ async def test_sigterm_lets_every_stream_finish_and_refuses_new_work(chain):
         ["complete"] + ["truncated" if s in ("max_tokens", "max_tokens_text", "content_filter") else "complete"
                         for _, s in jobs]
     )  # fmt: skip
+    (refusal,) = [t for t in lines if t["transport"] == "json"]
+    assert (refusal["ended"], refusal["status"], refusal["path"]) == ("draining", 503, PATHS["chat"]), refusal
     wsl = [t for t in lines if t["transport"] == "websocket"]
     assert sorted(t["ended"] for t in wsl) == ["complete", "truncated"]
     late = [r for r in chain.seen() if r["conv"].endswith("-late") or r["conv"] == "drain-n"]

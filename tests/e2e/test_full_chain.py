@@ -34,13 +34,13 @@ from chain import (
     REPAIR,
     TIMEOUT,
     Chain,
+    client_usage,
     request_body,
     terminal,
 )
 from standins.cpa_standin import build_request
 from streamfix.wire.connect import encode_frame
 from streamfix.wire.devin import CHAT_PATH
-from streamfix.wire.sse import SseParser
 from support import fetch, show_logs_on_failure
 
 pytestmark = pytest.mark.e2e
@@ -217,46 +217,6 @@ async def test_non_streamed_bodies_get_the_upstream_verdict(chain, api):
 
 
 # --- usage: Devin's numbers reach every client ------------------------------
-def client_usage(api: str, body: bytes, stream: bool = True) -> tuple[int, int, int, int] | None:
-    """(input, output, cached, total) as the client gets them, in Devin's terms: for
-    messages, input is ``input_tokens + cache_read_input_tokens`` (Anthropic counts the
-    cache read apart), read from ``message_delta`` (``message_start`` goes out before Devin
-    has finished: it keeps the gateway's zeros)."""
-    if stream:
-        p = SseParser()
-        objs = [orjson.loads(e.data) for e in p.feed(body) + p.close() if e.data and e.data != b"[DONE]"]
-    else:
-        objs = [orjson.loads(body)]
-    usage = None
-    for o in objs:
-        if api == "responses":
-            u = o.get("response", o).get("usage") if o.get("type", "response").startswith("response") else None
-        elif api == "messages":
-            u = o.get("usage") if o.get("type") in ("message_delta", "message") else None
-        elif api == "gemini":
-            u = o.get("usageMetadata")
-        else:
-            u = o.get("usage")
-        if isinstance(u, dict):
-            usage = u
-    if usage is None:
-        return None
-    n = lambda v: v if isinstance(v, int) else 0
-    if api == "responses":
-        cached = n((usage.get("input_tokens_details") or {}).get("cached_tokens"))
-        return n(usage.get("input_tokens")), n(usage.get("output_tokens")), cached, n(usage.get("total_tokens"))
-    if api == "chat":
-        cached = n((usage.get("prompt_tokens_details") or {}).get("cached_tokens"))
-        return n(usage.get("prompt_tokens")), n(usage.get("completion_tokens")), cached, n(usage.get("total_tokens"))
-    if api == "gemini":
-        u = usage
-        return (n(u.get("promptTokenCount")), n(u.get("candidatesTokenCount")), n(u.get("cachedContentTokenCount")),
-                n(u.get("totalTokenCount")))  # fmt: skip
-    cached = n(usage.get("cache_read_input_tokens"))
-    inp = n(usage.get("input_tokens")) + cached
-    return inp, n(usage.get("output_tokens")), cached, inp + n(usage.get("output_tokens"))
-
-
 def devin_usage(chain: Chain, conv: str) -> tuple[int, int, int, int]:
     """What the fake Devin sent for this conversation, in CPA's mapping."""
     (u,) = [r["usage"] for r in chain.seen() if r["conv"] == conv]

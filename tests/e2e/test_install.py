@@ -18,6 +18,7 @@ import pytest
 from streamfix.addons.options import RULE_OPTIONS
 from support import ROOT, Proc, assert_same, fetch, free_port, live_expected
 
+from streamfix import compiled
 from streamfix.recordings import load
 
 pytestmark = pytest.mark.e2e
@@ -137,3 +138,15 @@ def test_sidecar_repairs(installed) -> None:
     finally:
         proc.stop()
     assert str(ROOT) not in proc.output, proc.output  # nothing came from the checkout
+    if compiled.compiler() is not None:  # the wheel carries the compiled core (setup.py), and the sidecar runs it
+        assert "build compiled;" in proc.output and "protocol core: compiled (mypyc, " in proc.output, proc.output
+
+
+def test_streamfix_core_check(installed) -> None:
+    tmp, venv, env = installed
+    r = subprocess.run(["streamfix", "core", "--check"], cwd=tmp, env=env, capture_output=True, text=True, timeout=120)
+    if compiled.compiler() is None:
+        assert r.returncode == 1 and r.stdout.startswith("pure (no compiled build: `streamfix core --build`"), r.stdout
+    else:
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert r.stdout.startswith(f"compiled (mypyc, {site_packages(venv)}/streamfix/build/compiled/"), r.stdout

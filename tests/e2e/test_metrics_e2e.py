@@ -106,4 +106,6 @@ def test_a_taken_metrics_port_stops_the_start(tmp_path: Path):
             capture_output=True, text=True, timeout=60, env=child_env(),
         )  # fmt: skip
     assert r.returncode != 0
-    assert f"streamfix_metrics: cannot listen on 127.0.0.1:{port}" in r.stdout + r.stderr
+    out = r.stdout + r.stderr
+    assert f"streamfix_metrics=127.0.0.1:{port}: port {port} is in use on 127.0.0.1" in out, out
+    assert "Traceback" not in out, out  # said by the script's Guard, before configure would raise

@@ -97,6 +97,21 @@ WRONG = {
         ["streamfix_evidence=usage,stop_reason"],
         "unknown streamfix_evidence source(s) 'stop_reason'; known: ",
     ),
+    # values of the right type that an addon's configure refused later, with a traceback
+    # and exit 1 after the listener was up (issue 32)
+    "metrics": (["streamfix_metrics=notaport"], "streamfix_metrics=notaport: give HOST:PORT or PORT, e.g. "),
+    "drain": (["streamfix_drain_timeout=-5"], "streamfix_drain_timeout=-5: give the seconds to wait, 0 or more"),
+    "labels": (["streamfix_key_labels=nolabel"], "streamfix_key_labels=nolabel: give PATTERN=NAME, e.g. "),
+    "log folder": (
+        ["streamfix_log=/nonexistent-streamfix/turns.jsonl"],
+        "the folder /nonexistent-streamfix does not exist; create it (mkdir -p /nonexistent-streamfix)",
+    ),
+    "log is a folder": (["streamfix_log=/"], "streamfix_log=/: that is a folder; give a file in it"),
+    "max keys": (["streamfix_metrics_max_keys=-1"], "streamfix_metrics_max_keys=-1: give 0 or more"),
+    "max models": (["streamfix_metrics_max_models=-2"], "streamfix_metrics_max_models=-2: give 0 or more"),
+    "ready window": (["streamfix_ready_window=-1"], "streamfix_ready_window=-1: give 0 or more"),
+    "proxyauth": (["streamfix_upstream_proxyauth=nocolon"], "streamfix_upstream_proxyauth: give USER:PASS"),
+    "int": (["streamfix_drain_timeout=soon"], "streamfix_drain_timeout: Failed to parse option"),
 }
 
 
@@ -108,10 +123,12 @@ def test_each_mistake_stops_mitmdump_with_its_message(tmp_path: Path) -> None:
     # an option of the other script (addons/upstream.py), and a typo of one of its options
     cases["upstream bool"] = (["streamfix_upstream=maybe"], (REPAIR_ADDON, UPSTREAM_ADDON))
     cases["upstream typo"] = (["streamfix_upstream_host=a.example"], (REPAIR_ADDON, UPSTREAM_ADDON))
+    cases["upstream hosts"] = (["streamfix_upstream_hosts=not a host!"], (REPAIR_ADDON, UPSTREAM_ADDON))
     got = runs(tmp_path, cases)
     want = {k: msg for k, (_, msg) in WRONG.items()}
     want["upstream bool"] = "streamfix_upstream=maybe: not a boolean"
     want["upstream typo"] = "unknown option streamfix_upstream_host; did you mean streamfix_upstream_hosts?"
+    want["upstream hosts"] = "streamfix_upstream_hosts=not a host!: give host names (server.codeium.com)"
     for key, r in got.items():
         out = r.stdout + r.stderr
         assert r.returncode != 0, f"{key}: mitmdump kept running\n{out}"
@@ -155,6 +172,11 @@ LAUNCHER_WRONG = {
     **{k: (["--", "--set", sets[0]], msg) for k, (sets, msg) in WRONG.items()},
     "--set=": (["--", "--set=streamfix_status=nein"], "streamfix_status=nein: not a boolean"),
     "upstream typo": (["--", "--set", "streamfix_upstream_host=x"], "did you mean streamfix_upstream_hosts?"),
+    "upstream hosts": (
+        ["--", "--set", "streamfix_upstream_hosts=a b"],
+        "streamfix_upstream_hosts=a b: give host names",
+    ),
+    "proxy auth flag": (["--upstream-proxy-auth", "nocolon"], "streamfix_upstream_proxyauth: give USER:PASS"),
 }
 
 
@@ -165,6 +187,7 @@ def test_launcher_exits_2_before_starting_anything(case: str) -> None:
     r = launcher(*args)
     assert r.returncode == 2, r.stdout + r.stderr
     assert msg in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr, r.stderr  # one line
     assert "streamfix sidecar:" not in r.stdout  # the banner: nothing was started
 
 

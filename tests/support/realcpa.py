@@ -1,14 +1,14 @@
 """A real CLIProxyAPI ("CPA") binary started by the tests, in front of tests/support/standins/fake_providers.py.
 
-Binaries are found, per version, at ``.cache/cpa/<version>/server`` (``scripts/install-cpa``,
-``go install``) or in ``$STREAMFIX_CPA_BIN_DIR`` as ``cpa-<version>`` or ``<version>/server``
-(binaries built elsewhere). A version found nowhere makes its tests skip with one line
-saying why (the reason ``scripts/install-cpa`` wrote, e.g. that the Go module proxy refused
-the module) and how to provide the binary.
+Binaries are built outside this project (from CPA's public repository, router-for-me/
+CLIProxyAPI, at the commits :data:`COMMITS` names) and found in ``$STREAMFIX_CPA_BIN_DIR``
+only, as ``cpa-<version>`` or ``<version>/server``. A version found nowhere makes its
+tests skip with one line saying what is missing (:func:`missing_reason`).
 
 :func:`start` runs one CPA with a generated config.yaml in its own temp directory (its
 working directory: CPA reads ``.env`` and writes ``logs/`` there) and a clean
-environment, configured so that it makes no outbound call (docs/real-cpa.md): ``-local-model``, management panel disabled and no secret, empty
+environment, configured so that it makes no outbound call (docs/real-cpa.md, "How the
+tests start CPA"): ``-local-model``, management panel disabled and no secret, empty
 ``auth-dir``, ``disable-claude-cloak-mode``, every provider entry ``proxy-url: direct``
 to the local fake, ``HTTPS_PROXY`` pointing at a closed local port (the Antigravity
 version fetch, which has no switch, fails at once). CPA has no port 0: a free port is
@@ -18,6 +18,7 @@ picked and the start retried when another process took it meanwhile. Ready when
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -28,36 +29,63 @@ from pathlib import Path
 import httpx
 from support import ROOT, Proc, free_port
 
-CACHE = ROOT / ".cache" / "cpa"
 CLIENT_KEY = "test-key"
 """The client key every runner in tests/clients sends (``Authorization: Bearer test-key``)."""
 MODEL = "test-model"
 """The model alias the clients ask for; each CPA routes it to one provider."""
-UPSTREAM_MODELS = {"claude": "claude-sonnet-4-5-20250929", "interactions": "gemini-2.5-flash", "openai": "fake-gpt"}
+UPSTREAM_MODELS = {"claude": "claude-sonnet-4-5-20250929", "interactions": "gemini-2.5-flash", "openai": "fake-gpt",
+                   "gemini": "gemini-2.5-flash", "vertex": "gemini-2.5-flash", "codex": "gpt-5-codex",
+                   "antigravity": "gemini-3-flash"}  # fmt: skip
+PROVIDER_API = {"claude": "anthropic", "interactions": "interactions", "openai": "chat", "gemini": "gemini",
+                "vertex": "gemini", "codex": "responses", "antigravity": "antigravity"}  # fmt: skip
+"""CPA's provider path (its config entry) -> the provider API the fake speaks there
+(tests/support/standins/fake_providers.py): ``claude-api-key``, ``interactions-api-key``,
+``openai-compatibility``, ``gemini-api-key`` (AI Studio), ``vertex-api-key`` and
+``codex-api-key`` (with a ``base-url``: CPA posts ``{base}/responses``), and Antigravity,
+an OAuth credential file in ``auth-dir`` (:func:`antigravity_auth`) whose ``base_url`` CPA
+honours (it posts ``{base}/v1internal:streamGenerateContent?alt=sse``, the Gemini Code
+Assist envelope); the client's model is an ``oauth-model-alias`` of a catalog model."""
+
+
+def antigravity_auth(upstream: str) -> dict[str, str]:
+    """An Antigravity credential CPA uses as it is: an access token that does not expire
+    before 2099 (no refresh call), a project id (no onboarding call), the fake as its
+    ``base_url``, no proxy. Nothing in it is a real secret."""
+    return {"type": "antigravity", "access_token": "fake-antigravity-token", "refresh_token": "fake-refresh",
+            "expired": "2099-01-01T00:00:00Z", "project_id": "fake-project", "email": "fake@example.com",
+            "base_url": upstream, "proxy_url": "direct"}  # fmt: skip
+
 
 VERSIONS = ("v7.2.89", "v7.2.140", "v7.3.4", "v8.0.78")
 """Every version a test may ask for: v7.2.89 (last with the Claude item-order bug #4429),
 v7.2.140 (the newest tag of the public repository: #4429 fixed), v7.3.4 (the Devin
-report's build, #5851), v8.0.78 (a fixed v8). install-cpa pins v7.2.89, v7.3.4, v8.0.78."""
+report's build, #5851) and v8.0.78 (a fixed v8), which no public tag holds: their tests
+skip unless a binary is provided."""
+COMMITS = {
+    "v7.2.89": "7c61e982e490f028d295d69e22e372b29cd2db8c",
+    "v7.2.140": "a7e3596b7e351d800e58ed29529fbca3d1c18737",
+    "pr5111": "98fbaedf9370056f6d22a9ef35197df7647b3745",
+}
+"""The commit of CPA's public repository each build the tests were run with was compiled
+from (v7.2.89 and v7.2.140: the tags; pr5111: ``refs/pull/5111/head``)."""
 
 
 def binary(version: str) -> Path | None:
-    cands = [CACHE / version / "server"]
     bin_dir = os.environ.get("STREAMFIX_CPA_BIN_DIR")
-    if bin_dir:
-        cands += [Path(bin_dir) / f"cpa-{version}", Path(bin_dir) / version / "server"]
-    for c in cands:
+    if not bin_dir:
+        return None
+    for c in (Path(bin_dir) / f"cpa-{version}", Path(bin_dir) / version / "server"):
         if c.is_file() and os.access(c, os.X_OK):
             return c
     return None
 
 
 def missing_reason(version: str) -> str:
-    """One line: why ``version`` is not here and how to provide it."""
-    note = CACHE / f"{version}.not-installed"
-    why = note.read_text().strip() if note.exists() else "not installed (scripts/install-cpa, or not a pinned version)"
-    return (f"CPA {version} not available: {why}; build it elsewhere and set STREAMFIX_CPA_BIN_DIR=DIR "
-            f"(DIR/cpa-{version} or DIR/{version}/server), see docs/real-cpa.md")  # fmt: skip
+    """One line: which binary is missing, and where the tests look for it."""
+    commit = f", commit {COMMITS[version][:12]}" if version in COMMITS else ""
+    where = os.environ.get("STREAMFIX_CPA_BIN_DIR")
+    looked = f"no cpa-{version} in STREAMFIX_CPA_BIN_DIR={where}" if where else "STREAMFIX_CPA_BIN_DIR is not set"
+    return f"CPA {version} not available ({looked}): a build of CPA {version}{commit}, made outside this project"
 
 
 def config_head(port: int, auth_dir: Path, proxy_url: str = "") -> str:
@@ -101,6 +129,23 @@ interactions-api-key:
     base-url: "{upstream}"
     proxy-url: "{entry_proxy}"
     models: [{{name: "{name}", alias: "{alias}"}}]
+"""
+    elif provider in ("gemini", "vertex", "codex"):
+        key = {"gemini": "gemini-api-key", "vertex": "vertex-api-key", "codex": "codex-api-key"}[provider]
+        body = f"""\
+{key}:
+  - api-key: "fake-{provider}"
+    base-url: "{upstream}"
+    proxy-url: "{entry_proxy}"
+    models: [{{name: "{name}", alias: "{alias}"}}]
+"""
+    elif provider == "antigravity":  # the credential is a file (antigravity_auth); the alias here
+        body = f"""\
+oauth-model-alias:
+  antigravity:
+    - name: "{name}"
+      alias: "{alias}"
+      fork: true
 """
     elif provider == "openai":
         body = f"""\
@@ -151,6 +196,8 @@ def start(
 
     def write(d: Path, port: int) -> dict[str, str]:
         (d / "config.yaml").write_text(config(port, d / "auths", provider, upstream, proxy_url, alias))
+        if provider == "antigravity":
+            (d / "auths" / "antigravity-fake.json").write_text(json.dumps(antigravity_auth(upstream)))
         return env or {}
 
     proc, port, d = launch(exe, f"{version}-{provider}", write, timeout)

@@ -7,8 +7,7 @@ CPA v7.3.4 (the Devin bug report's build) cannot be obtained here: the Go module
 refuses every CPA module, and the public repository's tags stop at v7.2.140, before Devin.
 The nearest source is the unmerged PR #5111 (``refs/pull/5111/head``), built outside this
 repository. Its binary is found like every other real CPA (:func:`realcpa.binary`):
-``$STREAMFIX_CPA_BIN_DIR/cpa-pr5111`` (or ``.cache/cpa/pr5111/server``); without it the
-tests skip with one line saying so.
+``$STREAMFIX_CPA_BIN_DIR/cpa-pr5111``; without it the tests skip with one line saying so.
 
 What this build's Devin executor needs (read from its source, not copied):
 
@@ -43,9 +42,9 @@ SYSTEM_BUNDLES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-b
 
 
 def missing_reason() -> str:
-    return (f"CPA {BUILD} (PR #5111's Devin executor; v7.3.4 cannot be installed: the Go module proxy refuses "
-            f"CPA's modules) not available: build it from refs/pull/5111/head and set STREAMFIX_CPA_BIN_DIR=DIR "
-            f"with DIR/cpa-{BUILD}")  # fmt: skip
+    return (
+        realcpa.missing_reason(BUILD) + " (PR #5111's Devin executor: v7.3.4, the report's build, is in no public tag)"
+    )
 
 
 def config(port: int, auth_dir: Path, proxy_url: str) -> str:

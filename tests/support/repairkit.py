@@ -116,7 +116,9 @@ def error_cuts(rec: Recording, cls: type, error: bytes, terminals: Callable[[byt
         body = b"".join(raws[:k]) + error
         out, _rep = run(cls, body, rec.request.get("body"))
         assert out.endswith(error), (rec.name, k)
-        assert terminals(out) == terminals(body), (rec.name, k)
+        # (fewer where a rule drops the gateway's false success before its error: rule
+        # hidden_failure's message_stop without message_delta, finish_reason's early STOP)
+        assert terminals(out) <= terminals(body), (rec.name, k)
         assert len(out) >= len(error)
 
 

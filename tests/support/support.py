@@ -14,6 +14,7 @@ import dataclasses
 import functools
 import os
 import re
+import shutil
 import signal
 import socket
 import struct
@@ -399,3 +400,17 @@ def assert_same(got: bytes, want: bytes) -> None:
             e.decode("utf-8", "replace") for e in _events(want)
         ]
         assert got == want  # same events, different bytes in between (cannot happen)
+
+
+def tracked_copy(dest: Path) -> Path:
+    """The checkout's tracked files (as they are in the working tree), as a clone has them."""
+    names = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout.split(b"\0")
+    for n in filter(None, names):
+        src = ROOT / n.decode()
+        if src.is_file():
+            (dest / n.decode()).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / n.decode())
+    untracked_new = [p for p in ("setup.py",) if (ROOT / p).is_file() and not (dest / p).exists()]
+    for p in untracked_new:  # a file added in the working tree but not yet committed
+        shutil.copy2(ROOT / p, dest / p)
+    return dest

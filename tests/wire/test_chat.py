@@ -427,7 +427,25 @@ def test_stream_without_finish_ends_with_an_error_chunk():
         b'"type":"server_error","param":null,"code":null}}\n\n'
     )
     assert any("ended it with an error chunk" in n for n in rep.notes)
-    for end in (b"data: [DONE]\n\n", sse({"error": {"message": "x"}}), sse(chunk({}, "stop"))):
+    for end in (sse({"error": {"message": "x"}}), sse(chunk({}, "stop"))):
+        assert run(ChatRepairer, body + end, REQ)[0] == body + end
+
+
+def test_done_without_finish_is_a_failure():
+    """Rule hidden_failure: chunks, then ``[DONE]`` with no finish_reason (CPA's Gemini,
+    Claude, interactions and OpenAI-compatible chat paths when the provider stopped without
+    a finish): an error chunk before the ``[DONE]``; with the rule off, as it came."""
+    body = sse(chunk({"content": "partial"}))
+    err = (b'data: {"error":{"message":"The upstream stream ended without a finish_reason.",'
+           b'"type":"server_error","param":null,"code":null}}\n\n')  # fmt: skip
+    out, rep = run(ChatRepairer, body + b"data: [DONE]\n\n", REQ)
+    assert out == body + err + b"data: [DONE]\n\n"
+    assert rep.fired == {"hidden_failure": 1} and rep.fault() == "the stream carried an error event"
+    assert run(ChatRepairer, out, REQ)[0] == out  # idempotent: the error chunk ends it
+    off, _ = run(ChatRepairer, body + b"data: [DONE]\n\n", REQ, rules=Rules(hidden_failure=False))
+    assert off == body + b"data: [DONE]\n\n"
+    # a finish, or an error, before the [DONE]: nothing to tell
+    for end in (sse(chunk({}, "stop"), b"[DONE]"), sse({"error": {"message": "x"}}, b"[DONE]")):
         assert run(ChatRepairer, body + end, REQ)[0] == body + end
 
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import pytest
 from repairkit import events, run, sse
-from streamfix.wire.chat import FINISH_ALIASES, ChatRepairer, repair_chat_json
+from streamfix.wire import stops
+from streamfix.wire.chat import ChatRepairer, repair_chat_json
 from streamfix.wire.rules import FlowContext, Rules
 from streamfix.wire.verdict import Verdict
 
@@ -41,7 +42,8 @@ WANT = {"max_tokens": "length", "safety": "content_filter", "recitation": "conte
 
 
 def test_every_alias_maps_to_a_spec_value():
-    assert FINISH_ALIASES == WANT and set(WANT.values()) <= SPEC
+    assert {k: stops.foreign("chat", k) for k in WANT} == WANT and set(WANT.values()) <= SPEC
+    assert stops.OWN["chat"] == SPEC
 
 
 @pytest.mark.parametrize(("cpa", "spec"), sorted(WANT.items()))

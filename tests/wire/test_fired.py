@@ -106,7 +106,8 @@ def test_chat_resent_header_fires_tool_header():
     head = {"index": 0, "id": "call_a", "type": "function", "function": {"name": "f", "arguments": ""}}
     body = chunk(head) + chunk({"index": 0, "function": {"arguments": "{}"}}) + chunk(head)
     body += b"data: [DONE]\n\n"  # a whole stream: no eof_terminal error chunk
-    _, rep = run(ChatRepairer, body)
+    # (no finish_reason before the [DONE]: rule hidden_failure's, off here)
+    _, rep = run(ChatRepairer, body, rules=Rules(hidden_failure=False))
     # the third chunk re-sends the header: its id, type and name are stripped (one event)
     assert dict(rep.fired) == {"tool_header": 1}
     assert rep.changed == 1

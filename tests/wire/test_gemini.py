@@ -138,9 +138,15 @@ def test_error_passes_and_nothing_is_synthesized():
     assert not any("without a finishReason" in n for n in rep.notes)
 
 
-def test_stream_without_finish_is_noted():
+def test_stream_without_finish_ends_with_an_error():
+    """Rule eof_terminal: chunks, then the end without a finishReason or an error: an error
+    object, as Gemini sends a failure; off: as it came, noted."""
     b = sse(chunk(text("a")))
     out, rep = run(GeminiRepairer, b, REQ)
+    assert out == b + (b'data: {"error":{"code":500,"message":"The upstream stream ended without a finishReason.",'
+                       b'"status":"INTERNAL"}}\n\n')  # fmt: skip
+    assert rep.fired == {"eof_terminal": 1}
+    out, rep = run(GeminiRepairer, b, REQ, rules=Rules(eof_terminal=False))
     assert out == b and any("without a finishReason" in n for n in rep.notes)
 
 

@@ -324,9 +324,15 @@ def test_error_passes_and_nothing_is_synthesized():
     assert not any(d["type"] in ("message_delta", "message_stop") for d in datas(out))
 
 
-def test_stream_without_message_delta_is_noted():
+def test_stream_without_message_stop_ends_with_an_error_event():
+    """Rule eof_terminal: a Messages stream that stops without message_stop (nor an error)
+    ends with an error event, as Anthropic ends one that fails; off: as it came."""
     b = body(START, block_start(0), text(0, "part"))
     out, rep = run(MessagesRepairer, b, REQ)
+    assert out == b + (b'event: error\ndata: {"type":"error","error":{"type":"api_error",'
+                       b'"message":"The upstream stream ended without a stop_reason."}}\n\n')  # fmt: skip
+    assert rep.fired == {"eof_terminal": 1} and any("without message_stop" in n for n in rep.notes)
+    out, rep = run(MessagesRepairer, b, REQ, rules=Rules(eof_terminal=False))
     assert out == b and any("without message_delta" in n for n in rep.notes)
 
 

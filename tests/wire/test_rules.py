@@ -12,8 +12,10 @@ guard fails here.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import fields, replace
+from pathlib import Path
 
 import orjson
 import pytest
@@ -30,6 +32,7 @@ from streamfix.wire.verdict import Verdict
 
 from streamfix.recordings import Recording, load
 
+ROOT = Path(__file__).resolve().parents[2]
 RULES = declared()
 CASES = [(name, rec) for name, r in RULES.items() for rec in r.recordings]
 STREAMED = [(name, rec) for name, rec in CASES if load(rec).streaming]
@@ -60,7 +63,14 @@ def test_every_switch_is_declared() -> None:
     for name, r in RULES.items():
         assert r.name == name and r.option == f"streamfix_{name}"
         assert r.help.startswith(("Responses", "Chat", "Messages", "Gemini", "Every API")), name
-        assert r.recordings, f"{name}: no recording shows the defect it repairs"
+        if not r.recordings:  # only a defect no client recording can show, and tests that hold it instead
+            assert len(r.unrecorded) > 40, f"{name}: no recording shows the defect it repairs (say why: unrecorded)"
+            named = re.findall(r"tests/[\w/]+\.py", r.unrecorded)
+            assert named, f"{name}: name the tests that hold the rule on and off"
+            for path in named:
+                assert f"{name}=False" in (ROOT / path).read_text(), f"{name}: {path} never turns it off"
+        else:
+            assert not r.unrecorded, name
         assert all(load(n).kind == "buggy" for n in r.recordings), name
         assert set(r.contract) <= set(CONTRACT), f"{name}: {set(r.contract) - set(CONTRACT)} are no contract rules"
         head = next((h for h in (NO_DELTA, GUARDED, APPLIED) if r.fast.startswith(h)), None)

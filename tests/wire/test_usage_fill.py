@@ -172,7 +172,7 @@ def test_chat_json_usage_filled():
     }
     assert repair_chat_json(obj, Rules(), FlowContext(), upstream())
     assert {k: obj["usage"][k] for k in CHAT_WANT} == CHAT_WANT
-    obj["usage"] = {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3,
+    obj["usage"] = {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7,
                     "prompt_tokens_details": {"cached_tokens": 4}}  # fmt: skip
     assert not repair_chat_json(obj, Rules(), FlowContext(), upstream())
 

@@ -286,21 +286,16 @@ def test_fixed_claude_path_steps_aside(stacks, request):
 
 # --- an upstream failure mid-stream ------------------------------------------------------
 
-ERROR_UNREPAIRED: dict[tuple[str, str, str], set[str]] = {
-    # (version, provider, api) -> rules still broken through the sidecar after a mid-stream
-    # provider error; every other combination is clean through the sidecar
-    ("v7.2.89", "interactions", "messages"): {"terminal.present"},
-    ("v7.2.140", "interactions", "messages"): {"terminal.present"},
-    ("v7.2.89", "openai", "messages"): {"messages.stop"},
-}
-"""Findings on the real builds, no repair rule yet: interactions -> messages just stops
-after the last delta (no message_stop, no error event); v7.2.89's OpenAI -> Claude
-translator closes the block and sends message_stop after the provider's error (a success
-synthesized after a failure; v7.2.140 sends event: error)."""
-SILENT_CHAT_END = {"interactions"}
-"""interactions -> chat ignores the provider's error event and ends with ``data: [DONE]``
-and no finish_reason (v7.2.89 and v7.2.140): nothing in the stream says it failed, so
-nothing can be repaired (the contract does not require a finish_reason either)."""
+ERROR_UNREPAIRED: dict[tuple[str, str, str], set[str]] = {}
+"""(version, provider, api) -> rules still broken through the sidecar after a mid-stream
+provider error: none since rules hidden_failure and eof_terminal on every API. Before them:
+interactions -> messages just stopped after the last delta (no message_stop, no error
+event; now an error event ends it), v7.2.89's OpenAI -> Claude translator closed the block
+and sent message_stop after the provider's error (a success synthesized after a failure;
+now an error event in its place), and interactions -> chat ended with ``data: [DONE]`` and no
+finish_reason (now an error chunk before it)."""
+SILENT_CHAT_END: set[str] = set()
+"""Providers whose chat stream says nothing of a failure through the sidecar: none (see above)."""
 
 
 def _terminal_types(body: bytes) -> list[str]:
@@ -332,7 +327,7 @@ def test_upstream_error_mid_stream(stacks, request, version, provider, api):
         assert not finishes
         assert bool(errors) is (provider not in SILENT_CHAT_END)
     else:
-        assert "message_delta" not in types(got) or (version, provider) == ("v7.2.89", "openai")
+        assert "message_delta" not in types(got) and types(got)[-1] == "error"
 
 
 async def ws_until_end(base: str, script: str, wait: float = 3.0) -> tuple[list[bytes], str]:

@@ -41,7 +41,6 @@ from __future__ import annotations
 import asyncio
 import re
 import threading
-import time
 from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -49,6 +48,9 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from standins.frames import Frames, ended
+from standins.provider_gemini import code_assist_frames, gemini_array, gemini_chunks, gemini_frames, gemini_json
+from standins.provider_responses import CREATED, responses_events, responses_frames, responses_json
 from streamfix.aioserve import start_app
 
 CHARS_PER_TOKEN = 4
@@ -93,6 +95,28 @@ class Script:
     """Input tokens: (uncached, cache read)."""
     out_tokens: int | None = None
     """Output tokens to report (default: the streamed characters / 4)."""
+    stop: str = ""
+    """How the model stopped when not naturally (``cut`` is the budget, ``max_tokens``):
+    ``safety`` (a content filter stopped it), ``recitation``, ``refusal`` (the model refused;
+    :attr:`refusal` holds what it said), ``context_window`` (the context window is full),
+    ``pause`` (a paused server-tool turn). Each provider says it in its own terms;
+    :data:`SUPPORTS` says which provider has no word for which."""
+    ending: str = "clean"
+    """How the body ends (``frames.ENDINGS``): ``clean``; ``no_finish`` (after the last content
+    delta the provider closes the body cleanly, without its finish); ``cut`` (the last
+    content frame is cut in half and the connection dropped inside the HTTP body)."""
+    groups: tuple[int, ...] = ()
+    """Calls per provider chunk where the provider groups them (Gemini's parts: ``(1, 2)``
+    sends ``[A]``, then ``[B, C]``); default one call per chunk."""
+    refusal: tuple[str, ...] = ()
+    """What the model said refusing (OpenAI's ``refusal`` deltas; Anthropic's text before
+    its ``stop_reason: refusal``)."""
+    vendor: bool = False
+    """The Codex backend's own events around the turn (``codex.rate_limits``,
+    ``codex.response.metadata``, ``keepalive``): provider_responses.py only."""
+    reasoning_tokens: int | None = None
+    """Reasoning tokens to report where the provider splits them out (default: the
+    thinking's characters / 4); the output tokens include them."""
 
     def capped(self, cap: int | None) -> tuple[Script, bool, int]:
         """The script cut at ``cap`` tokens: (script, cut, output tokens)."""
@@ -124,10 +148,12 @@ class Script:
             args = take(c.args)
             calls.append(replace(c, args=args))
         text_after = take(self.text_after) if not cut else ()
+        refusal = take(self.refusal) if not cut else ()
         tokens = -(-used // CHARS_PER_TOKEN) if not cut else cap
         if self.out_tokens is not None and not cut:
             tokens = self.out_tokens
-        return (replace(self, thinking=thinking, text=text, calls=tuple(calls), text_after=text_after),
+        return (replace(self, thinking=thinking, text=text, calls=tuple(calls), text_after=text_after,
+                        refusal=refusal),
                 cut or self.cut, max(int(tokens or 0), 1))  # fmt: skip
 
 
@@ -222,7 +248,80 @@ SCRIPTS: dict[str, Script] = {
         text=("No usage ", "here."), calls=(Call("toolu_01fake0007", "exec_command", ('{"cmd":"id"}',)),), usage=False
     ),
     "error_mid": Script(text=("Starting ", "the work ", "and then"), error_after=2),
+    # --- the turn kinds of the real-CPA matrix (tests/support/realcpa_matrix.py): one script each;
+    # text_tool above is "text then tool"
+    "thoughts": Script(
+        thinking=("The user asks for the answer; ", "I should think it through first ", "and then say it plainly."),
+        text=("The answer ", "is 42."),
+        reasoning_tokens=22,
+    ),
+    "parallel": Script(
+        text=("Three commands.",),
+        calls=(
+            Call("call_fakepar0001", "exec_command", ('{"cmd":"pwd"}',)),
+            Call("call_fakepar0002", "exec_command", ('{"cmd":"date"}',)),
+            Call("call_fakepar0003", "exec_command", ('{"cmd":"id"}',)),
+        ),
+        groups=(1, 2),
+    ),
+    "max_tokens": Script(
+        text=("The tides rise and fall twice ", "a day because the moon pulls ", "on th"),
+        cut=True,
+        out_tokens=16,
+    ),
+    "safety": Script(text=("Here is how ", "to make"), stop="safety"),
+    "refusal": Script(refusal=("I can't help ", "with that."), stop="refusal"),
+    "context_window": Script(text=("Reading the ", "whole log"), stop="context_window"),
+    "pause": Script(text=("Searching the web ", "first."), stop="pause"),
+    "inband_error": Script(text=("Starting ", "the work ", "and then"), error_after=2),
+    "error_first": Script(text=("Never ", "sent."), error_after=0),
+    "no_finish": Script(text=("Two chunks ", "and then nothing"), ending="no_finish"),
+    "cut_body": Script(text=("Two chunks ", "and then the wire"), ending="cut"),
+    "zero_items": Script(),
+    "vendor": Script(text=("Hello ", "from the Codex backend."), vendor=True),
 }
+TURNS = ("text_tool", "thoughts", "parallel", "max_tokens", "safety", "refusal", "context_window", "pause",
+         "inband_error", "error_first", "no_finish", "cut_body", "zero_items", "vendor")  # fmt: skip
+"""The turn kinds of the real-CPA matrix, each a script of :data:`SCRIPTS`."""
+TURN_CAPS = {"max_tokens": 16}
+"""The output cap a client asks for on a turn (the budget the provider reports it ran out of)."""
+_NO_PAUSE = "only Anthropic pauses a turn (stop_reason pause_turn, a server-tool loop)"
+_NO_VENDOR = "the Codex backend's own events (codex.rate_limits, ...) come only from provider_responses.py"
+SUPPORTS: dict[str, dict[str, str]] = {
+    # provider API -> script -> why the provider has no such turn (absent: it has)
+    "anthropic": {
+        "safety": "Anthropic has no safety stop of its own: its classifiers end a turn with stop_reason "
+        "refusal (the refusal turn)",
+        "vendor": _NO_VENDOR,
+    },
+    "interactions": {
+        "safety": "no content-filter status in an Interactions stream (completed, requires_action, incomplete, failed)",
+        "refusal": "the Interactions API has no refusal stop",
+        "context_window": "an overlong input is an HTTP 400 before any event, not a stop",
+        "pause": _NO_PAUSE,
+        "vendor": _NO_VENDOR,
+    },
+    "chat": {
+        "context_window": "OpenAI chat refuses an overlong input with HTTP 400 before any chunk; no finish_reason "
+        "says it",
+        "pause": _NO_PAUSE,
+        "vendor": _NO_VENDOR,
+    },
+    "gemini": {
+        "refusal": "Gemini has no refusal stop: a blocked answer is finishReason SAFETY (the safety turn)",
+        "context_window": "an overlong input is an HTTP 400 (INVALID_ARGUMENT) before any chunk, not a finishReason",
+        "pause": _NO_PAUSE,
+        "vendor": _NO_VENDOR,
+    },
+    "responses": {"pause": _NO_PAUSE},
+}
+"""What a provider cannot say: ``SUPPORTS[api][script]`` is why (a turn not listed is played)."""
+SUPPORTS["antigravity"] = SUPPORTS["gemini"]  # the Code Assist envelope of Gemini's chunks
+
+
+def unsupported(api: str, script: str) -> str | None:
+    """Why the provider API ``api`` has no turn like ``script`` (None: it plays it)."""
+    return SUPPORTS.get(api, {}).get(script)
 
 
 def _dumps(obj: Any) -> bytes:
@@ -237,14 +336,22 @@ def _sse(event: str | None, obj: Any) -> bytes:
 # --- Anthropic Messages -------------------------------------------------------------
 
 
-def anthropic_events(s: Script, model: str, cut: bool, out_tokens: int, msg_id: str) -> list[bytes]:
+ANTHROPIC_STOP = {"refusal": "refusal", "context_window": "model_context_window_exceeded", "pause": "pause_turn"}
+"""A script's stop -> Anthropic's ``stop_reason`` (beside ``max_tokens``, ``tool_use``, ``end_turn``)."""
+
+
+def anthropic_stop(s: Script, cut: bool) -> str:
+    return "max_tokens" if cut else ANTHROPIC_STOP.get(s.stop) or ("tool_use" if s.calls else "end_turn")
+
+
+def anthropic_events(s: Script, model: str, cut: bool, out_tokens: int, msg_id: str) -> Frames:
     usage_start = {"input_tokens": s.usage_in[0], "cache_creation_input_tokens": 0,
                    "cache_read_input_tokens": s.usage_in[1], "output_tokens": 1}  # fmt: skip
     msg: dict[str, Any] = {"id": msg_id, "type": "message", "role": "assistant", "model": model, "content": [],
                            "stop_reason": None, "stop_sequence": None}  # fmt: skip
     if s.usage:
         msg["usage"] = usage_start
-    ev = [_sse("message_start", {"type": "message_start", "message": msg}), _sse("ping", {"type": "ping"})]
+    ev = Frames([_sse("message_start", {"type": "message_start", "message": msg}), _sse("ping", {"type": "ping"})])
     deltas = 0
 
     def failed() -> bool:
@@ -258,8 +365,9 @@ def anthropic_events(s: Script, model: str, cut: bool, out_tokens: int, msg_id: 
         blocks.append(({"type": "thinking", "thinking": "", "signature": ""},
                        [{"type": "thinking_delta", "thinking": t} for t in s.thinking]
                        + [{"type": "signature_delta", "signature": s.signature}]))  # fmt: skip
-    if s.text:
-        blocks.append(({"type": "text", "text": ""}, [{"type": "text_delta", "text": t} for t in s.text]))
+    text = s.text + s.refusal  # a refusal is said as text, then stop_reason refusal
+    if text:
+        blocks.append(({"type": "text", "text": ""}, [{"type": "text_delta", "text": t} for t in text]))
     for c in s.calls:
         blocks.append(({"type": "tool_use", "id": c.id, "name": c.name, "input": {}},
                        [{"type": "input_json_delta", "partial_json": a} for a in c.args]))  # fmt: skip
@@ -269,13 +377,16 @@ def anthropic_events(s: Script, model: str, cut: bool, out_tokens: int, msg_id: 
         ev.append(_sse("content_block_start", {"type": "content_block_start", "index": block, "content_block": start}))
         for d in deltas_of:
             if failed():
-                return ev + [error()]
+                ev.append(error())
+                return ev
             ev.append(_sse("content_block_delta", {"type": "content_block_delta", "index": block, "delta": d}))
             deltas += 1
+            ev.mark()
         ev.append(_sse("content_block_stop", {"type": "content_block_stop", "index": block}))
     if failed():
-        return ev + [error()]
-    stop = "max_tokens" if cut else "tool_use" if s.calls else "end_turn"
+        ev.append(error())
+        return ev
+    stop = anthropic_stop(s, cut)
     md: dict[str, Any] = {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None}}
     if s.usage:
         md["usage"] = {"output_tokens": out_tokens}
@@ -288,8 +399,8 @@ def anthropic_json(s: Script, model: str, cut: bool, out_tokens: int, msg_id: st
     content: list[dict] = []
     if s.thinking:
         content.append({"type": "thinking", "thinking": "".join(s.thinking), "signature": "EqQBCkYIARgCKkBmYWtl"})
-    if s.text:
-        content.append({"type": "text", "text": "".join(s.text)})
+    if s.text or s.refusal:
+        content.append({"type": "text", "text": "".join(s.text + s.refusal)})
     for c in s.calls:
         try:
             inp = orjson.loads("".join(c.args))
@@ -299,8 +410,7 @@ def anthropic_json(s: Script, model: str, cut: bool, out_tokens: int, msg_id: st
     if s.text_after:
         content.append({"type": "text", "text": "".join(s.text_after)})
     body: dict[str, Any] = {"id": msg_id, "type": "message", "role": "assistant", "model": model, "content": content,
-                            "stop_reason": "max_tokens" if cut else "tool_use" if s.calls else "end_turn",
-                            "stop_sequence": None}  # fmt: skip
+                            "stop_reason": anthropic_stop(s, cut), "stop_sequence": None}  # fmt: skip
     if s.usage:
         body["usage"] = {"input_tokens": s.usage_in[0], "cache_creation_input_tokens": 0,
                          "cache_read_input_tokens": s.usage_in[1], "output_tokens": out_tokens}  # fmt: skip
@@ -310,10 +420,10 @@ def anthropic_json(s: Script, model: str, cut: bool, out_tokens: int, msg_id: st
 # --- Gemini Interactions ------------------------------------------------------------
 
 
-def interactions_events(s: Script, model: str, cut: bool, out_tokens: int, iid: str) -> list[dict]:
+def interactions_events(s: Script, model: str, cut: bool, out_tokens: int, iid: str) -> Frames:
     """The interactions events of a turn (also fed to the stand-in's translators)."""
-    ev: list[dict] = [{"event_type": "interaction.created",
-                       "interaction": {"id": iid, "model": model, "status": "in_progress"}}]  # fmt: skip
+    ev = Frames([{"event_type": "interaction.created",
+                  "interaction": {"id": iid, "model": model, "status": "in_progress"}}])  # fmt: skip
     deltas = 0
     steps: list[tuple[dict, list[dict]]] = []
     if s.thinking:
@@ -326,27 +436,36 @@ def interactions_events(s: Script, model: str, cut: bool, out_tokens: int, iid: 
                       [{"type": "arguments_delta", "arguments": a} for a in c.args]))  # fmt: skip
     if s.text_after:
         steps.append(({"type": "model_output"}, [{"type": "text", "text": t} for t in s.text_after]))
+    overloaded = {"event_type": "error", "error": {"code": 503, "message": "The model is overloaded."}}
     for index, (step, ds) in enumerate(steps):
         ev.append({"event_type": "step.start", "index": index, "step": step})
         for d in ds:
             if s.error_after is not None and deltas >= s.error_after:
-                return ev + [{"event_type": "error", "error": {"code": 503, "message": "The model is overloaded."}}]
+                ev.append(overloaded)
+                return ev
             ev.append({"event_type": "step.delta", "index": index, "delta": d})
             deltas += 1
+            ev.mark()
         ev.append({"event_type": "step.stop", "index": index})
     if s.error_after is not None and deltas >= s.error_after:
-        return ev + [{"event_type": "error", "error": {"code": 503, "message": "The model is overloaded."}}]
+        ev.append(overloaded)
+        return ev
     inter: dict[str, Any] = {"id": iid, "model": model,
                              "status": "incomplete" if cut else "requires_action" if s.calls else "completed"}  # fmt: skip
     if s.usage:
         inp = s.usage_in[0] + s.usage_in[1]
+        # total_output_tokens counts the answer, total_thought_tokens the thoughts, total_tokens
+        # both (the scripts that report thought tokens apart; the others count them as output)
+        thoughts = min(s.reasoning_tokens, out_tokens) if s.reasoning_tokens is not None and s.thinking else 0
         inter["usage"] = {
             "total_input_tokens": inp,
-            "total_output_tokens": out_tokens,
+            "total_output_tokens": out_tokens - thoughts,
             "total_tokens": inp + out_tokens,
         }
         if s.usage_in[1]:
             inter["usage"]["total_cached_tokens"] = s.usage_in[1]
+        if thoughts:
+            inter["usage"]["total_thought_tokens"] = thoughts
     ev.append({"event_type": "interaction.completed", "interaction": inter})
     return ev
 
@@ -375,14 +494,23 @@ def interactions_json(s: Script, model: str, cut: bool, out_tokens: int, iid: st
 # --- OpenAI chat --------------------------------------------------------------------
 
 
-def chat_chunks(s: Script, model: str, cut: bool, out_tokens: int, cid: str, include_usage: bool) -> list[bytes]:
-    created = int(time.time())
+CHAT_FINISH = {"safety": "content_filter"}
+"""A script's stop -> OpenAI's ``finish_reason`` (beside ``length``, ``tool_calls``, ``stop``; a
+refusal ends ``stop``, as OpenAI's do)."""
+
+
+def chat_finish(s: Script, cut: bool) -> str:
+    return "length" if cut else CHAT_FINISH.get(s.stop) or ("tool_calls" if s.calls else "stop")
+
+
+def chat_chunks(s: Script, model: str, cut: bool, out_tokens: int, cid: str, include_usage: bool) -> Frames:
+    created = CREATED
 
     def chunk(delta: dict, finish: str | None = None) -> bytes:
         return _sse(None, {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
                            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]})  # fmt: skip
 
-    out = [chunk({"role": "assistant", "content": ""})]
+    out = Frames([chunk({"role": "assistant", "content": ""})])
     deltas = 0
 
     def failed() -> bool:
@@ -391,45 +519,58 @@ def chat_chunks(s: Script, model: str, cut: bool, out_tokens: int, cid: str, inc
     err = _sse(None, {"error": {"message": "The server is overloaded.", "type": "server_error", "code": None}})
     for t in s.thinking:
         out.append(chunk({"reasoning_content": t}))
-    for t in s.text:
-        if failed():
-            return out + [err]
-        out.append(chunk({"content": t}))
-        deltas += 1
+        out.mark()
+    for key, pieces in (("content", s.text), ("refusal", s.refusal)):
+        for t in pieces:
+            if failed():
+                out.append(err)
+                return out
+            out.append(chunk({key: t}))
+            deltas += 1
+            out.mark()
     for i, c in enumerate(s.calls):
         out.append(chunk({"tool_calls": [{"index": i, "id": c.id, "type": "function",
                                           "function": {"name": c.name, "arguments": ""}}]}))  # fmt: skip
         for a in c.args:
             if failed():
-                return out + [err]
+                out.append(err)
+                return out
             out.append(chunk({"tool_calls": [{"index": i, "function": {"arguments": a}}]}))
             deltas += 1
+            out.mark()
     if failed():
-        return out + [err]
-    out.append(chunk({}, "length" if cut else "tool_calls" if s.calls else "stop"))
+        out.append(err)
+        return out
+    out.append(chunk({}, chat_finish(s, cut)))
     if include_usage and s.usage:
         out.append(_sse(None, {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
-                               "choices": [], "usage": _chat_usage(out_tokens)}))  # fmt: skip
+                               "choices": [], "usage": _chat_usage(out_tokens, s)}))  # fmt: skip
     out.append(b"data: [DONE]\n\n")
     return out
 
 
-def _chat_usage(out_tokens: int) -> dict:
-    return {"prompt_tokens": INPUT_TOKENS, "completion_tokens": out_tokens, "total_tokens": INPUT_TOKENS + out_tokens}
+def _chat_usage(out_tokens: int, s: Script | None = None) -> dict:
+    u: dict[str, Any] = {"prompt_tokens": INPUT_TOKENS, "completion_tokens": out_tokens,
+                         "total_tokens": INPUT_TOKENS + out_tokens}  # fmt: skip
+    if s is not None and s.reasoning_tokens is not None and s.thinking:
+        u["completion_tokens_details"] = {"reasoning_tokens": min(s.reasoning_tokens, out_tokens)}
+    return u
 
 
 def chat_json(s: Script, model: str, cut: bool, out_tokens: int, cid: str) -> dict:
     msg: dict[str, Any] = {"role": "assistant", "content": "".join(s.text) or None}
+    if s.refusal:
+        msg["refusal"] = "".join(s.refusal)
     if s.thinking:
         msg["reasoning_content"] = "".join(s.thinking)
     if s.calls:
         msg["tool_calls"] = [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": "".join(c.args)}}
                              for c in s.calls]  # fmt: skip
-    body: dict[str, Any] = {"id": cid, "object": "chat.completion", "created": int(time.time()), "model": model,
+    body: dict[str, Any] = {"id": cid, "object": "chat.completion", "created": CREATED, "model": model,
                             "choices": [{"index": 0, "message": msg, "logprobs": None,
-                                         "finish_reason": "length" if cut else "tool_calls" if s.calls else "stop"}]}  # fmt: skip
+                                         "finish_reason": chat_finish(s, cut)}]}  # fmt: skip
     if s.usage:
-        body["usage"] = _chat_usage(out_tokens)
+        body["usage"] = _chat_usage(out_tokens, s)
     return body
 
 
@@ -445,6 +586,12 @@ def _has_tool_result(api: str, body: dict) -> bool:
         return False
     if api == "chat":
         return any(isinstance(m, dict) and m.get("role") == "tool" for m in body.get("messages") or [])
+    if api in ("gemini", "antigravity"):
+        return b'"functionResponse"' in orjson.dumps(
+            body.get("contents") or (body.get("request") or {}).get("contents")
+        )
+    if api == "responses":
+        return b'"function_call_output"' in orjson.dumps(body.get("input"))
     return b"function_result" in orjson.dumps(body.get("input"))
 
 
@@ -453,9 +600,54 @@ def _cap(api: str, body: dict) -> int | None:
         v = (body.get("generation_config") or {}).get("max_output_tokens")
     elif api == "chat":
         v = body.get("max_completion_tokens") or body.get("max_tokens")
+    elif api == "gemini":
+        v = (body.get("generationConfig") or {}).get("maxOutputTokens")
+    elif api == "antigravity":
+        v = ((body.get("request") or {}).get("generationConfig") or {}).get("maxOutputTokens")
+    elif api == "responses":
+        v = body.get("max_output_tokens")
     else:
         v = body.get("max_tokens")
     return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
+
+
+GEMINI_ACTION = re.compile(r"^(?P<model>[^:/]+):(?P<action>streamGenerateContent|generateContent|countTokens)$")
+ERROR_STATUS = {"anthropic": 529, "interactions": 503, "chat": 503, "gemini": 503, "responses": 500}
+"""The HTTP status of a non-streamed turn that fails (the providers' overloaded / server error)."""
+
+
+def provider_body(api: str, name: str, model: str, rid: str, cap: int | None = None) -> tuple[list[bytes], int, str]:
+    """What the fake streams for script ``name`` on provider API ``api`` (``anthropic``,
+    ``interactions``, ``chat``, ``gemini``, ``responses``): (frames as written, how many
+    carry content, the script's ending). A request's ``cap`` cuts the script as the
+    server does. Deterministic (every clock is ``provider_responses.CREATED``): the
+    provider body of a cell is well defined, for decoders of CPA's upstream leg."""
+    s, cut, tokens = SCRIPTS[name].capped(cap)
+    frames: list[bytes]
+    if api == "anthropic":
+        frames = anthropic_events(s, model, cut, tokens, rid)
+        end = frames.content_end
+    elif api == "interactions":
+        evs = interactions_events(s, model, cut, tokens, rid)
+        frames = [_sse("error" if e["event_type"] == "error" else None, e) for e in evs]
+        if not frames[-1].startswith(b"event: error"):
+            frames.append(b"event: done\ndata: [DONE]\n\n")
+        end = evs.content_end
+    elif api == "chat":
+        frames = chat_chunks(s, model, cut, tokens, rid, True)
+        end = frames.content_end
+    elif api == "gemini":
+        chunks = gemini_chunks(s, model, cut, tokens, rid)
+        frames, end = gemini_frames(chunks), chunks.content_end
+    elif api == "antigravity":
+        chunks = gemini_chunks(s, model, cut, tokens, rid)
+        frames, end = code_assist_frames(chunks, f"trace-{rid}"), chunks.content_end
+    elif api == "responses":
+        evs = responses_events(s, model, cut, tokens, rid)
+        frames, end = responses_frames(evs), evs.content_end
+    else:
+        raise ValueError(api)
+    return list(frames), end, s.ending
 
 
 @dataclass
@@ -477,39 +669,67 @@ class FakeProviders:
             s = SCRIPTS[name]
         return name, s
 
-    def _record(self, request: web.Request, api: str, raw: bytes, body: dict, script: str) -> None:
-        self.requests.append({"api": api, "path": request.path_qs, "headers": dict(request.headers),
-                              "body": body, "script": script, "raw": raw})  # fmt: skip
+    def _record(self, request: web.Request, api: str, raw: bytes, body: dict, script: str) -> dict[str, Any]:
+        rec = {"api": api, "path": request.path_qs, "headers": dict(request.headers), "body": body, "script": script,
+               "raw": raw, "status": 200, "response": b"", "ended": "clean", "done": False}  # fmt: skip
+        self.requests.append(rec)
+        return rec
 
-    async def _stream(self, request: web.Request, frames: list[bytes]) -> web.StreamResponse:
-        resp = web.StreamResponse(headers={"content-type": "text/event-stream", "cache-control": "no-cache"})
+    async def _stream(
+        self, request: web.Request, frames: list[bytes], rec: dict[str, Any] | None = None, content_end: int = 0,
+        ending: str = "clean", content_type: str = "text/event-stream",
+    ) -> web.StreamResponse:  # fmt: skip
+        """Write ``frames`` as one streamed body, the way the script's ``ending`` says
+        (``frames.ended``); ``rec`` (the request's record) gets the bytes written."""
+        frames, drop = ended(frames, content_end, ending)
+        resp = web.StreamResponse(headers={"content-type": content_type, "cache-control": "no-cache"})
         await resp.prepare(request)
+        written: list[bytes] = []
         try:
             for f in frames:
                 await resp.write(f)
+                written.append(f)
                 if self.delay_ms:
                     await asyncio.sleep(self.delay_ms / 1000)
-            await resp.write_eof()
+            if drop:
+                # the connection is lost inside the body: no last chunk of the chunked encoding
+                await asyncio.sleep(0.05)  # the bytes written reach the peer first
+                if request.transport is not None:
+                    request.transport.close()
+            else:
+                await resp.write_eof()
         except ConnectionError:  # CPA went away (its client aborted): nothing to tell
             pass
+        if rec is not None:
+            rec["response"] = b"".join(written)
+            rec["ended"] = ending
+            rec["done"] = True
         return resp
 
-    async def _read(self, request: web.Request, api: str) -> tuple[bytes, dict, str, Script, bool, int]:
+    def _json(self, rec: dict[str, Any], obj: Any, status: int = 200) -> web.Response:
+        body = _dumps(obj)
+        rec["response"], rec["status"], rec["done"] = body, status, True
+        return web.Response(body=body, status=status, content_type="application/json")
+
+    async def _read(self, request: web.Request, api: str) -> tuple[dict, dict, str, Script, bool, int]:
+        """(the request's record, its body, the script's name, the script cut at the
+        request's cap, whether it was cut, the output tokens)."""
         raw = await request.read()
         body = orjson.loads(raw)
         name, script = self.pick(api, raw, body)
-        self._record(request, api, raw, body, name)
+        rec = self._record(request, api, raw, body, name)
         s, cut, tokens = script.capped(_cap(api, body))
         self.counter += 1
-        return raw, body, name, s, cut, tokens
+        return rec, body, name, s, cut, tokens
 
     async def messages(self, request: web.Request) -> web.StreamResponse:
-        _raw, body, name, s, cut, tokens = await self._read(request, "anthropic")
+        rec, body, name, s, cut, tokens = await self._read(request, "anthropic")
         model = s.model or str(body.get("model", "claude"))
         mid = s.msg_id or f"msg_01Fake{self.ids}{name}"
         if body.get("stream"):
-            return await self._stream(request, anthropic_events(s, model, cut, tokens, mid))
-        return web.Response(body=_dumps(anthropic_json(s, model, cut, tokens, mid)), content_type="application/json")
+            frames, end, ending = provider_body("anthropic", name, model, mid, _cap("anthropic", body))
+            return await self._stream(request, frames, rec, end, ending)
+        return self._json(rec, anthropic_json(s, model, cut, tokens, mid))
 
     async def count_tokens(self, request: web.Request) -> web.Response:
         raw = await request.read()
@@ -518,26 +738,83 @@ class FakeProviders:
         return web.json_response({"input_tokens": INPUT_TOKENS})
 
     async def interactions(self, request: web.Request) -> web.StreamResponse:
-        _raw, body, name, s, cut, tokens = await self._read(request, "interactions")
+        rec, body, name, s, cut, tokens = await self._read(request, "interactions")
         model = str(body.get("model", "gemini"))
         iid = f"v1_fake{self.ids}{name}"
         if body.get("stream"):
-            frames = []
-            for e in interactions_events(s, model, cut, tokens, iid):
-                frames.append(_sse("error" if e["event_type"] == "error" else None, e))
-            if frames and not frames[-1].startswith(b"event: error"):
-                frames.append(b"event: done\ndata: [DONE]\n\n")
-            return await self._stream(request, frames)
-        return web.Response(body=_dumps(interactions_json(s, model, cut, tokens, iid)), content_type="application/json")
+            frames, end, ending = provider_body("interactions", name, model, iid, _cap("interactions", body))
+            return await self._stream(request, frames, rec, end, ending)
+        return self._json(rec, interactions_json(s, model, cut, tokens, iid))
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
-        _raw, body, name, s, cut, tokens = await self._read(request, "chat")
+        rec, body, name, s, cut, tokens = await self._read(request, "chat")
         model = str(body.get("model", "gpt"))
         cid = f"chatcmpl-fake{self.ids}{name}"
         if body.get("stream"):
             inc = bool((body.get("stream_options") or {}).get("include_usage"))
-            return await self._stream(request, chat_chunks(s, model, cut, tokens, cid, inc))
-        return web.Response(body=_dumps(chat_json(s, model, cut, tokens, cid)), content_type="application/json")
+            frames = chat_chunks(s, model, cut, tokens, cid, inc)
+            return await self._stream(request, list(frames), rec, frames.content_end, s.ending)
+        return self._json(rec, chat_json(s, model, cut, tokens, cid))
+
+    async def gemini(self, request: web.Request) -> web.StreamResponse:
+        """``/v1beta/models/{model}:{action}`` (AI Studio) and ``/v1/publishers/google/models/
+        {model}:{action}`` (Vertex)."""
+        m = GEMINI_ACTION.match(request.match_info["tail"])
+        if m is None:
+            return web.json_response({"error": {"code": 404, "message": "not found", "status": "NOT_FOUND"}},
+                                     status=404)  # fmt: skip
+        if m["action"] == "countTokens":
+            raw = await request.read()
+            self._record(request, "gemini_count", raw, orjson.loads(raw), "")
+            return web.json_response({"totalTokens": INPUT_TOKENS})
+        rec, _body, name, s, cut, tokens = await self._read(request, "gemini")
+        model = m["model"]
+        rid = f"fake{self.ids}{name}"
+        if m["action"] == "generateContent":
+            if s.error_after is not None:
+                return self._json(rec, {"error": _gemini_overloaded()}, ERROR_STATUS["gemini"])
+            return self._json(rec, gemini_json(s, model, cut, tokens, rid))
+        chunks = gemini_chunks(s, model, cut, tokens, rid)
+        if request.query.get("alt") == "sse":
+            return await self._stream(request, gemini_frames(chunks), rec, chunks.content_end, s.ending)
+        return await self._stream(request, gemini_array(chunks), rec, chunks.content_end + 1, s.ending,
+                                  content_type="application/json")  # fmt: skip
+
+    async def code_assist(self, request: web.Request) -> web.StreamResponse:
+        """``/v1internal:{action}``: the Gemini Code Assist API (CPA's Antigravity path):
+        ``streamGenerateContent`` / ``generateContent`` with the request under ``request``
+        and each response under ``response``; ``fetchAvailableModels`` answers no model
+        (CPA then keeps its own catalog), ``countTokens`` a count."""
+        action = request.match_info["action"]
+        if action not in ("streamGenerateContent", "generateContent"):
+            raw = await request.read()
+            self._record(request, f"antigravity_{action}", raw, orjson.loads(raw or b"{}"), "")
+            if action == "countTokens":
+                return web.json_response({"totalTokens": INPUT_TOKENS})
+            return web.json_response({"models": {}})
+        rec, body, name, s, cut, tokens = await self._read(request, "antigravity")
+        model = str(body.get("model", "gemini"))
+        rid = f"fake{self.ids}{name}"
+        if action == "generateContent":
+            if s.error_after is not None:
+                return self._json(rec, {"error": _gemini_overloaded()}, ERROR_STATUS["gemini"])
+            return self._json(rec, {"response": gemini_json(s, model, cut, tokens, rid), "traceId": f"trace-{rid}"})
+        frames, end, ending = provider_body("antigravity", name, model, rid, _cap("antigravity", body))
+        return await self._stream(request, frames, rec, end, ending)
+
+    async def responses(self, request: web.Request) -> web.StreamResponse:
+        """``/responses`` (a ``codex-api-key`` base URL) and ``/v1/responses``."""
+        rec, body, name, s, cut, tokens = await self._read(request, "responses")
+        model = str(body.get("model", "gpt-5-codex"))
+        rid = f"resp_fake{self.ids}{name}"
+        if body.get("stream"):
+            evs = responses_events(s, model, cut, tokens, rid)
+            return await self._stream(request, responses_frames(evs), rec, evs.content_end, s.ending)
+        if s.error_after is not None:
+            return self._json(rec, {"error": {"message": "The server had an error processing your request.",
+                                              "type": "server_error", "param": None, "code": None}},
+                              ERROR_STATUS["responses"])  # fmt: skip
+        return self._json(rec, responses_json(s, model, cut, tokens, rid))
 
     def last(self, api: str) -> dict:
         for r in reversed(self.requests):
@@ -551,7 +828,18 @@ class FakeProviders:
         app.router.add_post("/v1/messages/count_tokens", self.count_tokens)
         app.router.add_post("/v1beta/interactions", self.interactions)
         app.router.add_post("/v1/chat/completions", self.chat)
+        app.router.add_post("/v1beta/models/{tail}", self.gemini)
+        app.router.add_post("/v1/publishers/google/models/{tail}", self.gemini)
+        app.router.add_post("/v1internal:{action}", self.code_assist)
+        app.router.add_post("/responses", self.responses)
+        app.router.add_post("/v1/responses", self.responses)
         return app
+
+
+def _gemini_overloaded() -> dict:
+    from standins.provider_gemini import OVERLOADED
+
+    return dict(OVERLOADED)
 
 
 class Running:

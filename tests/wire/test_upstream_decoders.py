@@ -1,0 +1,490 @@
+"""The upstream leg's provider decoders (wire/upstream_decoders.py), sans-IO.
+
+- every documented sample of tests/support/upstream_samples.py decodes to the facts worked out by
+  hand there (finish raw, outcome, usage, errors, how the body ended, bytes hashed);
+- any chunking (hypothesis) gives the same result as one chunk; the hash is the one the
+  client leg computes of the same text and arguments (wire.verdict.Verdict.digest);
+- garbage fails open: no exception, counted, nothing claimed; atheris over
+  tests/support/fuzz_upstream.py for a few seconds;
+- the request side (prompt texts, cap) and path/content-type routing;
+- the client APIs' failure shapes (wire/upstream_terminal.py) and the verdict's use of a
+  ``failed`` upstream on every API (the repairers' terminals), and usage made the
+  provider's (``authoritative``).
+"""
+
+from __future__ import annotations
+
+import base64
+import subprocess
+import sys
+from pathlib import Path
+
+import fuzz_upstream
+import orjson
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+from streamfix.wire.apis import stream_repairer
+from streamfix.wire.rules import FlowContext, Rules
+from streamfix.wire.stream import StreamRepair
+from streamfix.wire.upstream_call import CallResult
+from streamfix.wire.upstream_decoders import decoder_for, provider_for_path, read_json_request
+from streamfix.wire.upstream_terminal import chat_error, gemini_error, json_failure, messages_error
+from streamfix.wire.verdict import UpstreamUsage, Verdict
+from upstream_samples import EXPECT, SAMPLES
+
+HERE = Path(__file__).resolve().parent
+CTYPE = {"sse": "text/event-stream", "json": "application/json; charset=utf-8"}
+BUDGET = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None)
+
+
+def decode(provider: str, framing: str, pieces, cut: bool = False) -> CallResult:
+    d = decoder_for(provider, CTYPE[framing])
+    assert d is not None
+    for p in pieces:
+        d.feed(p)
+    return d.close(cut=cut)
+
+
+@pytest.mark.parametrize("key", sorted(SAMPLES), ids=["/".join(k) for k in sorted(SAMPLES)])
+def test_documented_samples(key):
+    provider, framing, _ = key
+    finish, outcome, ended, errors, usage, text, args = EXPECT[key]
+    r = decode(provider, framing, [SAMPLES[key]])
+    assert (r.finish, r.outcome, r.ended, len(r.errors)) == (finish, outcome, ended, errors), r
+    got = None if r.usage is None else (r.usage.input_tokens, r.usage.output_tokens, r.usage.reasoning_tokens,
+                                        r.usage.cached_tokens, r.usage.total_tokens)  # fmt: skip
+    assert got == usage
+    assert (r.digest[1], r.digest[3]) == (text, args)
+    assert r.bad == 0 or ended == "cut"
+    assert r.framing == framing
+    assert r.usage is None or r.usage.authoritative
+
+
+def test_every_sample_has_its_facts():
+    assert set(SAMPLES) == set(EXPECT)
+    assert {p for p, _, _ in SAMPLES} == set(fuzz_upstream.PROVIDERS)
+    assert {(p, f) for p, f, _ in SAMPLES} == {(p, f) for p in fuzz_upstream.PROVIDERS for f in ("sse", "json")}
+
+
+def test_details_name_the_frame_and_value_never_content():
+    assert (
+        decode("gemini", "sse", [SAMPLES[("gemini", "sse", "thoughts_max")]]).detail()
+        == "Gemini finishReason MAX_TOKENS"
+    )
+    assert (
+        decode("anthropic", "sse", [SAMPLES[("anthropic", "sse", "refusal")]]).detail()
+        == "Anthropic stop_reason refusal"
+    )
+    err = decode("gemini", "sse", [SAMPLES[("gemini", "sse", "error")]]).detail()
+    assert err == ("Gemini in-band error 503 UNAVAILABLE: The model is overloaded. Please try again later., "
+                   "body ended without a finishReason")  # fmt: skip
+    assert decode("openai_chat", "sse", [SAMPLES[("openai_chat", "sse", "done_no_finish")]]).detail() == (
+        "OpenAI chat body ended without a finish_reason"
+    )
+    assert decode("gemini", "sse", [SAMPLES[("gemini", "sse", "cut")]]).detail() == "Gemini body cut"
+    cut = decode("responses", "sse", [SAMPLES[("responses", "sse", "completed")]], cut=True)
+    assert (cut.outcome, cut.detail()) == ("failed", "Responses status completed, body cut")
+    assert "Hello" not in decode("anthropic", "sse", [SAMPLES[("anthropic", "sse", "end_turn")]]).detail()
+
+
+@pytest.mark.parametrize("key", sorted(SAMPLES), ids=["/".join(k) for k in sorted(SAMPLES)])
+@BUDGET
+@given(cuts=st.lists(st.integers(min_value=0, max_value=10_000), max_size=12))
+def test_any_chunking_gives_the_same_result(key, cuts):
+    provider, framing, _ = key
+    body = SAMPLES[key]
+    points = sorted({c % (len(body) + 1) for c in cuts})
+    pieces = [body[a:b] for a, b in zip([0, *points], [*points, len(body)], strict=True)]
+    assert decode(provider, framing, pieces) == decode(provider, framing, [body])
+
+
+def test_the_digest_is_the_client_legs():
+    """The text and arguments hashed upstream are hashed as the client leg hashes what it
+    is told (CPA copies them): the correlator matches the two by it."""
+    r = decode("anthropic", "sse", [SAMPLES[("anthropic", "sse", "tool_use")]])
+    v = Verdict()
+    for t in ("Hel", "lo!"):
+        v.observe_text(t)
+    v.observe_args('{"location": "San Francisco, CA"}')
+    assert r.digest == v.digest()
+
+
+def test_the_decisive_event_comes_before_the_end():
+    """``decided`` turns True at the provider's finish with its usage (Gemini), its
+    message_delta (Anthropic), the terminal (Responses), [DONE]: before CPA has read it."""
+    for key, upto in ((("gemini", "sse", "stop"), None), (("anthropic", "sse", "end_turn"), b"event: message_stop"),
+                      (("responses", "sse", "completed"), None), (("openai_chat", "sse", "length"), None)):  # fmt: skip
+        provider, framing, _ = key
+        body = SAMPLES[key]
+        d = decoder_for(provider, CTYPE[framing])
+        d.feed(body[: body.index(upto)] if upto else body)
+        assert d.decided, key
+        r = d.result()
+        assert r.ended in (None, "finish") and r.outcome != "failed", (key, r)
+    d = decoder_for("gemini", CTYPE["sse"])
+    d.feed(SAMPLES[("gemini", "sse", "no_finish")])
+    assert not d.decided  # no finish: only the end of the body decides
+
+
+@pytest.mark.parametrize("provider", fuzz_upstream.PROVIDERS)
+@pytest.mark.parametrize("framing", ["sse", "json"])
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        b"",
+        b"\x00\xff\xfe" * 50,
+        b"data: {not json}\n\n",
+        b"data: [1,2,3]\n\n",
+        b"<html>502</html>",
+        b"data: " + b"x" * 70_000,
+    ],
+    ids=["empty", "binary", "bad-json", "array", "html", "long-line"],
+)
+def test_garbage_fails_open(provider, framing, garbage):
+    r = decode(provider, framing, [garbage[i : i + 7] for i in range(0, len(garbage), 7)])
+    assert r.finish is None and r.usage is None and r.outcome == "failed"
+    assert r.ended in ("no_finish", "cut")
+
+
+def test_a_decoder_that_breaks_stops_reading_and_says_so():
+    d = decoder_for("gemini", CTYPE["sse"])
+    d._sse = None  # an internal error on the next read (no parser, no JSON reader): works compiled too
+    d.feed(SAMPLES[("gemini", "sse", "stop")])
+    assert d.stopped == "gemini decoder failed: AttributeError"
+    d.feed(b"more")  # nothing raises, nothing more is read
+    assert d.close().finish is None
+
+
+def test_the_tap_returns_every_read_as_it_came_and_reports_twice():
+    import gzip
+
+    from streamfix.wire.encoding import decoder_for as inflater
+    from streamfix.wire.upstream_decoders import CallTap
+
+    seen = []
+    body = SAMPLES[("anthropic", "sse", "tool_use")]
+    tap = CallTap(
+        decoder_for("anthropic", CTYPE["sse"]), None, True, lambda: seen.append("decided"), lambda: seen.append("end")
+    )
+    reads = [body[i : i + 50] for i in range(0, len(body), 50)]
+    assert all(tap(r) is r for r in reads) and tap(b"") == []
+    assert seen == ["decided", "end"] and b"".join(tap.chunks) == body
+    z = gzip.compress(body)
+    d = decoder_for("anthropic", CTYPE["sse"])
+    tap = CallTap(d, inflater("gzip"), False, lambda: None, lambda: None)
+    assert tap(z[:7]) is not None and tap(z[7:]) == z[7:] and tap(b"") == []
+    assert d.close().finish == "tool_use" and tap.chunks == []
+    broken = CallTap(decoder_for("gemini", CTYPE["sse"]), inflater("gzip"), False, lambda: None, lambda: None)
+    assert broken(b"not gzip") == b"not gzip" and broken.failed is not None  # the read still goes out
+
+
+@BUDGET
+@given(data=st.binary(max_size=4096))
+@example(data=base64.b64decode("Cm1vZWX/////////PWwLCg=="))  # atheris, 2026-12-01 (below)
+def test_fuzz_target_under_hypothesis(data):
+    fuzz_upstream.target_decoder(data)
+
+
+def test_a_skimmed_event_whose_unread_string_is_not_one_is_bad_as_parsed():
+    """Found by atheris in CI: a Gemini thought layout (its text not hashed) matched an event
+    whose "text" held a quote, i.e. a broken JSON object; the skim counted it as a good event
+    where the full path counts it bad, so the count depended on where the reads were cut."""
+    good = b'data: {"candidates":[{"content":{"parts":[{"text":"a","thought":true}]}}]}\n\n'
+    broken = (
+        b'data: {"candidates":[{"content":{"parts":[{"text":"b"}]}}],"x":{"parts":[{"text":"c","thought":true}]}}]}\n\n'
+    )
+    results = []
+    for pieces in ([good + good + broken], [good, good + broken], [good, good, broken]):
+        d = decoder_for("gemini", CTYPE["sse"])
+        for p in pieces:
+            d.feed(p)
+        results.append(d.close())
+    assert [r.bad for r in results] == [1, 1, 1]
+    assert [r.events for r in results] == [3, 3, 3]
+
+
+def test_atheris_bounded(tmp_path):
+    """Coverage-guided fuzzing of the decoders for a few seconds: nothing found."""
+    pytest.importorskip("atheris")
+    r = subprocess.run(
+        [sys.executable, str(HERE / "fuzz_upstream.py"), "-max_total_time=8", "-rss_limit_mb=2048",
+         f"-artifact_prefix={tmp_path}/", str(tmp_path)],
+        capture_output=True, text=True, timeout=120, cwd=HERE.parent,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "Done" in r.stderr, r.stderr[-2000:]
+
+
+# --- routing and the request side ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "path, provider",
+    [
+        ("/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse", "gemini"),
+        ("/v1beta/models/gemini-2.5-flash:generateContent", "gemini"),
+        ("/v1/publishers/google/models/gemini-2.5-pro:streamGenerateContent?alt=sse", "gemini"),
+        ("/v1internal:streamGenerateContent?alt=sse", "gemini"),
+        ("/v1beta/interactions", "interactions"),
+        ("/v1/messages?beta=true", "anthropic"),
+        ("/v1/messages/count_tokens?beta=true", None),
+        ("/v1/chat/completions", "openai_chat"),
+        ("/backend-api/codex/responses", "responses"),
+        ("/v1/responses/compact", None),
+        ("/v1beta/models", None),
+    ],
+)
+def test_provider_for_path(path, provider):
+    assert provider_for_path(path) == provider
+
+
+def test_content_types():
+    assert decoder_for("gemini", "text/event-stream; charset=utf-8").framing == "sse"
+    assert decoder_for("anthropic", "application/json").framing == "json"
+    assert decoder_for("anthropic", "text/html") is None
+    assert decoder_for("devin", "text/event-stream") is None  # Devin keeps its own tap
+
+
+def test_request_side_reads_prompts_and_cap():
+    body = orjson.dumps({"model": "gemini-2.5-flash", "contents": [{"role": "user", "parts": [{"text": "first"}]},
+                         {"role": "model", "parts": [{"text": "reply"}]}, {"role": "user", "parts": [{"text": "last ask"}]}],
+                         "generationConfig": {"maxOutputTokens": 77}})  # fmt: skip
+    r = read_json_request("gemini", body)
+    assert [t for _, t in r.prompts] == ["gemini-2.5-flash", "user", "first", "model", "reply", "user", "last ask"]
+    assert (r.max_tokens, r.model) == (77, "gemini-2.5-flash")
+    wrapped = orjson.dumps(
+        {
+            "model": "gemini-3-pro",
+            "project": "p",
+            "request": {"contents": [], "generationConfig": {"maxOutputTokens": 5}},
+        }
+    )
+    assert (read_json_request("gemini", wrapped).max_tokens, read_json_request("gemini", wrapped).model) == (
+        5,
+        "gemini-3-pro",
+    )
+    assert read_json_request("anthropic", orjson.dumps({"max_tokens": 1024, "messages": []})).max_tokens == 1024
+    assert read_json_request("openai_chat", b"not json") is None
+
+
+# --- the client APIs' failure shapes, and the verdict's use of them -------------------------
+
+
+def test_failure_shapes():
+    assert chat_error("Gemini body cut") == {"error": {"message": "The upstream provider failed: Gemini body cut.",
+                                                       "type": "server_error", "param": None, "code": None}}  # fmt: skip
+    assert messages_error("Gemini in-band error 503 UNAVAILABLE")["error"]["type"] == "overloaded_error"
+    assert messages_error("Gemini body cut")["error"]["type"] == "api_error"
+    assert gemini_error("Anthropic in-band error overloaded_error: Overloaded")["error"]["status"] == "UNAVAILABLE"
+    assert json_failure("responses", "x")[0] == 502 and json_failure("messages", "x")[1]["type"] == "error"
+
+
+def _run(api: str, body: bytes, result: CallResult | None, rules: Rules | None = None) -> bytes:
+    v = Verdict()
+    v.request({"model": "m", "stream": True})
+    if result is not None:
+
+        def resolver(verdict):
+            verdict.upstream(result.outcome, result.detail())
+            if result.usage is not None:
+                verdict.upstream_usage(result.usage)
+
+        v.resolver = resolver
+    s = StreamRepair(stream_repairer(api, rules or Rules(), FlowContext(model="m"), v))
+    return s.feed(body) + s.close()
+
+
+_CUT = decode("gemini", "sse", [SAMPLES[("gemini", "sse", "cut")]])
+_MAX = decode("gemini", "sse", [SAMPLES[("gemini", "sse", "thoughts_max")]])
+RESP_OK = (
+    b'event: response.created\ndata: {"type":"response.created","sequence_number":1,"response":{"id":"r","object":"response","created_at":1,"status":"in_progress","model":"m","output":[]}}\n\n'
+    b'event: response.output_item.added\ndata: {"type":"response.output_item.added","sequence_number":2,"output_index":0,"item":{"id":"i","type":"message","status":"in_progress","role":"assistant","content":[]}}\n\n'
+    b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta","sequence_number":3,"item_id":"i","output_index":0,"content_index":0,"delta":"The"}\n\n'
+    b'event: response.completed\ndata: {"type":"response.completed","sequence_number":4,"response":{"id":"r","object":"response","created_at":1,"status":"completed","model":"m","output":[],"usage":{"input_tokens":10,"output_tokens":5,"total_tokens":65,"output_tokens_details":{"reasoning_tokens":50}}}}\n\n'
+)  # fmt: skip
+CHAT_OK = (
+    b'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"The"},"finish_reason":null}]}\n\n'
+    b'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":65}}\n\n'
+    b"data: [DONE]\n\n"
+)  # fmt: skip
+CHAT_DONE_ONLY = CHAT_OK.split(b"\n\n")[0] + b"\n\ndata: [DONE]\n\n"
+MSG_OK = (
+    b'event: message_start\ndata: {"type":"message_start","message":{"id":"m","type":"message","role":"assistant","content":[],"model":"m","stop_reason":null,"usage":{"input_tokens":10,"output_tokens":1}}}\n\n'
+    b'event: content_block_start\ndata: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}\n\n'
+    b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"The"}}\n\n'
+    b'event: content_block_stop\ndata: {"type":"content_block_stop","index":0}\n\n'
+    b'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":5}}\n\n'
+    b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
+)  # fmt: skip
+MSG_STOP_ONLY = MSG_OK.replace(
+    MSG_OK[MSG_OK.index(b"event: message_delta") : MSG_OK.index(b"event: message_stop")], b""
+)
+GEM_OK = (
+    b'data: {"candidates":[{"content":{"role":"model","parts":[{"text":"The"}]},"index":0}]}\n\n'
+    b'data: {"candidates":[{"content":{"role":"model","parts":[{"text":""}]},"finishReason":"STOP","index":0}],"usageMetadata":{"promptTokenCount":10,"candidatesTokenCount":5,"totalTokenCount":65}}\n\n'
+)  # fmt: skip
+
+
+def _events(out: bytes) -> list[tuple[str | None, dict | str]]:
+    from upstream_matrix import _objs
+
+    return _objs(out)
+
+
+def test_responses_completed_becomes_failed_and_usage_the_providers():
+    out = _run("responses", RESP_OK, _CUT)
+    evs = _events(out)
+    last = evs[-1]
+    assert last[0] == "response.failed" and last[1]["type"] == "response.failed"
+    # numbered after the events the repair closed the open message with
+    assert last[1]["response"]["status"] == "failed" and last[1]["sequence_number"] == evs[-2][1]["sequence_number"] + 1
+    assert last[1]["response"]["error"] == {
+        "code": "server_error",
+        "message": "The upstream provider failed: Gemini body cut.",
+    }
+    out = _run("responses", RESP_OK, _MAX)
+    last = _events(out)[-1][1]
+    assert last["type"] == "response.incomplete"
+    assert last["response"]["incomplete_details"] == {"reason": "max_output_tokens"}
+    # Gemini's thoughts counted in output, as the provider said (CPA's 5 corrected to 55)
+    assert last["response"]["usage"]["output_tokens"] == 55 and last["response"]["usage"]["total_tokens"] == 65
+    off = _events(_run("responses", RESP_OK, _CUT, Rules(upstream_failure=False)))[-1][1]
+    assert off["type"] == "response.completed"  # the rule off: the terminal as it came (usage still the provider's)
+    none = _events(_run("responses", RESP_OK, None, Rules(usage_math=False)))[-1][1]
+    assert none["type"] == "response.completed" and none["response"]["usage"]["output_tokens"] == 5  # no upstream leg
+    # no upstream leg, rule usage_math on: the client leg's own sum (total = input + output + reasoning) says 55 too
+    alone = _events(_run("responses", RESP_OK, None))[-1][1]
+    assert alone["type"] == "response.completed" and alone["response"]["usage"]["output_tokens"] == 55
+
+
+def test_chat_finish_and_done_become_the_error_chunk():
+    out = _run("chat", CHAT_OK, _CUT)
+    evs = _events(out)
+    assert evs[-1] == (None, chat_error("Gemini body cut"))  # the finish chunk became it
+    assert b"[DONE]" in out and b"data: [DONE]" not in out  # withheld, as a comment
+    out = _run("chat", CHAT_DONE_ONLY, _CUT)  # N3: [DONE] with no finish at all
+    assert _events(out)[-1] == (None, chat_error("Gemini body cut"))
+    assert b"data: [DONE]" not in out
+    out = _run("chat", CHAT_OK, _MAX)
+    fin = [o for _, o in _events(out) if isinstance(o, dict) and o.get("choices") and o["choices"][0]["finish_reason"]]
+    assert fin[0]["choices"][0]["finish_reason"] == "length" and fin[0]["usage"]["completion_tokens"] == 55
+
+
+def test_messages_stop_becomes_the_error_event():
+    out = _run("messages", MSG_OK, _CUT)
+    evs = _events(out)
+    assert evs[-1] == ("error", messages_error("Gemini body cut")) and b"event: message_stop" not in out
+    out = _run("messages", MSG_STOP_ONLY, _CUT)  # N2: message_stop with no message_delta
+    assert _events(out)[-1] == ("error", messages_error("Gemini body cut"))
+    out = _run("messages", MSG_OK.replace(MSG_OK[MSG_OK.index(b"event: message_delta") :], b""), _CUT)  # no end at all
+    assert _events(out)[-1] == ("error", messages_error("Gemini body cut"))
+    out = _run("messages", MSG_OK, _MAX)
+    md = next(o for _, o in _events(out) if isinstance(o, dict) and o.get("type") == "message_delta")
+    assert md["delta"]["stop_reason"] == "max_tokens" and md["usage"]["output_tokens"] == 55
+
+
+def test_gemini_finish_becomes_the_error_object():
+    out = _run("gemini", GEM_OK, _CUT)
+    evs = _events(out)
+    assert evs[-1] == (None, gemini_error("Gemini body cut"))
+    assert "finishReason" not in orjson.dumps(evs[-2][1]).decode()  # the chunk keeps its content, not its finish
+    out = _run("gemini", GEM_OK.split(b"\n\n")[0] + b"\n\n", _CUT)  # no finishing chunk at all
+    assert _events(out)[-1] == (None, gemini_error("Gemini body cut"))
+    out = _run("gemini", GEM_OK, _MAX)
+    um = _events(out)[-1][1]["usageMetadata"]
+    assert um["candidatesTokenCount"] == 5 and um["thoughtsTokenCount"] == 50 and um["totalTokenCount"] == 65
+
+
+def test_authoritative_usage_corrects_only_what_differs():
+    u = UpstreamUsage(10, 55, 4, 65, "m", "usageMetadata", reasoning_tokens=50, authoritative=True)
+    usage = {"input_tokens": 10, "output_tokens": 5, "total_tokens": 65, "input_tokens_details": {"cached_tokens": 4}}
+    filled = u.fill(usage, {"input_tokens": "input_tokens", "output_tokens": "output_tokens",
+                            "input_tokens_details.cached_tokens": "cached_tokens",
+                            "output_tokens_details.reasoning_tokens": "reasoning_tokens"}, "total_tokens",
+                    ("input_tokens", "output_tokens"))  # fmt: skip
+    assert filled == ["output_tokens", "output_tokens_details.reasoning_tokens"]
+    assert usage == {"input_tokens": 10, "output_tokens": 55, "total_tokens": 65, "input_tokens_details": {"cached_tokens": 4},
+                     "output_tokens_details": {"reasoning_tokens": 50}}  # fmt: skip
+    devin = UpstreamUsage(10, 55, 4, 65)  # not authoritative: a non-zero count is never overwritten
+    usage = {"input_tokens": 10, "output_tokens": 5}
+    assert devin.fill(usage, {"output_tokens": "output_tokens"}) == [] and usage["output_tokens"] == 5
+
+
+def per_event(body: bytes) -> list[bytes]:
+    """A body cut at its events' ends, one event per read (as providers write them)."""
+    out, i = [], 0
+    while True:
+        j = body.find(b"\n\n", i)
+        if j < 0:
+            return [*out, body[i:]] if body[i:] else out
+        out.append(body[i : j + 2])
+        i = j + 2
+
+
+def _long_streams() -> dict[str, bytes]:
+    from streamfix import bench
+    from streamfix.bench.instructions import anthropic_stream, gemini_stream
+
+    return {"gemini": gemini_stream(text=50, thoughts=5), "anthropic": anthropic_stream(),
+            "openai_chat": bench.devin_chat_stream(), "responses": bench.claude_responses_stream()}  # fmt: skip
+
+
+@pytest.mark.parametrize("key", sorted(SAMPLES), ids=["/".join(k) for k in sorted(SAMPLES)])
+def test_skimming_gives_the_full_paths_facts(key):
+    """The deltas read without a JSON parse (a layout learned by wire/skim.py) record what
+    the full parse records, escapes, spacing and envelopes included, in any cuts."""
+    provider, framing, _ = key
+    for pieces in ([SAMPLES[key]], per_event(SAMPLES[key])):
+        d = decoder_for(provider, CTYPE[framing])
+        d.skimming = False
+        for p in pieces:
+            d.feed(p)
+        assert d.close() == decode(provider, framing, pieces) and d.skimmed == 0
+
+
+@pytest.mark.parametrize("provider", ["gemini", "anthropic", "openai_chat", "responses"])
+def test_long_streams_skimmed_give_the_full_paths_facts(provider):
+    body = _long_streams()[provider]
+    pieces = (
+        per_event(body.replace(b"\r\n", b"\n"))
+        if provider != "gemini"
+        else [e.replace(b"\n\n", b"\r\n\r\n") for e in per_event(body.replace(b"\r\n", b"\n"))]
+    )
+    d = decoder_for(provider, CTYPE["sse"])
+    d.skimming = False
+    for p in pieces:
+        d.feed(p)
+    full = d.close()
+    d = decoder_for(provider, CTYPE["sse"])
+    for p in pieces:
+        d.feed(p)
+    assert d.close() == full and full.digest[1] > 0
+    assert d.skimmed > len(pieces) * 0.8, (d.skimmed, len(pieces))  # most events skimmed
+    whole = b"".join(pieces)
+    for size in (1000, 16384, 7):  # reads that cut events: the parser ends the cut one, skimming goes on
+        d = decoder_for(provider, CTYPE["sse"])
+        for i in range(0, len(whole), size):
+            d.feed(whole[i : i + size])
+        assert d.close() == full
+        if size != 7 and len(whole) > 4 * size:  # the first read learns the layouts, the next ones use them
+            assert d.skimmed > len(pieces) * 0.6, (size, d.skimmed, len(pieces))
+
+
+def test_the_common_deltas_are_skimmed():
+    """Counted by hand: a kind's first delta is parsed (its layout learned), each next one
+    of the same layout is skimmed."""
+    from streamfix.bench.instructions import gemini_stream
+
+    cases = (
+        ("gemini", gemini_stream(text=50, thoughts=5), 4 + 49),  # thoughts 5, text 50; call and finish parsed
+        ("anthropic", SAMPLES[("anthropic", "sse", "tool_use")], 1 + 2),  # "!"; two input_json after ""
+        ("openai_chat", SAMPLES[("openai_chat", "sse", "length")], 1),  # " world"
+        ("responses", SAMPLES[("responses", "sse", "completed")], 2),  # " there", "2}"
+        ("interactions", SAMPLES[("interactions", "sse", "completed")], 1),  # the second arguments_delta
+    )
+    for provider, body, n in cases:
+        d = decoder_for(provider, CTYPE["sse"])
+        for p in per_event(body.replace(b"\r\n", b"\n")):
+            d.feed(p)
+        assert d.skimmed == n, (provider, d.skimmed)

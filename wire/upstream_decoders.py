@@ -1,0 +1,1219 @@
+"""The providers' own responses, decoded on the upstream leg as CPA reads them (sans-IO).
+
+One decoder per provider wire, each fed the response body chunk by chunk and never
+changing a byte (the caller forwards every chunk as it came), each reading both framings
+a provider answers with: SSE (a stream) and JSON (a non-streaming body, read with a
+streaming JSON parser, ijson, so no body is held whole: only the item being read, one
+content part or output item).
+
+============== =============================================================================
+provider       what is read (the providers' documented wire)
+============== =============================================================================
+``gemini``     ``:streamGenerateContent?alt=sse`` (one ``GenerateContentResponse`` per
+               ``data:``) and ``:generateContent`` (one JSON object), also wrapped in the
+               Gemini CLI / Antigravity envelope ``{"response": {...}}``: ``candidates[0]
+               .finishReason``, ``usageMetadata`` (``promptTokenCount``,
+               ``candidatesTokenCount``, ``thoughtsTokenCount``, ``cachedContentTokenCount``,
+               ``totalTokenCount``), ``promptFeedback.blockReason``, an ``{"error": {code,
+               status, message}}`` frame; text parts (not ``thought: true`` ones) and
+               ``functionCall.args`` hashed
+``interactions`` ``POST /v1beta/interactions``: ``event_type`` ``step.delta`` (``text``,
+               ``arguments_delta`` hashed), ``interaction.completed`` / ``interaction
+               .complete`` (``interaction.status``: completed, requires_action,
+               incomplete, budget_exceeded, failed, cancelled; ``usage`` with
+               ``total_input_tokens``, ``total_output_tokens``, ``total_thought_tokens``,
+               ``total_cached_tokens``, ``total_tokens``), ``interaction.status_update``,
+               ``error`` events; JSON: one Interaction
+``anthropic``  Messages: ``message_start`` (``usage``: ``input_tokens``,
+               ``cache_creation_input_tokens``, ``cache_read_input_tokens``),
+               ``content_block_delta`` (``text_delta``, ``input_json_delta`` hashed),
+               ``message_delta`` (``delta.stop_reason``, cumulative ``usage``),
+               ``message_stop``, ``event: error``; JSON: one Message
+``openai_chat`` chat completions: ``choices[0].finish_reason``, ``delta.content`` and
+               ``delta.tool_calls[].function.arguments`` hashed, the usage chunk
+               (``prompt_tokens``, ``completion_tokens``, ``..._details``), ``data:
+               {"error": ...}``, ``[DONE]``; JSON: one ``chat.completion``
+``responses``  OpenAI / Codex Responses: ``response.output_text.delta`` and
+               ``response.function_call_arguments.delta`` hashed, ``response.completed``
+               / ``response.incomplete`` (``incomplete_details.reason``) /
+               ``response.failed`` with ``response.usage``, ``error`` events; JSON: one
+               Response object
+============== =============================================================================
+
+Devin's Connect-RPC stream keeps its own tap (``wire/devin.py``).
+
+Each decoder records a :class:`wire.upstream_call.CallResult`. :attr:`CallDecoder.decided`
+turns True at the provider's decisive event (the finish with its usage, or an error), the
+moment the correlator can take the call's facts, before CPA has read them; :meth:`close`
+gives the final result at the end of the body (``cut=True`` when the connection failed).
+
+Failing open: a decoder never raises; an event that is not JSON is counted in ``bad`` and
+skipped; an internal error stops the reading (:attr:`CallDecoder.stopped`, one log line
+for the caller) and the bytes still go on. Cost: one SSE parse and one ``orjson.loads``
+per event; memory: one event (SSE) or one item (JSON).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any
+
+import ijson  # type: ignore[import-untyped]  # push parser (yajl2_c backend): JSON bodies read as they stream
+import orjson
+from ijson.common import ObjectBuilder  # type: ignore[import-untyped]
+
+from .encoding import Decoder
+from .skim import Skim
+from .sse import Event, SseParser
+from .upstream_call import CallResult, Ending
+from .verdict import Digest, Outcome, UpstreamUsage
+
+__all__ = [
+    "AnthropicDecoder",
+    "CallDecoder",
+    "CallTap",
+    "ChatDecoder",
+    "GeminiDecoder",
+    "InteractionsDecoder",
+    "ProviderRequest",
+    "ResponsesDecoder",
+    "decoder_for",
+    "provider_for_path",
+    "read_json_request",
+]
+
+# --- what each provider's finish means -----------------------------------------------
+
+GEMINI_FINISH: dict[str, Outcome] = {
+    "STOP": "complete",
+    "MAX_TOKENS": "max_tokens",
+    "SAFETY": "content_filter",
+    "RECITATION": "content_filter",
+    "BLOCKLIST": "content_filter",
+    "PROHIBITED_CONTENT": "content_filter",
+    "SPII": "content_filter",
+    "IMAGE_SAFETY": "content_filter",
+    "IMAGE_PROHIBITED_CONTENT": "content_filter",
+    "IMAGE_RECITATION": "content_filter",
+    "MALFORMED_FUNCTION_CALL": "failed",
+    "UNEXPECTED_TOOL_CALL": "failed",
+    "TOO_MANY_TOOL_CALLS": "failed",
+}
+"""Gemini ``FinishReason``; any other value (``OTHER``, ``LANGUAGE``, ``NO_IMAGE``,
+``FINISH_REASON_UNSPECIFIED``) proves nothing (``unknown``). A malformed or unexpected
+function call is a failed turn: the model's call cannot be run."""
+GEMINI_BLOCK: Outcome = "content_filter"
+"""``promptFeedback.blockReason`` (the prompt was blocked; no candidate)."""
+INTERACTIONS_STATUS: dict[str, Outcome] = {
+    "completed": "complete",
+    "requires_action": "complete",
+    "incomplete": "max_tokens",
+    "budget_exceeded": "max_tokens",
+    "failed": "failed",
+    "cancelled": "failed",
+}
+ANTHROPIC_STOP: dict[str, Outcome] = {
+    "end_turn": "complete",
+    "tool_use": "complete",
+    "stop_sequence": "complete",
+    "max_tokens": "max_tokens",
+    "model_context_window_exceeded": "max_tokens",
+    "refusal": "content_filter",
+}
+"""Claude ``stop_reason``; ``pause_turn`` (a server-tool loop to continue) proves nothing."""
+CHAT_FINISH: dict[str, Outcome] = {
+    "stop": "complete",
+    "tool_calls": "complete",
+    "function_call": "complete",
+    "length": "max_tokens",
+    "content_filter": "content_filter",
+}
+RESPONSES_INCOMPLETE: dict[str, Outcome] = {"max_output_tokens": "max_tokens", "content_filter": "content_filter"}
+
+
+_GEMINI_TEXT = ("candidates", 0, "content", "parts", 0, "text")
+_GEMINI_HOLES = frozenset({_GEMINI_TEXT, *(("usageMetadata", k) for k in (
+    "promptTokenCount", "candidatesTokenCount", "thoughtsTokenCount", "totalTokenCount", "cachedContentTokenCount"))})  # fmt: skip
+_INTERACTIONS_HOLES = frozenset({("index",), ("delta", "text"), ("delta", "arguments"), ("delta", "content", "text")})
+_ANTHROPIC_HOLES = frozenset({("index",), ("delta", "text"), ("delta", "partial_json"), ("delta", "thinking")})
+_CHAT_CONTENT = ("choices", 0, "delta", "content")
+_CHAT_ARGS = ("choices", 0, "delta", "tool_calls", 0, "function", "arguments")
+_CHAT_HOLES = frozenset({_CHAT_CONTENT, _CHAT_ARGS, ("choices", 0, "delta", "reasoning_content"),
+                         ("choices", 0, "delta", "tool_calls", 0, "index"), ("created",), ("obfuscation",)})  # fmt: skip
+_RESPONSES_HOLES = frozenset({("sequence_number",), ("delta",), ("obfuscation",)})
+"""The values that change from one delta to the next, per provider (wire/skim.py holes)."""
+
+
+def _chat_pure(obj: dict[str, Any]) -> tuple[str, tuple[Any, ...] | None] | None:
+    """(kind, the hole hashed) of a chunk that is one delta of one choice and nothing else
+    that counts (no finish, usage, error, call header); else None."""
+    choices = obj.get("choices")
+    if not isinstance(choices, list) or len(choices) != 1 or obj.get("usage") is not None or "error" in obj:
+        return None
+    ch = choices[0]
+    if not isinstance(ch, dict) or ch.get("index", 0) != 0 or ch.get("finish_reason") is not None:
+        return None
+    d = ch.get("delta")
+    if not isinstance(d, dict) or len(d) != 1:
+        return None
+    if isinstance(d.get("content"), str):
+        return "text", _CHAT_CONTENT
+    if isinstance(d.get("reasoning_content"), str):
+        return "reasoning", None
+    tcs = d.get("tool_calls")
+    if isinstance(tcs, list) and len(tcs) == 1 and isinstance(tcs[0], dict) and set(tcs[0]) == {"index", "function"}:
+        f = tcs[0]["function"]
+        if isinstance(f, dict) and set(f) == {"arguments"} and isinstance(f["arguments"], str):
+            return "args", _CHAT_ARGS
+    return None
+
+
+def _n(v: Any) -> int:
+    """A token count (an int, or ijson's number), else 0."""
+    if isinstance(v, bool):
+        return 0
+    if isinstance(v, int):
+        return max(v, 0)
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return 0
+    return max(int(f), 0) if math.isfinite(f) else 0
+
+
+def _s(v: Any) -> str:
+    return v if isinstance(v, str) else ""
+
+
+def _error_tag(err: Any) -> str:
+    """``503 UNAVAILABLE: The model is overloaded.`` from an error object (code, status or
+    type, a short message): a provider's error text, never the user's content."""
+    if not isinstance(err, dict):
+        return str(err)[:80] if isinstance(err, str) and err else "error"
+    bits = [str(err[k]) for k in ("code", "status", "type")
+            if isinstance(err.get(k), (str, int)) and err.get(k) not in ("", "error")]  # fmt: skip
+    tag = " ".join(dict.fromkeys(bits)) or "error"
+    msg = err.get("message")
+    if isinstance(msg, str) and msg:
+        tag += ": " + (msg if len(msg) <= 120 else msg[:117] + "...")
+    return tag
+
+
+class CallDecoder:
+    """The shared part: framing (SSE or JSON), the digests, the facts; one subclass per
+    provider reads its events (:meth:`on_event`)."""
+
+    provider = ""
+    finish_field = "finish"
+    json_items: tuple[str, ...] = ()
+    """JSON bodies: the paths (ijson prefixes, below any envelope) whose values are built
+    and handed to :meth:`on_json`, one at a time; everything else is skipped."""
+    envelopes: tuple[str, ...] = ()
+    """Prefixes a JSON body (or SSE frame) may be wrapped in (``response.``)."""
+    sse_envelope = False
+    """SSE frames too may come in the envelope (Gemini CLI / Antigravity)."""
+    item_starts: tuple[str, ...] = ()
+    """JSON bodies: paths whose objects' starts :meth:`on_json_start` is told of (to
+    count candidates or choices)."""
+
+    def __init__(self, json_body: bool = False) -> None:
+        self.framing = "json" if json_body else "sse"
+        self._sse: SseParser | None = None if json_body else SseParser()
+        self._jevents: Any = None
+        self._jcoro: Any = None
+        self._build: tuple[str, Any] | None = None  # (prefix, ObjectBuilder) of the item being read
+        self._jstarted = False
+        self._jdone = False
+        if json_body:
+            self._jevents = ijson.sendable_list()
+            self._jcoro = ijson.parse_coro(self._jevents, use_float=True)
+        self.finish: str | None = None
+        self.says: Outcome | None = None
+        self.usage: UpstreamUsage | None = None
+        self.errors: list[str] = []
+        self.events = 0
+        self.bad = 0
+        self.decided = False
+        """The decisive event passed (the finish with its usage, an error, a terminal)."""
+        self.ended: Ending | None = None
+        self.stopped: str | None = None
+        """Why the decoder stopped reading (its own failure); the bytes went on."""
+        self.partial = False
+        """The body ended inside an event (SSE) or a JSON value."""
+        self.done = False
+        """``[DONE]`` came: the provider's own end of stream."""
+        self._text = Digest()
+        self._args = Digest()
+        self.skimming = True
+        """Read the common deltas without a JSON parse (:meth:`learn`); False: parse all."""
+        self.skimmed = 0
+        self._skim = Skim()
+        self._ev: Event | None = None  # the event the full path is on (SSE)
+        self._top: Any = None  # its parsed object, before an envelope is taken off
+        self._pre: tuple[Any, ...] = ()  # the envelope's key path ("response",) or ()
+        self._cr = False  # a CR at the end of the last read (its LF may follow)
+
+    # --- input ------------------------------------------------------------------------
+    def feed(self, chunk: bytes) -> None:
+        if self.stopped is not None or not chunk or self.ended is not None:
+            return
+        try:
+            if self._sse is not None:
+                self._feed_sse(chunk)
+            else:
+                self._json_feed(chunk)
+        except Exception as e:  # noqa: BLE001 - a decoder never breaks the stream it reads
+            self.stopped = f"{self.provider} decoder failed: {type(e).__name__}"
+
+    def _feed_sse(self, chunk: bytes) -> None:
+        """A read of an SSE body: CR line ends made LF (the decoder re-emits nothing, so
+        only the events matter: Google frames with CRLF, and the parser's fast path and
+        the learned layouts are LF), events of a learned layout read without a parse, the
+        rest through the parser and the full path."""
+        if self._cr or 13 in chunk:
+            if self._cr:
+                chunk = b"\r" + chunk
+            cr = chunk[-1] == 13  # a CR whose LF may come in the next read
+            self._cr = cr
+            if cr:
+                chunk = chunk[:-1]
+            chunk = chunk.replace(b"\r\n", b"\n")
+            if 13 in chunk:  # CR alone as a line end (rare)
+                chunk = chunk.replace(b"\r", b"\n")
+            if not chunk:
+                return
+        parser = self._sse
+        assert parser is not None
+        skim = self._skim
+        if self.skimming and skim.active and parser.fast():
+            n = len(chunk)
+            pos = 0
+            if not parser.idle():  # an event begun in an earlier read: the parser ends it first
+                pos = parser.seam(chunk)
+                if pos < 0 or pos >= n:
+                    self._parse(chunk)
+                    return
+                self._parse(chunk[:pos])
+                if not parser.idle() or not parser.fast():
+                    self._parse(chunk[pos:])
+                    return
+            while pos < n:
+                s = skim.match(chunk, pos)
+                if s is None:
+                    break
+                info = s.layout.info
+                if info is not None:
+                    try:
+                        for other in info[2]:  # the strings not read, decoded as a check
+                            s.text(other)
+                        if info[0] >= 0:
+                            text = s.text(info[0])
+                            raw = s.plain if s.plain is not None else text.encode("utf-8", "surrogatepass")
+                            if raw:
+                                (self._args if info[1] else self._text).add(raw)
+                    except ValueError:
+                        break  # the full path fails on it the same way (a bad event, counted)
+                self.events += 1
+                self.skimmed += 1
+                pos += len(s.raw)
+            if pos:
+                if pos >= n:
+                    return
+                chunk = chunk[pos:]
+        self._parse(chunk)
+
+    def _parse(self, chunk: bytes) -> None:
+        """Bytes through the parser, each complete event through the full path."""
+        parser = self._sse
+        assert parser is not None
+        for ev in parser.feed(chunk):
+            if ev.complete and ev.data is not None:
+                self._ev = ev
+                self._frame(ev.event, ev.data)
+        self._ev = None
+
+    def _frame(self, event: str | None, data: bytes) -> None:
+        d = data.strip()
+        if not d:
+            return
+        self.events += 1
+        if d == b"[DONE]":
+            self.on_done()
+            return
+        try:
+            obj = orjson.loads(d)
+        except orjson.JSONDecodeError:
+            self.bad += 1
+            return
+        if not isinstance(obj, dict):
+            if isinstance(obj, list):  # a JSON array frame (Gemini without alt=sse): each element
+                for o in obj:
+                    if isinstance(o, dict):
+                        self.on_event(event, self._unwrap(o))
+                return
+            self.bad += 1
+            return
+        self._top = obj
+        inner = self._unwrap(obj) if self.sse_envelope else obj
+        self._pre = ("response",) if inner is not obj else ()
+        self.on_event(event, inner)
+        self._top = None
+
+    def _unwrap(self, obj: dict[str, Any]) -> dict[str, Any]:
+        for env in self.envelopes:
+            inner = obj.get(env.rstrip("."))
+            if isinstance(inner, dict) and "error" not in obj:
+                return inner
+        return obj
+
+    def _json_feed(self, chunk: bytes) -> None:
+        if self._jdone:
+            return
+        try:
+            self._jcoro.send(chunk)
+        except ijson.JSONError:
+            self._json_bad()
+            return
+        self._json_events()
+
+    def _json_bad(self) -> None:
+        """The body is not (or stops being) JSON: what was read before counts, the rest is
+        not read, and the call did not end as a JSON body (a cut, whatever the chunking)."""
+        self._json_events()
+        self.bad += 1
+        self.partial = True
+        self._jdone = True
+
+    def _json_events(self) -> None:
+        evs = self._jevents
+        if not evs:
+            return
+        self._jstarted = True
+        for prefix, event, value in evs:
+            self._json_event(prefix, event, value)
+        del evs[:]
+
+    def _json_event(self, prefix: str, event: str, value: Any) -> None:
+        if self._build is not None:
+            bprefix, builder = self._build
+            builder.event(event, value)
+            if prefix == bprefix and event in ("end_map", "end_array"):
+                self._build = None
+                self._json_item(bprefix, builder.value)
+            return
+        path = prefix
+        for env in self.envelopes:
+            if path == env[:-1]:
+                return  # the envelope itself
+            if path.startswith(env):
+                path = path[len(env) :]
+                break
+        path = path.removeprefix("item.")
+        if event == "start_map" and path in self.item_starts:
+            self.on_json_start(path)
+        if path not in self.json_items:
+            return
+        if event in ("start_map", "start_array"):
+            builder = ObjectBuilder()
+            builder.event(event, value)
+            self._build = (prefix, builder)
+        elif event not in ("map_key", "end_map", "end_array"):
+            self._json_item(prefix, value)
+
+    def _json_item(self, prefix: str, value: Any) -> None:
+        path = prefix
+        for env in self.envelopes:
+            if path.startswith(env):
+                path = path[len(env) :]
+                break
+        path = path.removeprefix("item.")
+        self.events += 1
+        self.on_json(path, value)
+
+    # --- skimming: the common deltas without a JSON parse (wire/skim.py) -------------
+    def learn(
+        self, kind: str, obj: Any, holes: frozenset[tuple[Any, ...]], read: tuple[Any, ...] | None, args: bool
+    ) -> None:
+        """The event just parsed is a pure delta: learn its layout (``holes``: the values
+        that change from event to event; ``read``: the hole whose string is hashed, as
+        arguments when ``args``; None: nothing is hashed, e.g. thinking), so that the next
+        events of that layout are read without a parse (:meth:`_feed_sse`). Only what the
+        full path records of such an event is recorded of a skimmed one."""
+        ev = self._ev
+        if ev is None or not self.skimming:
+            return
+        top = self._top if self._top is not None else obj
+        pre = self._pre
+        layout = self._skim.learn(kind, ev.raw, ev.data, ev.event, top, frozenset(pre + h for h in holes))
+        if layout is not None and layout.info is None:
+            slot = layout.slot(*(pre + read)) if read is not None else -1
+            layout.info = (slot, args, layout.strings(slot))
+
+    # --- what subclasses call ------------------------------------------------------
+    def text(self, s: Any) -> None:
+        if isinstance(s, str) and s:
+            self._text.add(s.encode("utf-8", "surrogatepass"))
+
+    def args(self, s: Any) -> None:
+        if isinstance(s, str) and s:
+            self._args.add(s.encode("utf-8", "surrogatepass"))
+        elif isinstance(s, (dict, list)):
+            self._args.add(orjson.dumps(s))
+
+    def set_finish(self, value: str, says: Outcome | None) -> None:
+        self.finish = value
+        self.says = says
+
+    def error(self, err: Any) -> None:
+        self.errors.append(_error_tag(err))
+        self.decided = True
+
+    # --- per provider ------------------------------------------------------------------
+    def on_event(self, event: str | None, obj: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def on_done(self) -> None:
+        """``data: [DONE]`` (or Interactions' ``event: done``): the provider says its stream
+        is over, so the decision, whatever it is, is known; without a finish before it the
+        call ended without one."""
+        self.done = True
+        self.decided = True
+
+    def on_json(self, path: str, value: Any) -> None:
+        raise NotImplementedError
+
+    def on_json_start(self, path: str) -> None:
+        """A JSON body: an object at one of :attr:`item_starts` begins."""
+
+    def on_close(self) -> None:
+        """The body ended: whatever a provider finalizes then (JSON bodies)."""
+
+    # --- output -------------------------------------------------------------------------
+    def close(self, cut: bool = False) -> CallResult:
+        """End of the body (idempotent): ``cut`` when the connection failed before it."""
+        if self.ended is None:
+            try:
+                if self._sse is not None:
+                    if self._cr:
+                        self._cr = False
+                        self._feed_sse(b"\n")
+                    for ev in self._sse.close():
+                        if ev.complete and ev.data is not None:
+                            self._frame(ev.event, ev.data)
+                        elif ev.data is not None and ev.data.strip():
+                            # the body stopped before the event's blank line: a whole JSON
+                            # line is still read (CPA's line scanner does), half of one is a cut
+                            try:
+                                orjson.loads(ev.data)
+                            except orjson.JSONDecodeError:
+                                self.partial = True
+                            else:
+                                self._frame(ev.event, ev.data)
+                elif not self._jdone:
+                    try:
+                        self._jcoro.close()
+                        self._json_events()
+                    except ijson.JSONError:
+                        self._json_bad()
+                if self.stopped is None:
+                    self.on_close()
+            except Exception as e:  # noqa: BLE001 - fail open
+                self.stopped = self.stopped or f"{self.provider} decoder failed: {type(e).__name__}"
+            if (cut and not self.done) or self.partial:  # after its [DONE] the provider cut nothing
+                self.ended = "cut"
+            else:
+                self.ended = "finish" if self.finish is not None else "no_finish"
+        return self.result()
+
+    def digest(self) -> tuple[str, int, str, int]:
+        return (self._text.hexdigest(), self._text.size, self._args.hexdigest(), self._args.size)
+
+    def result(self) -> CallResult:
+        ended = self.ended
+        if ended is None and self.done:  # the provider's [DONE]: its stream is over, body end or not
+            ended = "finish" if self.finish is not None else "no_finish"
+        return CallResult(
+            provider=self.provider,
+            finish=self.finish,
+            finish_field=self.finish_field,
+            says=self.says,
+            usage=self.usage,
+            errors=tuple(self.errors),
+            ended=ended,
+            digest=self.digest(),
+            events=self.events,
+            bad=self.bad,
+            framing=self.framing,
+        )
+
+
+# --- Gemini generateContent ------------------------------------------------------------
+
+
+class GeminiDecoder(CallDecoder):
+    """``GenerateContentResponse`` frames (SSE) or one body (JSON), plain or in the Gemini
+    CLI / Antigravity ``{"response": ...}`` envelope."""
+
+    provider = "gemini"
+    finish_field = "finishReason"
+    envelopes: tuple[str, ...] = ("response.",)
+    sse_envelope = True
+    item_starts: tuple[str, ...] = ("candidates.item",)
+    json_items: tuple[str, ...] = (
+        "candidates.item.content.parts.item",
+        "candidates.item.finishReason",
+        "usageMetadata",
+        "promptFeedback",
+        "error",
+        "modelVersion",
+    )
+
+    def __init__(self, json_body: bool = False) -> None:
+        super().__init__(json_body)
+        self.model = ""
+        self._candidate = -1  # JSON: the candidate being read (only the first is hashed)
+
+    def on_event(self, event: str | None, obj: dict[str, Any]) -> None:
+        err = obj.get("error")
+        if err is not None:
+            self.error(err)
+            return
+        pure = self._pure(obj)
+        if pure is not None:
+            # a text (or thought) delta: hashed, its layout learned; the usageMetadata a
+            # Gemini stream carries in each chunk counts from the finishing chunk (the first
+            # is read: a call cut before its finish keeps its prompt count)
+            part = pure[0]
+            if not part.get("thought"):
+                self.text(part.get("text"))
+            if self.usage is None and isinstance(obj.get("usageMetadata"), dict):
+                self._usage(obj["usageMetadata"])
+            if isinstance(obj.get("modelVersion"), str):
+                self.model = obj["modelVersion"]
+            thought = bool(part.get("thought"))
+            self.learn("thought" if thought else "text", obj, _GEMINI_HOLES, None if thought else _GEMINI_TEXT, False)
+            return
+        cands = obj.get("candidates")
+        if isinstance(cands, list):
+            for c in cands:
+                if not isinstance(c, dict) or c.get("index", 0) not in (0, None):
+                    continue
+                content = c.get("content")
+                parts = content.get("parts") if isinstance(content, dict) else None
+                if isinstance(parts, list):
+                    for p in parts:
+                        self._part(p)
+                fr = c.get("finishReason")
+                if isinstance(fr, str) and fr:
+                    self.set_finish(fr, GEMINI_FINISH.get(fr, "unknown"))
+        pf = obj.get("promptFeedback")
+        if isinstance(pf, dict) and isinstance(pf.get("blockReason"), str) and self.finish is None:
+            self.finish_field = "promptFeedback.blockReason"
+            self.set_finish(pf["blockReason"], GEMINI_BLOCK)
+        um = obj.get("usageMetadata")
+        if isinstance(um, dict):
+            self._usage(um)
+        mv = obj.get("modelVersion")
+        if isinstance(mv, str):
+            self.model = mv
+        if self.finish is not None and self.usage is not None:
+            self.decided = True
+
+    @staticmethod
+    def _pure(obj: dict[str, Any]) -> list[dict[str, Any]] | None:
+        """The parts of a chunk that is one text delta of one candidate, nothing else that
+        counts (no finish, no call, no block, no error); else None."""
+        cands = obj.get("candidates")
+        if not isinstance(cands, list) or len(cands) != 1 or "promptFeedback" in obj:
+            return None
+        c = cands[0]
+        if not isinstance(c, dict) or c.get("index", 0) != 0 or c.get("finishReason") is not None:
+            return None
+        content = c.get("content")
+        parts = content.get("parts") if isinstance(content, dict) else None
+        if not isinstance(parts, list) or len(parts) != 1:
+            return None
+        p = parts[0]
+        if not isinstance(p, dict) or not isinstance(p.get("text"), str) or set(p) - {"text", "thought"}:
+            return None
+        return parts
+
+    def _part(self, p: Any) -> None:
+        if not isinstance(p, dict):
+            return
+        if "text" in p and not p.get("thought"):
+            self.text(p.get("text"))
+        fc = p.get("functionCall")
+        if isinstance(fc, dict) and fc.get("args") is not None:
+            self.args(fc.get("args"))
+
+    def _usage(self, um: dict[str, Any]) -> None:
+        prompt = _n(um.get("promptTokenCount"))
+        cand = _n(um.get("candidatesTokenCount"))
+        thoughts = _n(um.get("thoughtsTokenCount"))
+        total = _n(um.get("totalTokenCount")) or prompt + cand + thoughts
+        self.usage = UpstreamUsage(
+            input_tokens=prompt,
+            output_tokens=cand + thoughts,
+            cached_tokens=_n(um.get("cachedContentTokenCount")),
+            total_tokens=total,
+            model=self.model,
+            source="usageMetadata",
+            reasoning_tokens=thoughts,
+            authoritative=True,
+        )
+
+    def on_json_start(self, path: str) -> None:
+        self._candidate += 1
+
+    def on_json(self, path: str, value: Any) -> None:
+        if path == "candidates.item.content.parts.item":
+            if self._candidate <= 0:
+                self._part(value)
+        elif path == "candidates.item.finishReason":
+            if self._candidate <= 0 and isinstance(value, str) and value:
+                self.set_finish(value, GEMINI_FINISH.get(value, "unknown"))
+        elif path == "usageMetadata" and isinstance(value, dict):
+            self._usage(value)
+        elif path == "modelVersion" and isinstance(value, str):
+            self.model = value
+        elif path == "error":
+            self.error(value)
+        elif path == "promptFeedback" and isinstance(value, dict):
+            self.on_event(None, {"promptFeedback": value})
+
+    def on_close(self) -> None:
+        if self.usage is not None and self.model and not self.usage.model:
+            self.usage = replace(self.usage, model=self.model)
+
+
+# --- Gemini Interactions ---------------------------------------------------------------
+
+
+class InteractionsDecoder(CallDecoder):
+    """Interactions events (SSE) or one Interaction (JSON)."""
+
+    provider = "interactions"
+    finish_field = "status"
+    envelopes: tuple[str, ...] = ("interaction.",)
+    json_items: tuple[str, ...] = ("steps.item", "outputs.item", "status", "usage", "error", "model")
+
+    def __init__(self, json_body: bool = False) -> None:
+        super().__init__(json_body)
+        self.model = ""
+
+    def on_event(self, event: str | None, obj: dict[str, Any]) -> None:
+        kind = obj.get("event_type")
+        if kind == "step.delta":
+            d = obj.get("delta")
+            if isinstance(d, dict):
+                t = d.get("type")
+                if t == "text":
+                    self.text(d.get("text"))
+                    self.learn("text", obj, _INTERACTIONS_HOLES, ("delta", "text"), False)
+                elif t == "arguments_delta":
+                    self.args(d.get("arguments"))
+                    self.learn("args", obj, _INTERACTIONS_HOLES, ("delta", "arguments"), True)
+                elif t == "thought_summary":
+                    self.learn("thought", obj, _INTERACTIONS_HOLES, None, False)
+        elif kind == "step.start":
+            step = obj.get("step")
+            if isinstance(step, dict) and step.get("type") == "function_call":
+                a = step.get("arguments")
+                if a not in (None, {}, ""):
+                    self.args(a)
+        elif kind in ("interaction.completed", "interaction.complete", "finish"):
+            inter = obj.get("interaction")
+            if isinstance(inter, dict):
+                self._interaction(inter)
+            self.decided = True
+        elif kind == "interaction.created":
+            inter = obj.get("interaction")
+            if isinstance(inter, dict) and isinstance(inter.get("model"), str):
+                self.model = inter["model"]
+        elif kind == "interaction.status_update":
+            st = obj.get("status")
+            if st in ("failed", "cancelled", "incomplete", "budget_exceeded") and isinstance(st, str):
+                self.set_finish(st, INTERACTIONS_STATUS[st])
+        elif kind == "error" or event == "error" or ("error" in obj and kind is None):
+            self.error(obj.get("error", obj))
+
+    def _interaction(self, inter: dict[str, Any]) -> None:
+        st = inter.get("status")
+        if isinstance(st, str) and st and st != "in_progress":
+            self.set_finish(st, INTERACTIONS_STATUS.get(st, "unknown"))
+        if isinstance(inter.get("model"), str):
+            self.model = inter["model"]
+        u = inter.get("usage")
+        if isinstance(u, dict):
+            self._usage(u)
+        if inter.get("error") is not None and st == "failed":
+            self.error(inter["error"])
+
+    def _usage(self, u: dict[str, Any]) -> None:
+        inp = _n(u.get("total_input_tokens", u.get("input_tokens")))
+        out = _n(u.get("total_output_tokens", u.get("output_tokens")))
+        thoughts = _n(u.get("total_thought_tokens", u.get("reasoning_tokens")))
+        total = _n(u.get("total_tokens")) or inp + out + thoughts
+        self.usage = UpstreamUsage(
+            input_tokens=inp,
+            output_tokens=out + thoughts,
+            cached_tokens=_n(u.get("total_cached_tokens", u.get("cached_tokens"))),
+            total_tokens=total,
+            model=self.model,
+            source="interaction.usage",
+            reasoning_tokens=thoughts,
+            authoritative=True,
+        )
+
+    def on_json(self, path: str, value: Any) -> None:
+        if path in ("steps.item", "outputs.item") and isinstance(value, dict):
+            t = value.get("type")
+            if t == "model_output" or t == "text":
+                content = value.get("content")
+                if isinstance(content, list):
+                    for c in content:
+                        if isinstance(c, dict) and c.get("type") == "text":
+                            self.text(c.get("text"))
+                elif t == "text":
+                    self.text(value.get("text"))
+            elif t == "function_call":
+                a = value.get("arguments")
+                if a is not None:
+                    self.args(a)
+        elif path == "status" and isinstance(value, str) and value != "in_progress":
+            self.set_finish(value, INTERACTIONS_STATUS.get(value, "unknown"))
+        elif path == "usage" and isinstance(value, dict):
+            self._usage(value)
+        elif path == "model" and isinstance(value, str):
+            self.model = value
+        elif path == "error":
+            self.error(value)
+
+
+# --- Anthropic Messages ------------------------------------------------------------------
+
+
+class AnthropicDecoder(CallDecoder):
+    """Messages SSE events or one Message (JSON)."""
+
+    provider = "anthropic"
+    finish_field = "stop_reason"
+    json_items: tuple[str, ...] = ("content.item", "stop_reason", "usage", "error", "model", "type")
+
+    def __init__(self, json_body: bool = False) -> None:
+        super().__init__(json_body)
+        self._in: dict[str, int] = {}
+        self._out = 0
+        self.model = ""
+
+    def on_event(self, event: str | None, obj: dict[str, Any]) -> None:
+        t = obj.get("type")
+        if t == "content_block_delta":
+            d = obj.get("delta")
+            if isinstance(d, dict):
+                dt = d.get("type")
+                if dt == "text_delta":
+                    self.text(d.get("text"))
+                    self.learn("text", obj, _ANTHROPIC_HOLES, ("delta", "text"), False)
+                elif dt == "input_json_delta":
+                    self.args(d.get("partial_json"))
+                    self.learn("args", obj, _ANTHROPIC_HOLES, ("delta", "partial_json"), True)
+                elif dt == "thinking_delta":
+                    self.learn("thinking", obj, _ANTHROPIC_HOLES, None, False)
+        elif t == "message_start":
+            m = obj.get("message")
+            if isinstance(m, dict):
+                if isinstance(m.get("model"), str):
+                    self.model = m["model"]
+                if isinstance(m.get("usage"), dict):
+                    self._usage(m["usage"])
+        elif t == "message_delta":
+            d = obj.get("delta")
+            sr = d.get("stop_reason") if isinstance(d, dict) else None
+            if isinstance(sr, str) and sr:
+                self.set_finish(sr, ANTHROPIC_STOP.get(sr, "unknown"))
+            if isinstance(obj.get("usage"), dict):
+                self._usage(obj["usage"])
+            if self.finish is not None:
+                self.decided = True
+        elif t == "message_stop":
+            self.decided = True
+        elif t == "error" or event == "error":
+            self.error(obj.get("error", obj))
+
+    def _usage(self, u: dict[str, Any]) -> None:
+        for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"):
+            if k in u and u[k] is not None:
+                self._in[k] = _n(u[k])
+        if u.get("output_tokens") is not None:
+            self._out = _n(u["output_tokens"])  # cumulative: the last one counts
+        inp = sum(self._in.values())
+        self.usage = UpstreamUsage(
+            input_tokens=inp,
+            output_tokens=self._out,
+            cached_tokens=self._in.get("cache_read_input_tokens", 0),
+            total_tokens=inp + self._out,
+            model=self.model,
+            source="usage",
+            authoritative=True,
+        )
+
+    def on_json(self, path: str, value: Any) -> None:
+        if path == "content.item" and isinstance(value, dict):
+            if value.get("type") == "text":
+                self.text(value.get("text"))
+            elif value.get("type") == "tool_use":
+                self.args(value.get("input"))
+        elif path == "stop_reason" and isinstance(value, str):
+            self.set_finish(value, ANTHROPIC_STOP.get(value, "unknown"))
+        elif path == "usage" and isinstance(value, dict):
+            self._usage(value)
+        elif path == "model" and isinstance(value, str):
+            self.model = value
+        elif path == "error":
+            self.error(value)
+
+
+# --- OpenAI chat completions ----------------------------------------------------------------
+
+
+class ChatDecoder(CallDecoder):
+    """``chat.completion.chunk`` SSE or one ``chat.completion`` (JSON)."""
+
+    provider = "openai_chat"
+    finish_field = "finish_reason"
+    item_starts: tuple[str, ...] = ("choices.item",)
+    json_items: tuple[str, ...] = ("choices.item.message", "choices.item.finish_reason", "usage", "error", "model")
+
+    def __init__(self, json_body: bool = False) -> None:
+        super().__init__(json_body)
+        self.model = ""
+        self._choice = -1
+
+    def on_event(self, event: str | None, obj: dict[str, Any]) -> None:
+        if obj.get("error") is not None:
+            self.error(obj["error"])
+            return
+        if isinstance(obj.get("model"), str):
+            self.model = obj["model"]
+        choices = obj.get("choices")
+        learn = _chat_pure(obj)
+        if learn is not None:
+            self.learn(learn[0], obj, _CHAT_HOLES, learn[1], learn[0] == "args")
+        if isinstance(choices, list):
+            for ch in choices:
+                if not isinstance(ch, dict) or ch.get("index", 0) not in (0, None):
+                    continue
+                d = ch.get("delta")
+                if isinstance(d, dict):
+                    self.text(d.get("content"))
+                    tcs = d.get("tool_calls")
+                    if isinstance(tcs, list):
+                        for tc in tcs:
+                            f = tc.get("function") if isinstance(tc, dict) else None
+                            if isinstance(f, dict):
+                                self.args(f.get("arguments"))
+                fr = ch.get("finish_reason")
+                if isinstance(fr, str) and fr:
+                    self.set_finish(fr, CHAT_FINISH.get(fr, "unknown"))
+        u = obj.get("usage")
+        if isinstance(u, dict):
+            self._usage(u)
+
+    def _usage(self, u: dict[str, Any]) -> None:
+        inp, out = _n(u.get("prompt_tokens")), _n(u.get("completion_tokens"))
+        pd, cd = u.get("prompt_tokens_details"), u.get("completion_tokens_details")
+        self.usage = UpstreamUsage(
+            input_tokens=inp,
+            output_tokens=out,
+            cached_tokens=_n(pd.get("cached_tokens")) if isinstance(pd, dict) else 0,
+            total_tokens=_n(u.get("total_tokens")) or inp + out,
+            model=self.model,
+            source="usage",
+            reasoning_tokens=_n(cd.get("reasoning_tokens")) if isinstance(cd, dict) else 0,
+            authoritative=True,
+        )
+
+    def on_json_start(self, path: str) -> None:
+        self._choice += 1
+
+    def on_json(self, path: str, value: Any) -> None:
+        if path == "choices.item.message" and isinstance(value, dict) and self._choice <= 0:
+            self.text(value.get("content"))
+            tcs = value.get("tool_calls")
+            if isinstance(tcs, list):
+                for tc in tcs:
+                    f = tc.get("function") if isinstance(tc, dict) else None
+                    if isinstance(f, dict):
+                        self.args(f.get("arguments"))
+        elif path == "choices.item.finish_reason" and isinstance(value, str) and self._choice <= 0:
+            self.set_finish(value, CHAT_FINISH.get(value, "unknown"))
+        elif path == "usage" and isinstance(value, dict):
+            self._usage(value)
+        elif path == "model" and isinstance(value, str):
+            self.model = value
+        elif path == "error" and value is not None:
+            self.error(value)
+
+
+# --- OpenAI / Codex Responses -----------------------------------------------------------------
+
+
+class ResponsesDecoder(CallDecoder):
+    """Responses SSE events or one Response object (JSON)."""
+
+    provider = "responses"
+    finish_field = "status"
+    json_items: tuple[str, ...] = ("output.item", "status", "incomplete_details", "usage", "error", "model")
+
+    def __init__(self, json_body: bool = False) -> None:
+        super().__init__(json_body)
+        self.model = ""
+        self._status = ""
+        self._reason = ""
+
+    def on_event(self, event: str | None, obj: dict[str, Any]) -> None:
+        t = obj.get("type")
+        if t == "response.output_text.delta":
+            self.text(obj.get("delta"))
+            self.learn(t, obj, _RESPONSES_HOLES, ("delta",), False)
+        elif t == "response.function_call_arguments.delta":
+            self.args(obj.get("delta"))
+            self.learn(t, obj, _RESPONSES_HOLES, ("delta",), True)
+        elif isinstance(t, str) and t.startswith("response.reasoning") and t.endswith(".delta"):
+            self.learn(t, obj, _RESPONSES_HOLES, None, False)
+        elif t in ("response.completed", "response.incomplete", "response.failed", "response.done"):
+            r = obj.get("response")
+            if isinstance(r, dict):
+                self._response(r, t)
+            self.decided = True
+        elif t == "error" or event == "error":
+            err = obj.get("error")
+            self.error(err if isinstance(err, dict) else obj)
+        elif t == "response.created" and isinstance(obj.get("response"), dict):
+            m = obj["response"].get("model")
+            if isinstance(m, str):
+                self.model = m
+
+    def _response(self, r: dict[str, Any], typ: str) -> None:
+        if isinstance(r.get("model"), str):
+            self.model = r["model"]
+        st = r.get("status")
+        status = st if isinstance(st, str) else typ.removeprefix("response.")
+        if isinstance(r.get("usage"), dict):
+            self._usage(r["usage"])
+        if status == "failed" or typ == "response.failed":
+            self.set_finish("failed", "failed")
+            self.error(r.get("error") or {"code": "response.failed"})
+            return
+        det = r.get("incomplete_details")
+        reason = det.get("reason") if isinstance(det, dict) else None
+        if status == "incomplete":
+            rs = reason if isinstance(reason, str) else ""
+            self.set_finish(f"incomplete/{rs}" if rs else "incomplete", RESPONSES_INCOMPLETE.get(rs, "unknown"))
+        elif status in ("completed", "done"):
+            self.set_finish(status, "complete")
+        elif status:
+            self.set_finish(status, "unknown")
+
+    def _usage(self, u: dict[str, Any]) -> None:
+        inp, out = _n(u.get("input_tokens")), _n(u.get("output_tokens"))
+        idt, odt = u.get("input_tokens_details"), u.get("output_tokens_details")
+        self.usage = UpstreamUsage(
+            input_tokens=inp,
+            output_tokens=out,
+            cached_tokens=_n(idt.get("cached_tokens")) if isinstance(idt, dict) else 0,
+            total_tokens=_n(u.get("total_tokens")) or inp + out,
+            model=self.model,
+            source="response.usage",
+            reasoning_tokens=_n(odt.get("reasoning_tokens")) if isinstance(odt, dict) else 0,
+            authoritative=True,
+        )
+
+    def on_json(self, path: str, value: Any) -> None:
+        if path == "output.item" and isinstance(value, dict):
+            t = value.get("type")
+            if t == "message":
+                for c in value.get("content") or ():
+                    if isinstance(c, dict) and c.get("type") == "output_text":
+                        self.text(c.get("text"))
+            elif t == "function_call":
+                self.args(value.get("arguments"))
+        elif path == "status" and isinstance(value, str):
+            self._status = value
+        elif path == "incomplete_details" and isinstance(value, dict):
+            self._reason = _s(value.get("reason"))
+        elif path == "usage" and isinstance(value, dict):
+            self._usage(value)
+        elif path == "model" and isinstance(value, str):
+            self.model = value
+        elif path == "error" and value is not None:
+            self.errors.append(_error_tag(value))
+
+    def on_close(self) -> None:
+        if self.framing == "json" and self._status:
+            r: dict[str, Any] = {"status": self._status}
+            if self._reason:
+                r["incomplete_details"] = {"reason": self._reason}
+            if self._status == "failed" and self.errors:
+                self.set_finish("failed", "failed")
+                return
+            self._response(r, "response." + self._status)
+
+
+# --- the stream callable ------------------------------------------------------------------
+
+
+class CallTap:
+    """``flow.response.stream`` for a provider response: every read returned as it came (the
+    same object: the upstream body is never changed) and fed, decompressed by ``inflate``
+    when it is encoded, to ``decoder``; ``on_decided()`` once, the moment the decoder's
+    decisive event has passed (before CPA can read it), ``on_end()`` at the end of the body
+    (mitmproxy's last call, ``b""``). Compiled with the decoders, so that mitmproxy calls
+    no interpreted code per read. Never raises: a failure stops the reading
+    (:attr:`failed`) and the reads still go out. ``keep``: the reads are kept in
+    :attr:`chunks` (bodies kept for mitmweb and ``-w``)."""
+
+    __slots__ = ("chunks", "decoder", "failed", "inflate", "keep", "on_decided", "on_end", "sent")
+
+    def __init__(self, decoder: CallDecoder, inflate: Decoder | None, keep: bool, on_decided: Any, on_end: Any) -> None:
+        self.decoder = decoder
+        self.inflate = inflate
+        self.keep = keep
+        self.chunks: list[bytes] = []
+        self.on_decided = on_decided
+        self.on_end = on_end
+        self.sent = False
+        self.failed: str | None = None
+
+    def __call__(self, chunk: bytes) -> bytes | list[bytes]:
+        if not chunk:
+            if self.failed is None and self.inflate is not None:
+                try:
+                    self.decoder.feed(self.inflate.flush())
+                except Exception as e:  # noqa: BLE001 - never raise into mitmproxy
+                    self.failed = f"{type(e).__name__}: {e}"
+            self.on_end()
+            return []
+        if self.keep:
+            self.chunks.append(chunk)
+        if self.failed is None:
+            try:
+                d = self.decoder
+                d.feed(chunk if self.inflate is None else self.inflate.decode(chunk))
+                if d.decided and not self.sent:
+                    self.sent = True
+                    self.on_decided()
+            except Exception as e:  # noqa: BLE001 - never raise into mitmproxy: the read goes on
+                self.failed = f"{type(e).__name__}: {e}"
+        return chunk
+
+
+# --- which decoder ---------------------------------------------------------------------------
+
+_DECODERS: dict[str, type[CallDecoder]] = {
+    "gemini": GeminiDecoder,
+    "interactions": InteractionsDecoder,
+    "anthropic": AnthropicDecoder,
+    "openai_chat": ChatDecoder,
+    "responses": ResponsesDecoder,
+}
+
+
+def provider_for_path(path: str) -> str | None:
+    """The provider wire of a request path (query ignored), as CPA's executors call them:
+    ``.../models/M:streamGenerateContent`` / ``:generateContent`` and ``/v1internal:...``
+    (Gemini, Vertex, Gemini CLI, Antigravity), ``.../interactions``, ``.../messages``
+    (Anthropic; not ``count_tokens``), ``.../chat/completions``, ``.../responses`` (not
+    ``/responses/compact``). None for anything else (token counts, model lists, OAuth)."""
+    p = path.split("?", 1)[0].rstrip("/")
+    if p.endswith((":streamGenerateContent", ":generateContent")):
+        return "gemini"
+    if p.endswith("/interactions"):
+        return "interactions"
+    if p.endswith("/messages"):
+        return "anthropic"
+    if p.endswith("/chat/completions"):
+        return "openai_chat"
+    if p.endswith("/responses"):
+        return "responses"
+    return None
+
+
+def decoder_for(provider: str, content_type: str) -> CallDecoder | None:
+    """A decoder for a provider response with this content type: SSE for
+    ``text/event-stream``, JSON for ``application/json`` (and Gemini's JSON array
+    stream); None for anything else (left alone)."""
+    cls = _DECODERS.get(provider)
+    if cls is None:
+        return None
+    ct = content_type.split(";", 1)[0].strip().lower()
+    if ct == "text/event-stream":
+        return cls(json_body=False)
+    if ct in ("application/json", "text/json") or ct.endswith("+json"):
+        return cls(json_body=True)
+    return None
+
+
+# --- the request side ----------------------------------------------------------------------
+
+
+class ProviderRequest:
+    """What the correlator needs of a provider request (the shape of
+    :class:`wire.devin.RequestInfo`): its prompt texts, its output cap, its model."""
+
+    __slots__ = ("max_tokens", "model", "prompts")
+
+    def __init__(self, prompts: tuple[tuple[int, str], ...], max_tokens: int | None, model: str) -> None:
+        self.prompts = prompts
+        """(0, text) for every string of the request body, in order: the client's texts
+        are among them wherever the provider's request shape puts them."""
+        self.max_tokens = max_tokens
+        self.model = model
+
+
+_CAPS = (
+    ("generationConfig", "maxOutputTokens"),
+    ("generation_config", "max_output_tokens"),
+    (None, "max_output_tokens"),
+    (None, "max_completion_tokens"),
+    (None, "max_tokens"),
+)
+MAX_REQUEST_STRINGS = 20000
+"""A request with more strings than this is read up to here (the last user texts of a
+long conversation come last: the walk keeps the newest)."""
+
+
+def read_json_request(provider: str, body: bytes) -> ProviderRequest | None:
+    """A provider request body (JSON) for the correlator; None when it is not JSON."""
+    try:
+        obj = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(obj, dict):
+        return None
+    req = obj.get("request")  # the Gemini CLI / Antigravity envelope: {"model", "project", "request": {...}}
+    inner: dict[str, Any] = req if provider == "gemini" and isinstance(req, dict) else obj
+    strings: list[str] = []
+    stack: list[Any] = [obj]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            if v:
+                strings.append(v)
+        elif isinstance(v, dict):
+            stack.extend(reversed(list(v.values())))
+        elif isinstance(v, list):
+            stack.extend(reversed(v))
+    strings = strings[-MAX_REQUEST_STRINGS:]
+    cap: int | None = None
+    for outer, key in _CAPS:
+        holder = inner.get(outer) if outer is not None else inner
+        v = holder.get(key) if isinstance(holder, dict) else None
+        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+            cap = v
+            break
+    model = inner.get("model") if isinstance(inner.get("model"), str) else obj.get("model")
+    return ProviderRequest(tuple((0, s) for s in strings), cap, model if isinstance(model, str) else "")
