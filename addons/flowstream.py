@@ -19,7 +19,7 @@ from streamfix.wire.stream import EventRepairer, StreamRepair
 from streamfix.wire.told import UsageReader
 from streamfix.wire.verdict import Verdict
 
-from .check import CheckStream
+from .check import CheckStream, JsonCheck
 
 logger = logging.getLogger("streamfix")
 
@@ -56,7 +56,7 @@ class FlowState:
         self.key = "-"
         """The client key's id or label for the turn log (never the key)."""
         self.repairer: EventRepairer | BodyRepair | None = None
-        self.checker: StreamChecker | None = None
+        self.checker: StreamChecker | JsonCheck | None = None
         """Check mode on a buffered body: its contract checker (for the turn record)."""
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import replace
 from pathlib import Path
 
@@ -237,7 +238,7 @@ def check_specs(registered, specs: Sequence[str]) -> list[str]:
     return errors
 
 
-def check_config_file(registered, confdir: Path, skip: set[str] = frozenset()) -> list[str]:
+def check_config_file(registered, confdir: Path, skip: AbstractSet[str] = frozenset()) -> list[str]:
     """Every problem with the ``streamfix`` options in mitmproxy's ``confdir/config.yaml``
     (and ``config.yml``, which mitmproxy reads too), as the Guard would find them once
     mitmdump runs; names in ``skip`` (given with ``--set``, which wins) are not checked."""

@@ -236,7 +236,7 @@ class MemoryStore:
     def finish_record(self, upstream_flow_id: str, finished: float, result: SharedResult, ttl: float) -> None:
         got = self.recs.get(upstream_flow_id)
         rec = got[0] if got is not None else UpstreamRecord(upstream_flow_id, finished)
-        rec.finished, rec.result = finished, result
+        rec.finished, rec.result = finished, result  # type: ignore[assignment]  # read as a TapResult/CallResult is
         self.recs[upstream_flow_id] = (rec, self.clock() + ttl)
         self.by_digest.setdefault(result.digest, set()).add(upstream_flow_id)
 
@@ -436,9 +436,10 @@ class RedisStore:
 
     def pending_candidates(self, contents: list[str], ttl: float) -> list[PendingRequest]:
         def do() -> list[PendingRequest]:
-            index = self.client.hgetall(self.prefix + "ph")
+            index: dict[bytes, bytes] = self.client.hgetall(self.prefix + "ph")  # type: ignore[assignment]  # bytes: no decode_responses
             now = time.time()
-            stale, cands = [], []
+            stale: list[bytes] = []
+            cands: list[bytes] = []
             for fid, raw in index.items():
                 try:
                     head, noted, _ = orjson.loads(raw)
@@ -469,8 +470,8 @@ class RedisStore:
 
     def forget_worker(self, worker: str) -> int:
         def do() -> int:
-            index = self.client.hgetall(self.prefix + "ph")
-            gone = []
+            index: dict[bytes, bytes] = self.client.hgetall(self.prefix + "ph")  # type: ignore[assignment]  # bytes: no decode_responses
+            gone: list[bytes] = []
             for fid, raw in index.items():
                 try:
                     if orjson.loads(raw)[2] == worker:
@@ -506,7 +507,7 @@ class RedisStore:
             pipe = self.client.pipeline(transaction=False)
             if matched is not None:
                 self._matched(keys=[self._k("p", matched)], client=pipe)
-            pipe.hset(k, mapping=fields)
+            pipe.hset(k, mapping=fields)  # type: ignore[arg-type]  # redis-py's stubs take no Any values
             pipe.pexpire(k, int(ttl * 1000))
             if rec.client_flow_id is not None:
                 lk = self._k("l", rec.client_flow_id)
@@ -551,7 +552,8 @@ class RedisStore:
                 out.append(sorted(recs, key=lambda r: r.flow_id))
             return out[0], out[1]
 
-        return self._call("records", do, ([], []))
+        none: tuple[list[UpstreamRecord], list[UpstreamRecord]] = ([], [])
+        return self._call("records", do, none)
 
     def claim(self, upstream_flow_id: str, client_flow_id: str, drop_pending: bool = False) -> bool:
         keys = [self._k("r", upstream_flow_id)]

@@ -20,6 +20,7 @@ from streamfix.wire.told import UsageReader, usage_of
 from streamfix.wire.verdict import Decision, Verdict
 
 from .buffered import json_object
+from .check import JsonCheck
 from .drain import REFUSED
 from .flowstream import ORIGINAL, FlowState, FlowStream
 
@@ -100,7 +101,7 @@ class Turn:
     bytes_out: int | None = None
     events: int | None = None
     client_tokens: dict[str, int] | None = None
-    checker: StreamChecker | None = None
+    checker: StreamChecker | JsonCheck | None = None
     salvaged: int | None = None
 
     def record(self) -> dict[str, Any]:

@@ -18,10 +18,14 @@ Nothing here runs per flow or per event: the correlator's calls are where they w
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from mitmproxy import ctx, exceptions
 
 from . import shared
+
+if TYPE_CHECKING:
+    from .sharedstate import RedisStore
 
 logger = logging.getLogger("streamfix.workers")
 
@@ -30,7 +34,7 @@ class Workers:
     """See the module docstring."""
 
     def __init__(self) -> None:
-        self.store = None
+        self.store: RedisStore | None = None
 
     def load(self, loader) -> None:
         loader.add_option(

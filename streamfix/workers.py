@@ -329,6 +329,7 @@ class Launcher:
             ensure_ca(confdir_of(self.extra))
             if self.redis_spec == "local":
                 await self.start_redis()
+                assert self.redis_port is not None  # start_redis picked it
                 await self.wait_port(self.redis_port, self.redis, "redis-server")
             elif self.redis_spec:
                 self.redis_url = self.redis_spec

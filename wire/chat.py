@@ -276,7 +276,7 @@ class ChatRepairer(HoldingRepairer):
             self._upstream_done(rec)
         return self._queue(rec)
 
-    # --- upstream leg (issue 28): the provider's call failed -----------------------
+    # --- upstream leg: the provider's call failed -----------------------
     def _upstream_done(self, rec: Rec) -> None:
         """``[DONE]`` (rule upstream_failure): after a finish turned into the error chunk it
         is withheld (an SSE comment: OpenAI ends a failed stream without it); with no
@@ -771,7 +771,7 @@ class ChatRepairer(HoldingRepairer):
         d = self.decision = self.verdict.decide()
         self._fill_usage(rec)
         if d.failed and not d.native and self.rules.upstream_failure and len(self._choices) <= 1 and rec.obj:
-            rec.obj.clear()  # upstream leg (issue 28): the finish chunk becomes the error chunk
+            rec.obj.clear()  # upstream leg: the finish chunk becomes the error chunk
             self._fail(rec, d.evidence[0].detail if d.evidence else "failed")
             return
         if not d.truncated or d.native or self.rules.truncation == "off":

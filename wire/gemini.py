@@ -224,7 +224,7 @@ class GeminiRepairer(ApiRepairer):
         return out
 
     def _late_look(self) -> bool:
-        """Upstream leg (issue 28): a finish decided while the linked provider call was still
+        """Upstream leg: a finish decided while the linked provider call was still
         open and never matched (CPA's OpenAI -> Gemini translator writes its ``STOP`` with
         the first chunk): at the end of the stream, which comes after the provider's, the
         resolver looks once more; True when it found the call now."""
@@ -241,14 +241,14 @@ class GeminiRepairer(ApiRepairer):
         return rec is not None
 
     def _failure(self, detail: str, eol: bytes = b"\n") -> bytes:
-        """Rule upstream_failure (issue 28): the API's error object, one more event."""
+        """Rule upstream_failure: the API's error object, one more event."""
         self.count("upstream_failure")
         self._errored = True
         self.note(f"ended with an error object: the upstream failed ({detail})")
         return format_event(orjson.dumps(gemini_error(detail)), eol=eol)
 
     def _upstream_open(self) -> bool:
-        """Upstream leg (issue 28): the provider call the request side linked to this flow is
+        """Upstream leg: the provider call the request side linked to this flow is
         still open (CPA wrote its finish before the provider's stream ended: its Claude
         translator does at a tool call's block stop): hold the finishing chunk until the
         next event or the end, when the resolver looks again (wire/correlate.py)."""
@@ -314,7 +314,7 @@ class GeminiRepairer(ApiRepairer):
                 self.fire("usage")
                 dirty = True
         if d.failed and not d.native and self.rules.upstream_failure:
-            # upstream leg (issue 28): the chunk keeps its content without the finish, the
+            # upstream leg: the chunk keeps its content without the finish, the
             # error object follows it
             for cand in finishing:
                 cand.pop("finishReason", None)

@@ -37,6 +37,19 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
+__all__ = [
+    "CHAT_ERROR",
+    "COMPLETED_WITHOUT_USAGE",
+    "DONE_WITHOUT_FINISH",
+    "MESSAGES_ERROR",
+    "STOP_WITHOUT_DELTA",
+    "SYNTHETIC_DELTA",
+    "failed_response",
+    "start_input",
+    "synthetic_completion",
+    "synthetic_delta",
+]
+
 _ITEM_ID: Final = re.compile(r"(?:msg|rs)_(.+)_\d+")
 
 COMPLETED_WITHOUT_USAGE: Final = (

@@ -174,7 +174,7 @@ class MessagesRepairer(HoldingRepairer):
         )
         out = self._flush()
         if upstream:
-            # upstream leg (issue 28): the stream ended with neither message_delta nor
+            # upstream leg: the stream ended with neither message_delta nor
             # message_stop and the provider's call failed: the API's error event, with the
             # provider's evidence (in eof_terminal's place)
             detail = d.evidence[0].detail if d.evidence else "failed"
@@ -455,7 +455,7 @@ class MessagesRepairer(HoldingRepairer):
             self.note("a second message_delta, passed through")
             return
         if self._upstream_open():
-            # upstream leg (issue 28): the provider call linked to this flow is still open
+            # upstream leg: the provider call linked to this flow is still open
             # (CPA wrote message_delta before the provider's stream ended): held until the
             # next event (message_stop comes after that end), then decided
             rec.wait = "upstream"
@@ -484,7 +484,7 @@ class MessagesRepairer(HoldingRepairer):
         self._report_args()
         d = self.decision = self.verdict.decide()
         if d.failed and not d.native and self.rules.upstream_failure:
-            self._fail(rec, d.evidence[0].detail if d.evidence else "failed")  # upstream leg (issue 28)
+            self._fail(rec, d.evidence[0].detail if d.evidence else "failed")  # upstream leg
             return
         if self.rules.usage and self.verdict.upstream_counts is not None:
             u = usage if isinstance(usage, dict) else {}
@@ -499,7 +499,7 @@ class MessagesRepairer(HoldingRepairer):
                 obj["delta"]["stop_reason"] = new
                 rec.mark("truncation")
 
-    # --- upstream leg (issue 28): the provider's call failed -----------------------
+    # --- upstream leg: the provider's call failed -----------------------
     def _upstream_stop(self, rec: Rec) -> None:
         """``message_stop`` (rule upstream_failure): withheld (an SSE comment) after the
         message_delta became the error event; with no message_delta at all (CPA's Gemini

@@ -31,6 +31,17 @@ from __future__ import annotations
 
 from typing import Final, Literal
 
+__all__ = [
+    "MEANING",
+    "OWN",
+    "Meaning",
+    "foreign",
+    "meaning",
+    "native_disagrees",
+    "outcome",
+    "spec",
+]
+
 Meaning = Literal["end", "tool", "length", "filter", "refusal", "context", "pause"]
 
 OWN: Final[dict[str, frozenset[str]]] = {

@@ -6,39 +6,10 @@ a provider answers with: SSE (a stream) and JSON (a non-streaming body, read wit
 streaming JSON parser, ijson, so no body is held whole: only the item being read, one
 content part or output item).
 
-============== =============================================================================
-provider       what is read (the providers' documented wire)
-============== =============================================================================
-``gemini``     ``:streamGenerateContent?alt=sse`` (one ``GenerateContentResponse`` per
-               ``data:``) and ``:generateContent`` (one JSON object), also wrapped in the
-               Gemini CLI / Antigravity envelope ``{"response": {...}}``: ``candidates[0]
-               .finishReason``, ``usageMetadata`` (``promptTokenCount``,
-               ``candidatesTokenCount``, ``thoughtsTokenCount``, ``cachedContentTokenCount``,
-               ``totalTokenCount``), ``promptFeedback.blockReason``, an ``{"error": {code,
-               status, message}}`` frame; text parts (not ``thought: true`` ones) and
-               ``functionCall.args`` hashed
-``interactions`` ``POST /v1beta/interactions``: ``event_type`` ``step.delta`` (``text``,
-               ``arguments_delta`` hashed), ``interaction.completed`` / ``interaction
-               .complete`` (``interaction.status``: completed, requires_action,
-               incomplete, budget_exceeded, failed, cancelled; ``usage`` with
-               ``total_input_tokens``, ``total_output_tokens``, ``total_thought_tokens``,
-               ``total_cached_tokens``, ``total_tokens``), ``interaction.status_update``,
-               ``error`` events; JSON: one Interaction
-``anthropic``  Messages: ``message_start`` (``usage``: ``input_tokens``,
-               ``cache_creation_input_tokens``, ``cache_read_input_tokens``),
-               ``content_block_delta`` (``text_delta``, ``input_json_delta`` hashed),
-               ``message_delta`` (``delta.stop_reason``, cumulative ``usage``),
-               ``message_stop``, ``event: error``; JSON: one Message
-``openai_chat`` chat completions: ``choices[0].finish_reason``, ``delta.content`` and
-               ``delta.tool_calls[].function.arguments`` hashed, the usage chunk
-               (``prompt_tokens``, ``completion_tokens``, ``..._details``), ``data:
-               {"error": ...}``, ``[DONE]``; JSON: one ``chat.completion``
-``responses``  OpenAI / Codex Responses: ``response.output_text.delta`` and
-               ``response.function_call_arguments.delta`` hashed, ``response.completed``
-               / ``response.incomplete`` (``incomplete_details.reason``) /
-               ``response.failed`` with ``response.usage``, ``error`` events; JSON: one
-               Response object
-============== =============================================================================
+Providers: ``gemini`` (``generateContent``, streamed or not, also in the Gemini CLI /
+Antigravity envelope), ``interactions`` (Gemini Interactions), ``anthropic`` (Messages),
+``openai_chat`` (chat completions), ``responses`` (OpenAI / Codex Responses); the frames
+each reads and what they mean: docs/upstream-leg.md, "Every provider: what its frames mean".
 
 Devin's Connect-RPC stream keeps its own tap (``wire/devin.py``).
 

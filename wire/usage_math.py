@@ -28,6 +28,11 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+__all__ = [
+    "problems",
+    "repair",
+]
+
 _KEYS: Final[dict[str, tuple[str, str, str, str, str]]] = {
     # api -> (input, output, total, cached (dotted), reasoning (dotted))
     "responses": (

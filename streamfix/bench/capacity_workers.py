@@ -73,7 +73,7 @@ def _start_workers(upstream: str, tmpd: Path, procs: list[Proc]) -> tuple[int, l
     )  # fmt: skip
     procs.append(p)
     p.wait_for(r"streamfix: worker 2 \(pid (\d+)\)", 120)
-    pids = [int(x) for x in re.findall(r"streamfix: worker \d+ \(pid (\d+)\)", p.log.read_text())]
+    pids = [int(x) for x in re.findall(r"streamfix: worker \d+ \(pid (\d+)\)", p.output)]
     pids += [c for c in _children(p.p.pid) if _comm(c) == "haproxy"]
     return port, pids
 

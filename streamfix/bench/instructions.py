@@ -380,7 +380,7 @@ def run_upstream(streams: list[str], modes: list[str], repeats: int, keep: Path 
                         counts.append(n)
                         reads.append(n_reads)
                         ok &= got == original  # the upstream body is never changed
-                log = c.proc.log.read_text("utf-8", "replace")
+                log = c.proc.output
                 decoded = c.label == "passthrough" or "streamfix: upstream " in log
                 return {"proxy": c.label, "stream": name, "mode": suffix, "events": n_events,
                         "ir": statistics.median(counts), "ir_all": counts, "reads": statistics.median(reads),

@@ -190,12 +190,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--instructions", action="store_true", help="also count instructions per turn (callgrind)")
     ap.add_argument("--instruction-turns", type=int, default=300)
     a = ap.parse_args(argv)
-    from . import bench
+    from .report import machine
 
     with tempfile.TemporaryDirectory(prefix="streamfix-bench-redis-") as d:
         proc, url = _redis(Path(d))
         try:
-            m = bench.machine()
+            m = machine()
             print(f"machine: {m['nproc']} CPUs, {m['cpu']}; Python {m['python']}; load average "
                   f"{Path('/proc/loadavg').read_text().split()[0]}")  # fmt: skip
             lat = latency(a.turns, url)

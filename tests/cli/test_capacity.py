@@ -13,15 +13,15 @@ from streamfix.bench import capacity
 
 
 async def _served(pace_ms: float, streams: int, stamped: bool) -> tuple[list[float], int]:
-    events = capacity._events()
+    events = capacity.upstream_events()
     server = await asyncio.start_server(lambda r, w: capacity._answer(r, w, events, pace_ms / 1000), "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     async with server:
-        return await capacity._load(port, streams, pace_ms, port, stamped)
+        return await capacity.load(port, streams, pace_ms, port, stamped)
 
 
 def test_every_delta_is_timed_by_the_send_times_the_upstream_kept():
-    events = capacity._events()
+    events = capacity.upstream_events()
     deltas = [e for e in events if capacity._DELTA.search(e)]
     # the turn's builder: 20 reasoning, 40 text, 60 + 30 argument deltas; 166 events in all
     assert (len(deltas), len(events)) == (20 + 40 + 60 + 30, 166)
@@ -32,7 +32,7 @@ def test_every_delta_is_timed_by_the_send_times_the_upstream_kept():
 
 
 def test_a_stamped_stream_times_every_event_with_json_from_its_stamp():
-    events = capacity._events()
+    events = capacity.upstream_events()
     with_json = [e for e in events if b"data: {" in e]
     assert len(with_json) == 165  # all but the body's extra trailing LF, an event of its own
     lat, n = asyncio.run(_served(0.5, 2, stamped=True))

@@ -1,4 +1,4 @@
-"""RSS flat under client aborts (issue 32): the sidecar as an operator runs it (the launcher,
+"""RSS flat under client aborts: the sidecar as an operator runs it (the launcher,
 its demo upstream replaying the recordings at their own pace), eight clients at a time
 sending a recording's request and going away after 0 to 0.4 s (FIN or RST: in the
 request, before the headers, mid-stream). After a warm-up of 1,300 aborts, the resident
@@ -27,13 +27,13 @@ from pathlib import Path
 
 import httpx
 import pytest
-from support import Proc, child_env, free_port
+from support import SUPPORT, Proc, child_env, free_port
 
 from streamfix.recordings import all_recordings
 
 pytestmark = pytest.mark.e2e
 
-PROBE = Path(__file__).resolve().parent / "pressure_probe.py"
+PROBE = SUPPORT / "pressure_probe.py"
 WARMUP = 1300
 ROUNDS = 2
 PER_ROUND = 1000

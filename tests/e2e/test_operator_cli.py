@@ -1,4 +1,4 @@
-"""The ``streamfix`` command as an operator meets it (issue 32): ``--version``, every
+"""The ``streamfix`` command as an operator meets it: ``--version``, every
 subcommand's help under its own name, ``addon-path --help``, ``--set`` before ``--``
 explained, a port in use said before any banner claims it, and the values in mitmproxy's
 config.yaml checked before anything listens. Run through ``python -m streamfix.cli``, the

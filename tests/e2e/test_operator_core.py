@@ -1,4 +1,4 @@
-"""The compiled core on every install path (issue 32): a wheel (``pip install .``, pipx,
+"""The compiled core on every install path: a wheel (``pip install .``, pipx,
 deploy/install.sh, the image) carries it where a C compiler is found (setup.py), says so
 in one line where none is, ``streamfix core`` tells which core runs (``--check`` for
 scripts), the startup line of an installed copy says how to get it (not scripts/bootstrap,

@@ -1,4 +1,4 @@
-"""``streamfix demo`` shows what changed event by event (issue 32), as mitmweb's "streamfix
+"""``streamfix demo`` shows what changed event by event, as mitmweb's "streamfix
 diff" view does, not a character diff across event names: for the Claude path's recording
 (the message item closed before the call, which is renumbered, and the late closes
 dropped) and a chat index repair. Expected lines read by hand from the recordings'

@@ -1,4 +1,4 @@
-"""The compose recipe and the image from a fresh clone, as an operator follows them (issue 32).
+"""The compose recipe and the image from a fresh clone, as an operator follows them.
 
 No container engine runs here, so what can run does:
 

@@ -1,4 +1,4 @@
-"""Gemini names its model in the URL path, not the body (issue 32): the turn log, the
+"""Gemini names its model in the URL path, not the body: the turn log, the
 metrics' ``model`` label and ``streamfix usage`` have it, from a real mitmdump in front of
 the replay upstream (streamed, and the JSON form of the same request). The recordings'
 paths, read by hand: ``gemini-clean`` asks ``/v1beta/models/gemini-2.5-flash:...``,

@@ -1,4 +1,4 @@
-"""``pipx install .`` (issue 32): pipx puts only ``streamfix`` on PATH, not mitmproxy's
+"""``pipx install .``: pipx puts only ``streamfix`` on PATH, not mitmproxy's
 ``mitmweb``/``mitmdump``, so the README's ``mitmweb -s "$(streamfix addon-path)"`` had no
 mitmweb; ``streamfix mitmweb`` and ``streamfix mitmdump`` run the ones in streamfix's own
 environment. From a copy of the tracked files, into a temporary PIPX_HOME; the wheel's

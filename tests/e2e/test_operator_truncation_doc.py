@@ -1,4 +1,4 @@
-"""docs/truncation.md says what the code does (issue 32): its receipt example is the line a
+"""docs/truncation.md says what the code does: its receipt example is the line a
 real mitmdump logs for the recording it names, its table's terminals are what each API's
 truncated recording ends with, and a stream without a terminal ends the way it says
 (Responses and chat with a failure, messages and Gemini passed on as they ended), never

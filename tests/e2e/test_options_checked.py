@@ -98,7 +98,7 @@ WRONG = {
         "unknown streamfix_evidence source(s) 'stop_reason'; known: ",
     ),
     # values of the right type that an addon's configure refused later, with a traceback
-    # and exit 1 after the listener was up (issue 32)
+    # and exit 1 after the listener was up
     "metrics": (["streamfix_metrics=notaport"], "streamfix_metrics=notaport: give HOST:PORT or PORT, e.g. "),
     "drain": (["streamfix_drain_timeout=-5"], "streamfix_drain_timeout=-5: give the seconds to wait, 0 or more"),
     "labels": (["streamfix_key_labels=nolabel"], "streamfix_key_labels=nolabel: give PATTERN=NAME, e.g. "),

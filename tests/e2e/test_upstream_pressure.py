@@ -1,5 +1,4 @@
-"""The upstream leg under pressure: 200 provider streams at once through one real mitmdump
-(issue 28).
+"""The upstream leg under pressure: 200 provider streams at once through one real mitmdump.
 
     200 clients (as CPA calls its providers: through the regular listener, plain HTTP)
         -> mitmdump --mode regular -s addons/upstream.py

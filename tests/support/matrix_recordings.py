@@ -44,7 +44,7 @@ if str(HERE) not in sys.path:
 import realcpa
 import realcpa_matrix as m
 
-ROOT = HERE.parent / "recordings" / "real-cpa"
+ROOT = HERE.parents[1] / "recordings" / "real-cpa"
 CONFIG_KEY = {
     "claude": "claude-api-key",
     "interactions": "interactions-api-key",

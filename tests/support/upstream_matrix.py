@@ -1,4 +1,4 @@
-"""The upstream-leg matrix through a REAL CPA (issue 28): every provider path x client API x
+"""The upstream-leg matrix through a REAL CPA: every provider path x client API x
 turn kind, raw and through both legs of the sidecar.
 
     client -> sidecar reverse listener (client leg) -> real CPA

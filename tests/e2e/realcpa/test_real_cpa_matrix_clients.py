@@ -24,19 +24,17 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-sys.path.insert(0, str(Path(__file__).with_name("clients")))
 import matrix_truth
+import pytest
 import realcpa
 import realcpa_matrix as m
 from runners import CLIENT_LIST, CLIENTS, Client, installed, run_aisdk_batch, run_codex, run_openai_py
+from support import ROOT
 
 pytestmark = [pytest.mark.e2e, pytest.mark.clients]
 
@@ -51,7 +49,7 @@ CASES: dict[str, tuple[str, ...]] = {
 }
 CAP = 16
 """The output cap every client asks for (the max-tokens turn reports it spent)."""
-SCRATCH = Path(__file__).resolve().parents[1] / ".cache" / "clients-runs"
+SCRATCH = ROOT / ".cache" / "clients-runs"
 
 
 def clients() -> list[Client]:

@@ -1,5 +1,5 @@
 """The real clients on the failure turns of the Gemini path, through a REAL CPA, raw and
-through both legs of the sidecar (issue 28).
+through both legs of the sidecar.
 
     client (AI SDK 7 and 6 on Responses, chat, Anthropic messages and Google Gemini;
     openai-python raw and stream helpers; codex exec) -> [sidecar client leg] -> real CPA
@@ -15,7 +15,6 @@ stop in its API's terms; raw, the outcomes as measured on each build are asserte
 
 from __future__ import annotations
 
-import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -23,11 +22,9 @@ from pathlib import Path
 import pytest
 import realcpa
 import upstream_matrix as um
-from standins import fake_upstreams as fu
-from support import show_logs_on_failure
-
-sys.path.insert(0, str(Path(__file__).with_name("clients")))
 from runners import CLIENT_LIST, CLIENTS, installed, run_aisdk_batch, run_codex, run_openai_py
+from standins import fake_upstreams as fu
+from support import ROOT, show_logs_on_failure
 
 pytestmark = [pytest.mark.e2e, pytest.mark.clients]
 KINDS = ("error", "no_finish", "cut", "max_tokens", "safety")
@@ -36,7 +33,7 @@ TOOLS = [{"name": "exec_command", "description": "Runs a shell command",
 AISDK = [c for c in CLIENT_LIST if c.family == "aisdk" and c.install in ("aisdk7", "aisdk6")]
 PY = [c for c in CLIENT_LIST if c.family == "openai-py"]
 CODEX = [c for c in CLIENT_LIST if c.name == "codex"]
-SCRATCH = Path(__file__).resolve().parents[1] / ".cache" / "clients-runs"
+SCRATCH = ROOT / ".cache" / "clients-runs"
 
 
 def outcome(client, r: dict) -> str:

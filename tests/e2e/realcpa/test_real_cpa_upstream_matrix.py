@@ -1,4 +1,4 @@
-"""The upstream leg for every provider, through REAL CPA builds (issue 28).
+"""The upstream leg for every provider, through REAL CPA builds.
 
     client -> sidecar (client leg) -> real CPA v7.2.89 / v7.2.140
         -> proxy-url = the sidecar's regular listener (upstream leg, streamfix_upstream_hosts=127.0.0.1)

@@ -1,8 +1,8 @@
-"""The smallest fake providers the upstream-leg matrix needs (issue 28), on one 127.0.0.1
+"""The smallest fake providers the upstream-leg matrix needs, on one 127.0.0.1
 server, for a real CPA to call (tests/e2e/realcpa/test_real_cpa_upstream_matrix.py).
 
 Two are new here, written from the providers' documented wire (to be reconciled with the
-fuller fakes of issue 29):
+fuller fakes of the real-CPA matrix):
 
 - **Gemini** ``POST .../models/M:streamGenerateContent?alt=sse`` (AI Studio
   ``/v1beta/models/...``, Vertex ``/v1/publishers/google/models/...``) and
