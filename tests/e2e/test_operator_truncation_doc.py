@@ -1,8 +1,8 @@
 """docs/truncation.md says what the code does: its receipt example is the line a
 real mitmdump logs for the recording it names, its table's terminals are what each API's
 truncated recording ends with, and a stream without a terminal ends the way it says
-(Responses and chat with a failure, messages and Gemini passed on as they ended), never
-as a success. Each claim is read from the document itself, so a change to either side
+(each API with its own failure: Responses response.failed, chat an error chunk, messages an
+error event, Gemini an error object), never as a success. Each claim is read from the document itself, so a change to either side
 that makes them disagree fails here.
 """
 
@@ -118,8 +118,15 @@ def test_a_stream_without_its_terminal_ends_as_the_doc_says(name: str) -> None:
     elif rec.api == "chat":
         assert "it is ended with an error chunk" in text
         assert tail.startswith(b"data: {") and b'"error"' in tail, tail
+    elif rec.api == "messages":
+        assert "`/v1/messages`: it is ended with an `error` event" in text
+        assert tail.startswith(b"event: error\n") and b'"type":"error"' in tail, tail
+        assert b"message_stop" not in out and b"message_delta" not in out
+        assert "stream ended without message_stop: ended it with an error event" in text
+        assert any("ended it with an error event" in n for n in rep.notes), rep.notes
     else:
-        assert "`/v1/messages` and Gemini: it is passed on as it ended" in text
-        assert b"message_stop" not in out and b"finishReason" not in out
-        assert any("passed through as it ended" in n for n in rep.notes), rep.notes
+        assert "Gemini: it is ended with an error object" in text
+        assert tail.startswith(b"data: {") and b'"error"' in tail and b'"status":"INTERNAL"' in tail, tail
+        assert b'"finishReason"' not in out  # (the error's message names it)
+        assert any("ended it with an error object" in n for n in rep.notes), rep.notes
     assert b"response.completed" not in out and b'"finish_reason":"stop"' not in out.replace(b" ", b"")
