@@ -257,7 +257,7 @@ class Rules:
         recordings=(),
         unrecorded="a client recording alone cannot show it: it needs the upstream leg's verdict (the provider's "
         "own stream beside the client's); tests/wire/test_upstream_decoders.py holds it on and off on every API, "
-        "the real-CPA upstream matrix (tests/e2e/realcpa) on real builds",
+        "the real-CPA upstream matrix (tests/e2e/test_real_cpa_upstream_matrix) on real builds",
         fast=NO_DELTA + "the terminal (wire/upstream_terminal.py)",
     )
     # truncation (all APIs): a policy, not a switch (streamfix_truncation, addons/options.py)

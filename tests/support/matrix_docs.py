@@ -1,7 +1,7 @@
 """docs/real-cpa.md's matrix, written from the captures in recordings/real-cpa/ (never by hand).
 
 ``python tests/support/realcpa_matrix.py docs`` replaces the section between the two markers of
-docs/real-cpa.md with :func:`section`; tests/e2e/realcpa/test_real_cpa_matrix.py fails when the file's
+docs/real-cpa.md with :func:`section`; tests/addons/test_real_cpa_matrix.py fails when the file's
 section is not what the captures give.
 """
 

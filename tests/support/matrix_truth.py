@@ -156,5 +156,5 @@ HIDDEN: dict[tuple[str, str, str], str] = {
 }
 """(path, client API, turn) -> why the client stream cannot show the cell's truth (both builds
 unless the reason names one): CPA dropped every trace of it, so only the upstream leg can
-tell it. tests/e2e/realcpa/test_real_cpa_matrix.py keeps it exact: every cell not told true is here, and
+tell it. tests/addons/test_real_cpa_matrix.py keeps it exact: every cell not told true is here, and
 every entry has a cell not told true."""

@@ -19,7 +19,7 @@ leg alone) is the cell's repaired stream.
 ``python tests/support/realcpa_matrix.py capture`` runs every cell of every build found
 (``STREAMFIX_CPA_BIN_DIR``) and writes ``recordings/real-cpa/`` (:mod:`matrix_recordings`
 reads it back); ``python tests/support/realcpa_matrix.py docs`` writes docs/real-cpa.md's matrix
-from those recordings. ``tests/e2e/realcpa/test_real_cpa_matrix.py`` replays them in CI.
+from those recordings. ``tests/addons/test_real_cpa_matrix.py`` replays them in CI.
 """
 
 from __future__ import annotations

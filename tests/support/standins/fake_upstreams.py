@@ -1,5 +1,5 @@
 """The smallest fake providers the upstream-leg matrix needs, on one 127.0.0.1
-server, for a real CPA to call (tests/e2e/realcpa/test_real_cpa_upstream_matrix.py).
+server, for a real CPA to call (tests/e2e/test_real_cpa_upstream_matrix.py).
 
 Two are new here, written from the providers' documented wire (to be reconciled with the
 fuller fakes of the real-CPA matrix):

@@ -3,7 +3,8 @@ of v7.2.89 and v7.2.140, captured from the real builds into recordings/real-cpa/
 
 In CI (no CPA binaries) the captures are replayed through the sidecar's client leg in
 process (tests/support/matrix_replay.py) and must give what the live sidecar gave; with the binaries
-(``STREAMFIX_CPA_BIN_DIR``) every cell is run again live and must still be what was captured.
+(``STREAMFIX_CPA_BIN_DIR``) every cell is run again live and must still be what was captured
+(tests/e2e/test_real_cpa_matrix_live.py).
 
 - the captures cover the matrix, cell for cell, with each build's provenance;
 - each cell's raw stream repaired in process tells the client what the live sidecar told it
@@ -13,11 +14,12 @@ process (tests/support/matrix_replay.py) and must give what the live sidecar gav
   whose truth the client stream cannot show (``matrix_truth.HIDDEN``, each with why);
 - no credential is in any capture;
 - docs/real-cpa.md's matrix is the one tests/support/matrix_docs.py writes from the captures.
+
+The live run of every cell is tests/e2e/test_real_cpa_matrix_live.py.
 """
 
 from __future__ import annotations
 
-import json
 import re
 
 import matrix_recordings as mr
@@ -128,40 +130,3 @@ def test_the_docs_matrix_is_generated_from_the_captures():
     assert matrix_docs.section() in matrix_docs.DOC.read_text(), (
         "docs/real-cpa.md's matrix is stale: python tests/support/realcpa_matrix.py docs"
     )
-
-
-# --- live: the real builds still send what was captured ---------------------------------
-
-
-@pytest.fixture(scope="module")
-def live(tmp_path_factory):
-    if not m.versions_here():
-        pytest.skip(realcpa.missing_reason("v7.2.140"))
-    lv = m.Live(tmp_path_factory.mktemp("matrix"))
-    yield lv
-    lv.close()
-
-
-@pytest.mark.e2e
-@pytest.mark.parametrize("version", m.VERSIONS)
-@pytest.mark.parametrize("path", m.PATHS)
-def test_live_matrix_is_what_was_captured(live, version, path):
-    """Every cell of one build and path, live, raw and through the real sidecar: what the
-    capture says (a CPA build or the sidecar that changed, or a fake that did, shows here)."""
-    if realcpa.binary(version) is None:
-        pytest.skip(realcpa.missing_reason(version))
-    diffs = []
-    for v, p, api, t in m.cells([version], [path]):
-        rec = BY_KEY[(v, p, api, t)].meta["outcome"]
-        for _attempt in range(mr.ATTEMPTS):  # CPA's WebSocket races (matrix_recordings.consistent)
-            c = m.run_cell(live, v, p, api, t)
-            raw = m.outcome(api, c["raw"].body, c["raw"].status, c["request"])
-            fixed = m.outcome(api, c["sidecar"].body, c["sidecar"].status, c["request"])
-            if same(raw, rec["raw"]) and same(fixed, rec["sidecar"]):
-                break
-        else:
-            diffs.append(
-                f"{api} {t}: raw {json.dumps(raw)}\n   captured {json.dumps(rec['raw'])}\n"
-                f"   sidecar {json.dumps(fixed)}\n   captured {json.dumps(rec['sidecar'])}"
-            )
-    assert not diffs, "\n".join(diffs)
