@@ -427,6 +427,14 @@ class ResponsesRepairer(ApiRepairer):
             self.note(f"turned the vendor's own {typ} into an SSE comment (the client is not Codex)")
         return commented(ev).raw
 
+    def _upstream_says_failed(self) -> bool:
+        """The upstream leg's call failed (rule upstream_failure): the terminal becomes
+        ``response.failed`` with the provider's evidence below, not rule hidden_failure's."""
+        if not self.rules.upstream_failure:
+            return False
+        d = self.verdict.decide()
+        return d.failed and not d.native
+
     def _hidden_failure(self, ev: Event, obj: dict[str, Any], resp: dict[str, Any]) -> bytes:
         """Rule hidden_failure (:mod:`wire.hidden`): CPA's Gemini-family translator ended a
         stream whose provider body never finished with ``response.completed`` without
@@ -1444,7 +1452,7 @@ class ResponsesRepairer(ApiRepairer):
             return out + [self._out(ev, obj, False)]
         # --- this round's rules (hidden_failure, usage_math, finish_reason): wire/hidden.py,
         # wire/usage_math.py, wire/stops.py
-        if typ == "response.completed" and self.rules.hidden_failure:
+        if typ == "response.completed" and self.rules.hidden_failure and not self._upstream_says_failed():
             ids = [it.id for it in self.items if it.type in ("message", "reasoning")]
             if synthetic_completion(resp, ids):
                 return out + [self._hidden_failure(ev, obj, resp)]
