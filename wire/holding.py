@@ -56,6 +56,9 @@ class HoldingRepairer(ApiRepairer):
     def __init__(self, rules: Rules, ctx: FlowContext, verdict: Verdict) -> None:
         super().__init__(rules, ctx, verdict)
         self._recs: list[Rec] = []  # parallel to self.held
+        self.dropped = 0
+        """Events a rule took out of the stream (a merged re-sent header, a message_stop
+        after the failure it hid): an event the upstream sent that no client gets, on purpose."""
 
     def _queue(self, rec: Rec) -> list[bytes]:
         """The event handled: sent at once if nothing is held and it waits for nothing
@@ -108,5 +111,6 @@ class HoldingRepairer(ApiRepairer):
         r.sent = True
         if r.drop:
             self.count(r.drop_rule, *r.rules)
+            self.dropped += 1
             return None
         return self.dump(r.ev, r.obj, r.rules) if r.dirty and r.obj is not None else r.ev.raw

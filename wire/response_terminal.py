@@ -137,7 +137,7 @@ class Terminals(FastPath):
             self.note(f"{typ} without a response object, passed through")
             self.decision = self.verdict.decide()
             return out + [self._out(ev, obj, False)]
-        if typ == "response.completed" and self.rules.hidden_failure:
+        if typ == "response.completed" and self.rules.hidden_failure and not self._upstream_says_failed():
             ids = [it.id for it in self.items if it.type in ("message", "reasoning")]
             if synthetic_completion(resp, ids):
                 return out + [self._hidden_failure(ev, obj, resp)]
@@ -180,6 +180,14 @@ class Terminals(FastPath):
             self.note(f"terminal rewritten to response.incomplete ({d.outcome})")
         out.append(self._out(ev, obj, dirty, event=rename if ev.event is not None else None))
         return out
+
+    def _upstream_says_failed(self) -> bool:
+        """The upstream leg's call failed (rule upstream_failure): the terminal becomes
+        ``response.failed`` with the provider's evidence below, not rule hidden_failure's."""
+        if not self.rules.upstream_failure:
+            return False
+        d = self.verdict.decide()
+        return d.failed and not d.native
 
     def _hidden_failure(self, ev: Event, obj: dict[str, Any], resp: dict[str, Any]) -> bytes:
         """Rule hidden_failure (:mod:`wire.hidden`): CPA's Gemini-family translator ended a

@@ -373,12 +373,19 @@ class StreamRepair:
         If the repairer fails here, the held events go out as they came."""
         if self.parser is None:
             return b""
-        try:
-            held = b"".join(self.repairer.salvage())
-        except Exception as e:  # noqa: BLE001 - fail open: what salvage held goes out raw below
-            self.error = e
-            held = b""  # whatever is still held goes out raw below
-        out = held + self._unsent([], eof=False)
+        tail = self.parser.close()
+        self.parser = None
+        # an event a held-back CR ended (a CR-only stream): no LF can follow it now, so it
+        # is whole and goes through the rules (a CR-only message_delta is judged, not passed)
+        whole = [ev for ev in tail if ev.complete]
+        half = b"".join(ev.raw for ev in tail if not ev.complete)
+        out = self._run(whole, eof=False) if whole and self.error is None else b"".join(ev.raw for ev in whole)
+        if self.error is None:
+            try:
+                out += b"".join(self.repairer.salvage())
+            except Exception as e:  # noqa: BLE001 - fail open: what salvage held goes out raw below
+                self.error = e
+        out += self._unsent([], eof=True) + half  # (what is still held, raw; the half event as it came)
         self.bytes_out += len(out)
         return out
 
