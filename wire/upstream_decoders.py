@@ -269,14 +269,26 @@ class _Digest:
 class _Read:
     """What the decoder reads of one learned layout (its :attr:`wire.skim.Layout.info`):
     the hole hashed (-1: none), whether as arguments, the other string holes (decoded as
-    a check only)."""
+    a check only), the layout in CRLF framing (:func:`_crlf`)."""
 
-    __slots__ = ("args", "others", "slot")
+    __slots__ = ("args", "cr", "others", "slot")
 
-    def __init__(self, slot: int, args: bool, others: tuple[int, ...]) -> None:
+    def __init__(self, slot: int, args: bool, others: tuple[int, ...], cr: Layout) -> None:
         self.slot = slot
         self.args = args
         self.others = others
+        self.cr = cr
+
+
+def _crlf(layout: Layout) -> Layout:
+    """``layout`` in CRLF framing (Google's): the LFs of its first and last pieces (the
+    ``event:``/``data:`` lines and the blank line) as CR LF; the JSON between holds no raw
+    LF or CR. An event it matches in a raw read is the one ``layout`` matches once CR LF
+    is made LF, as long as its strings hold no CR (a CR in one fails the string's check:
+    the event then goes the LF way)."""
+    p = layout.pieces
+    pieces = [p[0].replace(b"\n", b"\r\n"), *p[1:-1], p[-1].replace(b"\n", b"\r\n")]
+    return Layout(layout.kind, pieces, layout.holes, layout.paths, layout.consts)
 
 
 class CallDecoder:
@@ -351,6 +363,12 @@ class CallDecoder:
         the learned layouts are LF), events of a learned layout read without a parse, the
         rest through the parser and the full path."""
         if self._cr or 13 in chunk:
+            if not self._cr and self.skimming and self._skim.active:
+                pos = self._skim_crlf(chunk)
+                if pos:
+                    if pos >= len(chunk):
+                        return
+                    chunk = chunk[pos:]
             head = chunk[:-4] if not self._cr and chunk.endswith(b"\r\n\r\n") else None
             if head is not None and 13 not in head:
                 # one event in Google's CRLF framing and no other CR: what _lf makes of
@@ -408,6 +426,47 @@ class CallDecoder:
                     return
                 chunk = chunk[pos:]
         self._parse(chunk)
+
+    def _skim_crlf(self, chunk: bytes) -> int:
+        """The events of a read in CRLF framing that the learned layouts' CRLF forms match,
+        read off the raw bytes as the LF loop of :meth:`_feed_sse` reads them once CR LF
+        is LF (the same layouts in the same order, the same checks), without the copy;
+        the offset after the last one (0: none). An event whose string fails its check
+        is left to the LF way, which reads it as before (its match not counted here)."""
+        parser = self._sse
+        if parser is None or not parser.fast() or not parser.idle():
+            return 0
+        n = len(chunk)
+        pos = 0
+        layouts = self._skim.layouts
+        while pos < n:
+            layout: Layout | None = None
+            spans: list[int] | None = None
+            for known in layouts:
+                r0: _Read | None = known.info
+                if r0 is None:
+                    return pos  # (no CRLF form: the LF way tries this one first)
+                spans = r0.cr.match(chunk, pos)
+                if spans is not None:
+                    layout = known
+                    break
+            if layout is None or spans is None:
+                return pos
+            r: _Read | None = layout.info
+            assert r is not None
+            try:
+                for other in r.others:
+                    _hole(chunk, spans, other)
+                raw = _hole(chunk, spans, r.slot) if r.slot >= 0 else b""
+            except ValueError:
+                return pos
+            layout.hits += 1
+            if raw:
+                (self._args if r.args else self._text).add(raw)
+            self.events += 1
+            self.skimmed += 1
+            pos = spans[-1] + len(r.cr.pieces[-1])
+        return pos
 
     def _lf(self, chunk: bytes) -> bytes:
         """CR line ends made LF (a CR at the end kept for the next read: its LF may follow)."""
@@ -547,7 +606,7 @@ class CallDecoder:
         layout = self._skim.learn(kind, ev.raw, ev.data, ev.event, top, frozenset(pre + h for h in holes))
         if layout is not None and layout.info is None:
             slot = layout.slot(*(pre + read)) if read is not None else -1
-            layout.info = _Read(slot, args, layout.strings(slot))
+            layout.info = _Read(slot, args, layout.strings(slot), _crlf(layout))
 
     # --- what subclasses call ------------------------------------------------------
     def text(self, s: Any) -> None:
