@@ -555,3 +555,25 @@ def test_gemini_crlf_reads_are_skimmed_as_lf_ones():
             d.feed(p + sep)
         results.append((d.close(), d.skimmed))
     assert results[0] == results[1] and results[0][1] == 4 + 49, results
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.integers(0, 59), _STRING_BITS | st.sampled_from([b"\r", b"\r\n", b"\\r"])), max_size=6))
+def test_gemini_crlf_reads_with_bad_strings_give_the_full_paths_facts(edits):
+    """CRLF reads, one event each, with escapes, CRs and broken bytes put into deltas'
+    texts: skimmed off the raw read, the facts are those of the full path (skimming off)."""
+    from streamfix.instructions import gemini_stream
+
+    events = [e + b"\r\n\r\n" for e in gemini_stream(text=50, thoughts=5).split(b"\r\n\r\n")[:-1]]
+    for i, bit in edits:
+        i %= len(events) - 2  # a thought or text delta (then the call and the finish)
+        at = events[i].find(b'"text":"') + 8
+        events[i] = events[i][:at] + bit + events[i][at:]
+    got = []
+    for skimming in (True, False):
+        d = decoder_for("gemini", CTYPE["sse"])
+        d.skimming = skimming
+        for e in events:
+            d.feed(e)
+        got.append(d.close())
+    assert got[0] == got[1]
