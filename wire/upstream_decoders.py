@@ -49,8 +49,10 @@ gives the final result at the end of the body (``cut=True`` when the connection 
 
 Failing open: a decoder never raises; an event that is not JSON is counted in ``bad`` and
 skipped; an internal error stops the reading (:attr:`CallDecoder.stopped`, one log line
-for the caller) and the bytes still go on. Cost: one SSE parse and one ``orjson.loads``
-per event; memory: one event (SSE) or one item (JSON).
+for the caller) and the bytes still go on. Cost: the common deltas are skimmed (matched
+against a learned layout, ``wire/skim.py``, in LF or Google's CRLF framing: no SSE parse,
+no JSON parse, the one string read hashed from the raw bytes), any other event one SSE
+parse and one ``orjson.loads``; memory: one event (SSE) or one item (JSON).
 """
 
 from __future__ import annotations
