@@ -182,6 +182,7 @@ def test_the_tap_returns_every_read_as_it_came_and_reports_twice():
 @BUDGET
 @given(data=st.binary(max_size=4096))
 @example(data=base64.b64decode("Cm1vZWX/////////PWwLCg=="))  # atheris, 2026-12-01 (below)
+@example(data=base64.b64decode("ZGVn635z634AACs="))  # atheris, 2026-12-02: a skimmed delta's modelVersion
 def test_fuzz_target_under_hypothesis(data):
     fuzz_upstream.target_decoder(data)
 

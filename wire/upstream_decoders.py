@@ -271,15 +271,17 @@ class _Digest:
 class _Read:
     """What the decoder reads of one learned layout (its :attr:`wire.skim.Layout.info`):
     the hole hashed (-1: none), whether as arguments, the other string holes (decoded as
-    a check only), the layout in CRLF framing (:func:`_crlf`)."""
+    a check only), the layout in CRLF framing (:func:`_crlf`), the model name its events
+    carry (the literal at the decoder's :attr:`CallDecoder.model_key`, or None)."""
 
-    __slots__ = ("args", "cr", "others", "slot")
+    __slots__ = ("args", "cr", "model", "others", "slot")
 
-    def __init__(self, slot: int, args: bool, others: tuple[int, ...], cr: Layout) -> None:
+    def __init__(self, slot: int, args: bool, others: tuple[int, ...], cr: Layout, model: str | None) -> None:
         self.slot = slot
         self.args = args
         self.others = others
         self.cr = cr
+        self.model = model
 
 
 def _crlf(layout: Layout) -> Layout:
@@ -309,9 +311,14 @@ class CallDecoder:
     item_starts: tuple[str, ...] = ()
     """JSON bodies: paths whose objects' starts :meth:`on_json_start` is told of (to
     count candidates or choices)."""
+    model_key = ""
+    """The key whose string the full path takes as :attr:`model` from every delta it reads
+    (Gemini ``modelVersion``, chat ``model``): a skimmed delta sets it too (its layout's
+    literal), so the usage names the same model whatever the chunking."""
 
     def __init__(self, json_body: bool = False) -> None:
         self.framing = "json" if json_body else "sse"
+        self.model = ""
         self._sse: SseParser | None = None if json_body else SseParser()
         self._jevents: Any = None
         self._jcoro: Any = None
@@ -420,6 +427,8 @@ class CallDecoder:
                                 (self._args if r.args else self._text).add(raw)
                     except ValueError:
                         break  # the full path fails on it the same way (a bad event, counted)
+                    if r.model is not None:
+                        self.model = r.model
                 self.events += 1
                 self.skimmed += 1
                 pos = spans[-1] + len(layout.pieces[-1])  # the event's end
@@ -465,6 +474,8 @@ class CallDecoder:
             layout.hits += 1
             if raw:
                 (self._args if r.args else self._text).add(raw)
+            if r.model is not None:
+                self.model = r.model
             self.events += 1
             self.skimmed += 1
             pos = spans[-1] + len(r.cr.pieces[-1])
@@ -608,7 +619,8 @@ class CallDecoder:
         layout = self._skim.learn(kind, ev.raw, ev.data, ev.event, top, frozenset(pre + h for h in holes))
         if layout is not None and layout.info is None:
             slot = layout.slot(*(pre + read)) if read is not None else -1
-            layout.info = _Read(slot, args, layout.strings(slot), _crlf(layout))
+            m = layout.consts.get(pre + (self.model_key,)) if self.model_key else None
+            layout.info = _Read(slot, args, layout.strings(slot), _crlf(layout), m if isinstance(m, str) else None)
 
     # --- what subclasses call ------------------------------------------------------
     def text(self, s: Any) -> None:
@@ -717,6 +729,7 @@ class GeminiDecoder(CallDecoder):
 
     provider = "gemini"
     finish_field = "finishReason"
+    model_key = "modelVersion"
     envelopes: tuple[str, ...] = ("response.",)
     sse_envelope = True
     item_starts: tuple[str, ...] = ("candidates.item",)
@@ -1044,6 +1057,7 @@ class ChatDecoder(CallDecoder):
 
     provider = "openai_chat"
     finish_field = "finish_reason"
+    model_key = "model"
     item_starts: tuple[str, ...] = ("choices.item",)
     json_items: tuple[str, ...] = ("choices.item.message", "choices.item.finish_reason", "usage", "error", "model")
 
