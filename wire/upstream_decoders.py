@@ -20,25 +20,28 @@ gives the final result at the end of the body (``cut=True`` when the connection 
 
 Failing open: a decoder never raises; an event that is not JSON is counted in ``bad`` and
 skipped; an internal error stops the reading (:attr:`CallDecoder.stopped`, one log line
-for the caller) and the bytes still go on. Cost: one SSE parse and one ``orjson.loads``
-per event; memory: one event (SSE) or one item (JSON).
+for the caller) and the bytes still go on. Cost: the common deltas are skimmed (matched
+against a learned layout, ``wire/skim.py``, in LF or Google's CRLF framing: no SSE parse,
+no JSON parse, the one string read hashed from the raw bytes), any other event one SSE
+parse and one ``orjson.loads``; memory: one event (SSE) or one item (JSON).
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import replace
-from typing import Any
+from typing import Any, Final
 
 import ijson  # type: ignore[import-untyped]  # push parser (yajl2_c backend): JSON bodies read as they stream
 import orjson
 from ijson.common import ObjectBuilder  # type: ignore[import-untyped]
 
 from .encoding import Decoder
-from .skim import Skim
+from .skim import Layout, Skim
 from .sse import Event, SseParser
 from .upstream_call import CallResult, Ending
-from .verdict import Digest, Outcome, UpstreamUsage
+from .verdict import HASH_BATCH, Outcome, UpstreamUsage
 
 __all__ = [
     "AnthropicDecoder",
@@ -171,6 +174,98 @@ def _error_tag(err: Any) -> str:
     return tag
 
 
+def _utf8(s: str) -> bytes:
+    """``s.encode("utf-8", "surrogatepass")``, by the cheaper strict encoder when ``s`` holds
+    no lone surrogate (the same bytes: the two differ only on surrogates)."""
+    try:
+        return s.encode()
+    except UnicodeEncodeError:
+        return s.encode("utf-8", "surrogatepass")
+
+
+_loads: Final = orjson.loads  # (a module attribute looked up per call costs as much as a short string's parse)
+_SPECIAL: Final = bytes((c + 1) if c < 32 or c == 34 or c == 92 else c for c in range(256))
+"""wire/skim.py's table: ``span.translate(_SPECIAL) == span`` when a JSON string's raw bytes
+hold no control byte, quote or backslash (its bytes are then its UTF-8)."""
+
+
+def _hole(src: bytes, spans: list[int], slot: int) -> bytes:
+    """The UTF-8 of the string in hole ``slot`` of an event a layout matched (``spans``:
+    :meth:`wire.skim.Layout.match`'s offsets in ``src``): what :meth:`wire.skim.Skimmed.text`
+    decodes, with its checks and failures (a ValueError where the full path's parse
+    fails), as bytes, without a :class:`~wire.skim.Skimmed` refilled per event."""
+    start = spans[2 * slot]
+    end = spans[2 * slot + 1]
+    span = src[start:end]
+    if span.translate(_SPECIAL) == span:  # no control byte, quote or backslash
+        span.decode("utf-8")  # strict: what orjson rejects as UTF-8 raises
+        return span
+    value = _loads(src[start - 1 : end + 1])
+    if type(value) is not str:  # e.g. '"a", "b"' cut as one string: not the layout after all
+        raise ValueError("not one string")
+    return span if 92 not in span else _utf8(value)
+
+
+class _Digest:
+    """:class:`wire.verdict.Digest`'s hash (blake2b of the pieces in order, and their
+    size), the pieces kept by reference and joined into the hash :data:`HASH_BATCH` bytes
+    at a time: the same hex digest, without a bytearray grown piece by piece (a generic
+    ``+=`` cost more than the rest of a skimmed delta's bookkeeping)."""
+
+    __slots__ = ("_hash", "_pending", "_pieces", "size")
+
+    def __init__(self) -> None:
+        self._hash: Any = hashlib.blake2b()
+        self._pieces: list[bytes] = []
+        self._pending = 0
+        self.size = 0
+
+    def add(self, piece: bytes) -> None:
+        n = len(piece)
+        self._pieces.append(piece)
+        self.size += n
+        self._pending += n
+        if self._pending >= HASH_BATCH:
+            self._hash.update(b"".join(self._pieces))
+            self._pieces.clear()
+            self._pending = 0
+
+    def hexdigest(self) -> str:
+        if self._pieces:
+            self._hash.update(b"".join(self._pieces))
+            self._pieces.clear()
+            self._pending = 0
+        out: str = self._hash.hexdigest()
+        return out
+
+
+class _Read:
+    """What the decoder reads of one learned layout (its :attr:`wire.skim.Layout.info`):
+    the hole hashed (-1: none), whether as arguments, the other string holes (decoded as
+    a check only), the layout in CRLF framing (:func:`_crlf`), the model name its events
+    carry (the literal at the decoder's :attr:`CallDecoder.model_key`, or None)."""
+
+    __slots__ = ("args", "cr", "model", "others", "slot")
+
+    def __init__(self, slot: int, args: bool, others: tuple[int, ...], cr: Layout, model: str | None) -> None:
+        self.slot = slot
+        self.args = args
+        self.others = others
+        self.cr = cr
+        self.model = model
+
+
+def _crlf(layout: Layout) -> Layout:
+    """``layout`` in CRLF framing (Google's): the LFs of its first and last pieces (the
+    ``event:``/``data:`` lines and the blank line) as CR LF; the JSON between holds no raw
+    LF or CR. An event it matches in a raw read is the one ``layout`` matches once CR LF
+    is made LF, as long as its strings hold no CR (a CR in one fails the string's check:
+    the event then goes the LF way)."""
+    p = layout.pieces
+    pieces = [p[0].replace(b"\n", b"\r\n"), *p[1:-1], p[-1].replace(b"\n", b"\r\n")]
+    return Layout(layout.kind, pieces, layout.holes, layout.paths, layout.consts)
+
+
 class CallDecoder:
     """The shared part: framing (SSE or JSON), the digests, the facts; one subclass per
     provider reads its events (:meth:`on_event`)."""
@@ -187,9 +282,14 @@ class CallDecoder:
     item_starts: tuple[str, ...] = ()
     """JSON bodies: paths whose objects' starts :meth:`on_json_start` is told of (to
     count candidates or choices)."""
+    model_key = ""
+    """The key whose string the full path takes as :attr:`model` from every delta it reads
+    (Gemini ``modelVersion``, chat ``model``): a skimmed delta sets it too (its layout's
+    literal), so the usage names the same model whatever the chunking."""
 
     def __init__(self, json_body: bool = False) -> None:
         self.framing = "json" if json_body else "sse"
+        self.model = ""
         self._sse: SseParser | None = None if json_body else SseParser()
         self._jevents: Any = None
         self._jcoro: Any = None
@@ -214,8 +314,8 @@ class CallDecoder:
         """The body ended inside an event (SSE) or a JSON value."""
         self.done = False
         """``[DONE]`` came: the provider's own end of stream."""
-        self._text = Digest()
-        self._args = Digest()
+        self._text = _Digest()
+        self._args = _Digest()
         self.skimming = True
         """Read the common deltas without a JSON parse (:meth:`learn`); False: parse all."""
         self.skimmed = 0
@@ -243,17 +343,21 @@ class CallDecoder:
         the learned layouts are LF), events of a learned layout read without a parse, the
         rest through the parser and the full path."""
         if self._cr or 13 in chunk:
-            if self._cr:
-                chunk = b"\r" + chunk
-            cr = chunk[-1] == 13  # a CR whose LF may come in the next read
-            self._cr = cr
-            if cr:
-                chunk = chunk[:-1]
-            chunk = chunk.replace(b"\r\n", b"\n")
-            if 13 in chunk:  # CR alone as a line end (rare)
-                chunk = chunk.replace(b"\r", b"\n")
-            if not chunk:
-                return
+            if not self._cr and self.skimming and self._skim.active:
+                pos = self._skim_crlf(chunk)
+                if pos:
+                    if pos >= len(chunk):
+                        return
+                    chunk = chunk[pos:]
+            head = chunk[:-4] if not self._cr and chunk.endswith(b"\r\n\r\n") else None
+            if head is not None and 13 not in head:
+                # one event in Google's CRLF framing and no other CR: what _lf makes of
+                # it (bytes.find and replace parse their arguments: dearer than the event)
+                chunk = head + b"\n\n"
+            else:
+                chunk = self._lf(chunk)
+                if not chunk:
+                    return
         parser = self._sse
         assert parser is not None
         skim = self._skim
@@ -269,30 +373,97 @@ class CallDecoder:
                 if not parser.idle() or not parser.fast():
                     self._parse(chunk[pos:])
                     return
+            layouts = skim.layouts
             while pos < n:
-                s = skim.match(chunk, pos)
-                if s is None:
+                # Skim.match's loop, its Skimmed left out (the decoder reads one string)
+                layout: Layout | None = None
+                spans: list[int] | None = None
+                for known in layouts:
+                    spans = known.match(chunk, pos)
+                    if spans is not None:
+                        layout = known
+                        break
+                if layout is None or spans is None:
                     break
-                info = s.layout.info
-                if info is not None:
+                layout.hits += 1
+                r: _Read | None = layout.info
+                if r is not None:
                     try:
-                        for other in info[2]:  # the strings not read, decoded as a check
-                            s.text(other)
-                        if info[0] >= 0:
-                            text = s.text(info[0])
-                            raw = s.plain if s.plain is not None else text.encode("utf-8", "surrogatepass")
+                        for other in r.others:  # the strings not read, decoded as a check
+                            _hole(chunk, spans, other)
+                        slot = r.slot
+                        if slot >= 0:
+                            raw = _hole(chunk, spans, slot)
                             if raw:
-                                (self._args if info[1] else self._text).add(raw)
+                                (self._args if r.args else self._text).add(raw)
                     except ValueError:
                         break  # the full path fails on it the same way (a bad event, counted)
+                    if r.model is not None:
+                        self.model = r.model
                 self.events += 1
                 self.skimmed += 1
-                pos += len(s.raw)
+                pos = spans[-1] + len(layout.pieces[-1])  # the event's end
             if pos:
                 if pos >= n:
                     return
                 chunk = chunk[pos:]
         self._parse(chunk)
+
+    def _skim_crlf(self, chunk: bytes) -> int:
+        """The events of a read in CRLF framing that the learned layouts' CRLF forms match,
+        read off the raw bytes as the LF loop of :meth:`_feed_sse` reads them once CR LF
+        is LF (the same layouts in the same order, the same checks), without the copy;
+        the offset after the last one (0: none). An event whose string fails its check
+        is left to the LF way, which reads it as before (its match not counted here)."""
+        parser = self._sse
+        if parser is None or not parser.fast() or not parser.idle():
+            return 0
+        n = len(chunk)
+        pos = 0
+        layouts = self._skim.layouts
+        while pos < n:
+            layout: Layout | None = None
+            spans: list[int] | None = None
+            for known in layouts:
+                r0: _Read | None = known.info
+                if r0 is None:
+                    return pos  # (no CRLF form: the LF way tries this one first)
+                spans = r0.cr.match(chunk, pos)
+                if spans is not None:
+                    layout = known
+                    break
+            if layout is None or spans is None:
+                return pos
+            r: _Read | None = layout.info
+            assert r is not None
+            try:
+                for other in r.others:
+                    _hole(chunk, spans, other)
+                raw = _hole(chunk, spans, r.slot) if r.slot >= 0 else b""
+            except ValueError:
+                return pos
+            layout.hits += 1
+            if raw:
+                (self._args if r.args else self._text).add(raw)
+            if r.model is not None:
+                self.model = r.model
+            self.events += 1
+            self.skimmed += 1
+            pos = spans[-1] + len(r.cr.pieces[-1])
+        return pos
+
+    def _lf(self, chunk: bytes) -> bytes:
+        """CR line ends made LF (a CR at the end kept for the next read: its LF may follow)."""
+        if self._cr:
+            chunk = b"\r" + chunk
+        cr = chunk[-1] == 13  # a CR whose LF may come in the next read
+        self._cr = cr
+        if cr:
+            chunk = chunk[:-1]
+        chunk = chunk.replace(b"\r\n", b"\n")
+        if 13 in chunk:  # CR alone as a line end (rare)
+            chunk = chunk.replace(b"\r", b"\n")
+        return chunk
 
     def _parse(self, chunk: bytes) -> None:
         """Bytes through the parser, each complete event through the full path."""
@@ -419,16 +590,17 @@ class CallDecoder:
         layout = self._skim.learn(kind, ev.raw, ev.data, ev.event, top, frozenset(pre + h for h in holes))
         if layout is not None and layout.info is None:
             slot = layout.slot(*(pre + read)) if read is not None else -1
-            layout.info = (slot, args, layout.strings(slot))
+            m = layout.consts.get(pre + (self.model_key,)) if self.model_key else None
+            layout.info = _Read(slot, args, layout.strings(slot), _crlf(layout), m if isinstance(m, str) else None)
 
     # --- what subclasses call ------------------------------------------------------
     def text(self, s: Any) -> None:
         if isinstance(s, str) and s:
-            self._text.add(s.encode("utf-8", "surrogatepass"))
+            self._text.add(_utf8(s))
 
     def args(self, s: Any) -> None:
         if isinstance(s, str) and s:
-            self._args.add(s.encode("utf-8", "surrogatepass"))
+            self._args.add(_utf8(s))
         elif isinstance(s, (dict, list)):
             self._args.add(orjson.dumps(s))
 
@@ -528,6 +700,7 @@ class GeminiDecoder(CallDecoder):
 
     provider = "gemini"
     finish_field = "finishReason"
+    model_key = "modelVersion"
     envelopes: tuple[str, ...] = ("response.",)
     sse_envelope = True
     item_starts: tuple[str, ...] = ("candidates.item",)
@@ -855,6 +1028,7 @@ class ChatDecoder(CallDecoder):
 
     provider = "openai_chat"
     finish_field = "finish_reason"
+    model_key = "model"
     item_starts: tuple[str, ...] = ("choices.item",)
     json_items: tuple[str, ...] = ("choices.item.message", "choices.item.finish_reason", "usage", "error", "model")
 

@@ -178,6 +178,7 @@ def test_the_tap_returns_every_read_as_it_came_and_reports_twice():
 @BUDGET
 @given(data=st.binary(max_size=4096))
 @example(data=base64.b64decode("Cm1vZWX/////////PWwLCg=="))  # atheris, 2026-12-01 (below)
+@example(data=base64.b64decode("ZGVn635z634AACs="))  # atheris, 2026-12-02: a skimmed delta's modelVersion
 def test_fuzz_target_under_hypothesis(data):
     fuzz_upstream.target_decoder(data)
 
@@ -472,3 +473,92 @@ def test_the_common_deltas_are_skimmed():
         for p in per_event(body.replace(b"\r\n", b"\n")):
             d.feed(p)
         assert d.skimmed == n, (provider, d.skimmed)
+
+
+# --- the skim path's own pieces (perf28): the same digests and strings as the shared ones ----
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.binary(max_size=3000), max_size=40))
+def test_the_decoders_digest_is_verdicts(pieces):
+    """The decoders' batched digest hashes exactly what wire.verdict.Digest hashes (the
+    client leg's digest of the same pieces must match it)."""
+    from streamfix.wire.upstream_decoders import _Digest
+    from streamfix.wire.verdict import Digest
+
+    ours, theirs = _Digest(), Digest()
+    for p in pieces:
+        ours.add(p)
+        theirs.add(p)
+    assert (ours.hexdigest(), ours.size) == (theirs.hexdigest(), theirs.size)
+
+
+_STRING_BITS = st.sampled_from(
+    [b"a", b" the", b"\xc3\xa9", b"\xff", b"\xed\xa0\x80", b"\x01", b'"', b"\\", b'\\"', b"\\\\", b"\\n", b"\\u003c",
+     b"\\ud83d\\ude00", b"\\ud800", b"\\x", b'a", "b', b"\\/", b"\t"]
+)  # fmt: skip
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(_STRING_BITS, max_size=8))
+@example([b"\\ud800"])
+@example([b'a", "b'])
+def test_a_skimmed_holes_bytes_are_what_skimmed_text_decodes(bits):
+    """The decoder reads a matched event's string as wire.skim.Skimmed.text does: the same
+    text (as UTF-8, surrogates passed) or a ValueError on the same bytes."""
+    from streamfix.wire.skim import Layout, Skimmed
+    from streamfix.wire.upstream_decoders import _hole
+
+    content = b"".join(bits)
+    src = b'data: {"d":"' + content + b'"}\n\n'
+    spans = [12, 12 + len(content)]
+    layout = Layout("k", [b'data: {"d":"', b'"}\n\n'], ["s"], [("d",)], {})
+    s = Skimmed(layout, src, spans)
+    try:
+        text = s.text(0)
+        want: bytes | type = s.plain if s.plain is not None else text.encode("utf-8", "surrogatepass")
+    except ValueError:
+        want = ValueError
+    try:
+        got: bytes | type = _hole(src, spans, 0)
+    except ValueError:
+        got = ValueError
+    assert got == want, (content, got, want)
+
+
+def test_gemini_crlf_reads_are_skimmed_as_lf_ones():
+    """Google's CRLF framing, one event per read (as the provider writes it): the same facts
+    and the same events skimmed as the same stream in LF."""
+    from streamfix.bench.instructions import gemini_stream
+
+    body = gemini_stream(text=50, thoughts=5)
+    results = []
+    for framing in (body, body.replace(b"\r\n", b"\n")):
+        sep = b"\r\n\r\n" if b"\r" in framing else b"\n\n"
+        d = decoder_for("gemini", CTYPE["sse"])
+        for p in framing.split(sep)[:-1]:
+            d.feed(p + sep)
+        results.append((d.close(), d.skimmed))
+    assert results[0] == results[1] and results[0][1] == 4 + 49, results
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.integers(0, 59), _STRING_BITS | st.sampled_from([b"\r", b"\r\n", b"\\r"])), max_size=6))
+def test_gemini_crlf_reads_with_bad_strings_give_the_full_paths_facts(edits):
+    """CRLF reads, one event each, with escapes, CRs and broken bytes put into deltas'
+    texts: skimmed off the raw read, the facts are those of the full path (skimming off)."""
+    from streamfix.bench.instructions import gemini_stream
+
+    events = [e + b"\r\n\r\n" for e in gemini_stream(text=50, thoughts=5).split(b"\r\n\r\n")[:-1]]
+    for i, bit in edits:
+        i %= len(events) - 2  # a thought or text delta (then the call and the finish)
+        at = events[i].find(b'"text":"') + 8
+        events[i] = events[i][:at] + bit + events[i][at:]
+    got = []
+    for skimming in (True, False):
+        d = decoder_for("gemini", CTYPE["sse"])
+        d.skimming = skimming
+        for e in events:
+            d.feed(e)
+        got.append(d.close())
+    assert got[0] == got[1]
