@@ -32,6 +32,8 @@ if __name__ == "__main__":  # coverage for libFuzzer: the decoders only
 from streamfix.wire.upstream_call import CallResult
 from streamfix.wire.upstream_decoders import decoder_for
 
+MAX_BODY = 1 << 16
+"""A mutated body grows no further than this (bytes)."""
 PROVIDERS = ("gemini", "interactions", "anthropic", "openai_chat", "responses")
 CTYPES = ("text/event-stream", "application/json")
 
@@ -78,7 +80,7 @@ def _body(data: bytes) -> tuple[str, str, bytes, list[int]]:
                 del body[pos:]
             elif how == 2:
                 body[pos:pos] = bytes([ops[i]])
-            else:
+            elif len(body) < MAX_BODY:  # a repeated tail doubles the body: bounded, or 23 ops take 2 GB
                 body += body[pos:]
         cuts = [b for b in rest[1:9]]
         return provider, ctype, bytes(body), cuts

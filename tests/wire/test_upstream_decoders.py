@@ -562,3 +562,11 @@ def test_gemini_crlf_reads_with_bad_strings_give_the_full_paths_facts(edits):
             d.feed(e)
         got.append(d.close())
     assert got[0] == got[1]
+
+
+def test_the_fuzz_harness_keeps_its_bodies_bounded():
+    """atheris, 2026-12-02: 73 bytes of 0x1f (an Interactions sample, every op "repeat the
+    tail") doubled the body 23 times, 2 GB, an out-of-memory in the harness, not the
+    decoders. A mutated body stops growing at fuzz_upstream.MAX_BODY."""
+    _, _, body, _ = fuzz_upstream._body(b"\x1f" * 72 + b"\n")
+    assert len(body) < 2 * fuzz_upstream.MAX_BODY
