@@ -184,10 +184,7 @@ class Terminals(FastPath):
     def _upstream_says_failed(self) -> bool:
         """The upstream leg's call failed (rule upstream_failure): the terminal becomes
         ``response.failed`` with the provider's evidence below, not rule hidden_failure's."""
-        if not self.rules.upstream_failure:
-            return False
-        d = self.verdict.decide()
-        return d.failed and not d.native
+        return self.rules.upstream_failure and self.verdict.upstream_failed()
 
     def _hidden_failure(self, ev: Event, obj: dict[str, Any], resp: dict[str, Any]) -> bytes:
         """Rule hidden_failure (:mod:`wire.hidden`): CPA's Gemini-family translator ended a

@@ -348,6 +348,14 @@ class Verdict:
                 self.upstream_usage(output_tokens)
 
     # --- the decision ------------------------------------------------------------
+    def upstream_failed(self) -> bool:
+        """``decide().failed and not decide().native``, without the client leg's heuristics
+        (no parse of the last call's arguments): only the upstream leg says ``failed``."""
+        if self.resolver is not None:
+            resolver, self.resolver = self.resolver, None
+            resolver(self)
+        return self._native is None and self._upstream is not None and self._upstream.says == "failed"
+
     def decide(self) -> Decision:
         """The outcome from the evidence so far (cheap; may be called more than once)."""
         if self.resolver is not None:
