@@ -300,9 +300,7 @@ class ChatRepairer(HoldingRepairer):
         instead of rule hidden_failure's generic error chunk."""
         if not self.rules.upstream_failure or self._finish is not None or self._errored or len(self._choices) > 1:
             return False
-        self._report_args()
-        d = self.verdict.decide()
-        return d.failed and not d.native
+        return self.verdict.upstream_failed()  # (no client-leg heuristics: no parse of the arguments here)
 
     def _fail(self, rec: Rec, detail: str) -> None:
         rec.obj = chat_error(detail)

@@ -164,7 +164,9 @@ class GeminiRepairer(ApiRepairer):
                         self._spec_finish(cand)
                         _native(self.verdict, cand.get("finishReason"))
                     early = self.rules.finish_reason and all(c.get("finishReason") == "STOP" for c in finishing)
-                    if ((has_usage and not early) or self.rules.truncation == "off") and not self._upstream_open():
+                    if (
+                        (has_usage and not early) or self.rules.truncation == "off"
+                    ) and not self.verdict.upstream_open():
                         # (a STOP is held until the next chunk shows whether more content
                         # follows it: rule finish_reason, _early; and while the upstream
                         # leg's call is still open)
@@ -246,17 +248,6 @@ class GeminiRepairer(ApiRepairer):
         self._errored = True
         self.note(f"ended with an error object: the upstream failed ({detail})")
         return format_event(orjson.dumps(gemini_error(detail)), eol=eol)
-
-    def _upstream_open(self) -> bool:
-        """Upstream leg: the provider call the request side linked to this flow is
-        still open (CPA wrote its finish before the provider's stream ended: its Claude
-        translator does at a tool call's block stop): hold the finishing chunk until the
-        next event or the end, when the resolver looks again (wire/correlate.py)."""
-        v = self.verdict
-        if v.resolver is None:
-            return False
-        v.decide()  # runs the resolver once; while waiting it puts itself back
-        return bool(getattr(v.resolver, "waiting", False))
 
     # --- this round's rules (finish_reason, usage_math on Gemini): wire/stops.py ---------
     def _spec_finish(self, cand: dict[str, Any]) -> None:

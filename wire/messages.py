@@ -454,7 +454,7 @@ class MessagesRepairer(HoldingRepairer):
         if self.decision is not None or self._delta_held is not None:
             self.note("a second message_delta, passed through")
             return
-        if self._upstream_open():
+        if self.verdict.upstream_open():
             # upstream leg: the provider call linked to this flow is still open
             # (CPA wrote message_delta before the provider's stream ended): held until the
             # next event (message_stop comes after that end), then decided
@@ -462,13 +462,6 @@ class MessagesRepairer(HoldingRepairer):
             self._delta_held = (rec, obj)
             return
         self._decide_delta(rec, obj)
-
-    def _upstream_open(self) -> bool:
-        v = self.verdict
-        if v.resolver is None:
-            return False
-        v.decide()  # runs the resolver once; while waiting it puts itself back
-        return bool(getattr(v.resolver, "waiting", False))
 
     def _settle_delta(self) -> None:
         held = self._delta_held

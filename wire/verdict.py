@@ -348,19 +348,31 @@ class Verdict:
                 self.upstream_usage(output_tokens)
 
     # --- the decision ------------------------------------------------------------
+    def _resolve(self) -> None:
+        """Run the resolver once (the upstream leg's record read); while its call is still
+        open it puts itself back."""
+        if self.resolver is not None:
+            resolver, self.resolver = self.resolver, None
+            resolver(self)
+
     def upstream_failed(self) -> bool:
         """``decide().failed and not decide().native``, without the client leg's heuristics
         (no parse of the last call's arguments): only the upstream leg says ``failed``."""
-        if self.resolver is not None:
-            resolver, self.resolver = self.resolver, None
-            resolver(self)
+        self._resolve()
         return self._native is None and self._upstream is not None and self._upstream.says == "failed"
+
+    def upstream_open(self) -> bool:
+        """The provider call the request side linked to this flow is still open (the
+        gateway wrote its finish before the provider's stream ended): a repairer holds
+        that finish until the next event or the end, when the resolver looks again."""
+        if self.resolver is None:
+            return False
+        self._resolve()
+        return bool(getattr(self.resolver, "waiting", False))
 
     def decide(self) -> Decision:
         """The outcome from the evidence so far (cheap; may be called more than once)."""
-        if self.resolver is not None:
-            resolver, self.resolver = self.resolver, None
-            resolver(self)
+        self._resolve()
         if self._native is not None:
             return Decision(self._native.says, (self._native,), native=True)
         if self._upstream is not None and self._upstream.says != "unknown":
