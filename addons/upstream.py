@@ -177,12 +177,17 @@ class UpstreamStream:
                 logger.warning(f"streamfix: upstream tap failed ({self.failed}); stream passed through")
         return chunk if chunk else []
 
-    def finish(self) -> None:
-        """End of stream (or of body): record the result once."""
+    def finish(self, cut: bool = True) -> None:
+        """End of stream (or of body): record the result once. A body that ends before
+        the end-of-stream envelope is a truncated call (a failure), unless ``cut`` is
+        False: CPA went away first, which proves nothing of what Devin sent."""
         if self.finished:
             return
         self.finished = True
-        result = self.tap.result() if self.tap.ended else self.tap.close()
+        if self.tap.ended or cut:
+            result = self.tap.result() if self.tap.ended else self.tap.close()
+        else:
+            result = self.tap.result()
         self.leg.finished(self.flow, result)
 
 
@@ -501,7 +506,9 @@ class UpstreamLeg:
                 flow.response.stream = True
             return
         if s is not None:
-            s.finish()  # records a truncated stream unless the trailer already passed
+            # a truncated call unless the trailer already passed or CPA went away first
+            msg = (flow.error.msg if flow.error is not None else "").lower()
+            s.finish(cut="client" not in msg)
             if flow.response is not None and flow.response.raw_content is None and s.chunks:
                 flow.response.raw_content = b"".join(s.chunks)
 

@@ -53,7 +53,7 @@ __all__ = [
 CHAT_PATH = "/exa.api_server_pb.ApiServerService/GetChatMessage"
 DEFAULT_HOSTS = ("server.codeium.com",)
 
-Outcome = Literal["complete", "max_tokens", "content_filter"]
+Outcome = Literal["complete", "max_tokens", "content_filter", "failed"]
 
 _OUTCOMES: dict[int, Outcome] = {
     pb.STOP_REASON_INCOMPLETE: "max_tokens",
@@ -157,9 +157,23 @@ class TapResult:
         return stop_reason_name(self.stop_reason)
 
     @property
+    def failed(self) -> bool:
+        """Devin said the call failed: an end-of-stream envelope whose trailer carries an
+        error (or is not a JSON object, which Connect clients treat as one), or a body
+        that ended without that envelope (``truncated: ...``), whatever StopReason came
+        before. A protocol error of another kind (bad flags, an envelope over the size
+        bound, bad gzip) or the tap's own failure proves nothing of the call."""
+        if self.trailer is not None:
+            return not self.trailer.ok
+        return self.error is not None and self.error.startswith("truncated")
+
+    @property
     def outcome(self) -> Outcome | None:
-        """The verdict outcome (None: StopReason proves nothing, or the stream failed)."""
-        if self.error is not None or self.trailer is None or not self.trailer.ok:
+        """The verdict outcome: ``failed`` (see :attr:`failed`); None when the StopReason
+        proves nothing, the stream has not ended, or it could not be read to its end."""
+        if self.failed:
+            return "failed"
+        if self.error is not None or self.trailer is None:
             return None
         return outcome_of(self.stop_reason)
 

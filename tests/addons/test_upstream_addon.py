@@ -211,8 +211,23 @@ def test_truncated_stream_and_error_hook(addon, corr):
     addon.error(f)
     rec = corr.records[f.id]
     assert rec.finished is not None and rec.result.error.startswith("truncated")
-    assert rec.result.outcome is None
+    assert rec.result.outcome == "failed"  # Devin's body stopped before its end-of-stream envelope
     assert f.response.raw_content == SAMPLE[:200]
+
+
+@pytest.mark.parametrize("msg, outcome", [("Server disconnected.", "failed"), ("Client disconnected.", None)])
+def test_devin_flow_cut_by_devin_or_abandoned_by_cpa(addon, corr, msg, outcome):
+    """Devin's connection failing before the trailer is a failed call; CPA going away
+    first (its client aborted) proves nothing of what Devin sent."""
+    f = devin_flow()
+    addon.request(f)
+    addon.responseheaders(f)
+    f.response.stream(SAMPLE[:200])
+    f.error = mitmproxy_error(msg)
+    addon.error(f)
+    r = corr.records[f.id].result
+    assert r.outcome == outcome and r.trailer is None
+    assert f.metadata["streamfix.devin"]["outcome"] == outcome
 
 
 def test_error_trailer_is_recorded(addon, corr):
@@ -224,7 +239,8 @@ def test_error_trailer_is_recorded(addon, corr):
     drive(f.response.stream, [body])
     addon.response(f)
     assert f.metadata["streamfix.devin"]["trailer_error"] == "resource_exhausted"
-    assert corr.records[f.id].result.outcome is None
+    assert corr.records[f.id].result.outcome == "failed"
+    assert f.metadata["streamfix.devin"]["outcome"] == "failed"
 
 
 def test_http_error_or_non_connect_response_is_dropped(addon, corr):

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 import time
 import uuid
@@ -300,23 +301,44 @@ async def test_each_stop_reason_on_chat(chain, scenario, stop, stream):
     assert tuple(got) == (want_cpa, want_side)
 
 
+@pytest.mark.parametrize("stream", [True, False], ids=["sse", "json"])
 @pytest.mark.parametrize("scenario", ["error", "truncated"])
-async def test_devin_failures_on_this_build(chain, scenario):
+async def test_devin_failures_on_this_build(chain, scenario, stream):
     """The executor skips the end-of-stream envelope and ignores a read that ends without
     one: a trailer error (resource_exhausted, after StopReason 2) reaches the client as
     finish_reason "stop" + [DONE], a body cut before the trailer as chunks + [DONE] with
-    no finish at all. Neither can be told from the client leg; the sidecar passes both as
-    they came (it never invents a finish or an error) and its upstream log line names the
-    failure."""
-    conv = f"fail-{scenario}-{uuid.uuid4().hex[:6]}"
-    start = len(chain.mitm.lines)
-    async with client() as c:
-        r = await c.post(chain.side + "/v1/chat/completions", json=ask_body(f"go [scenario:{scenario}] [conv:{conv}]"))
-    v = chat_view(r.content)
-    assert r.status_code == 200 and v["done"]
-    assert v["finishes"] == (["stop"] if scenario == "error" else [])
+    no finish at all (a JSON body: 200 with finish_reason "stop" in both). Neither can be told
+    from the client leg; through the sidecar the upstream leg's record of Devin's failure
+    (its log line names it) ends the client's turn as chat's failure: the error chunk
+    naming Devin's evidence and no [DONE] (a JSON body: HTTP 502 with chat's error)."""
     what = "trailer error resource_exhausted" if scenario == "error" else "truncated"
-    chain.mitm.wait_for(rf"streamfix: upstream GetChatMessage: Devin StopReason \d+ \w+, {what}", 10, start)
+    for name, base in (("cpa", chain.cpa.url), ("side", chain.side)):
+        conv = f"fail-{scenario}-{name}-{'sse' if stream else 'json'}-{uuid.uuid4().hex[:6]}"
+        start = len(chain.mitm.lines)
+        async with client() as c:
+            r = await c.post(
+                base + "/v1/chat/completions", json=ask_body(f"go [scenario:{scenario}] [conv:{conv}]", stream)
+            )
+        if name == "cpa":
+            assert r.status_code == 200, r.text
+            if stream:
+                v = chat_view(r.content)
+                assert v["done"] and v["finishes"] == (["stop"] if scenario == "error" else []), r.text[-500:]
+            else:
+                assert r.json()["choices"][0]["finish_reason"] == "stop"  # measured: both scenarios
+            continue
+        chain.mitm.wait_for(rf"streamfix: upstream GetChatMessage: Devin StopReason \d+ \w+, {what}", 10, start)
+        if stream:
+            assert r.status_code == 200
+            v = chat_view(r.content)
+            errors = [o["error"] for o in chunks(r.content) if isinstance(o.get("error"), dict)]
+            assert v["finishes"] == [] and not v["done"], r.text[-500:]
+            assert len(errors) == 1 and errors[0]["type"] == "server_error", r.text[-500:]
+            assert re.search(rf"Devin StopReason \d+ \w+, {what}", errors[0]["message"]), errors[0]
+        else:
+            assert r.status_code == 502, r.text
+            err = r.json()["error"]
+            assert re.search(rf"Devin StopReason \d+ \w+, {what}", err["message"]), err
 
 
 # --- usage -----------------------------------------------------------------------------

@@ -115,7 +115,7 @@ def test_empty_output_matches_only_through_the_link():
     assert d.outcome == "content_filter" and d.evidence[0].detail == "Devin StopReason 11 CONTENT_FILTER"
 
 
-def test_failed_upstream_reports_unknown():
+def test_failed_upstream_reports_failed():
     corr = Correlator()
     tap = DevinTap()
     tap.feed(frame(text=b"hi", stop_reason=3) + encode_end_stream("internal", "boom"))
@@ -125,7 +125,7 @@ def test_failed_upstream_reports_unknown():
     v.observe_text("hi")
     v.resolver = corr.resolver("c")
     d = v.decide()
-    assert d.outcome != "max_tokens"  # a failed stream proves no truncation
+    assert d.outcome == "failed" and d.failed  # Devin's trailer error, not the StopReason's truncation
     assert any(e.detail.endswith("trailer error internal") for e in d.evidence)
 
 

@@ -167,23 +167,52 @@ def test_outcome_mapping(value, outcome):
     assert tap.close().outcome == outcome
 
 
-def test_error_trailer_proves_no_outcome():
+def test_error_trailer_is_a_failed_call_whatever_the_stop_reason():
+    """Devin's own failure (a trailer error after StopReason 3) is ``failed``: the client
+    hears a failure, not the truncation the StopReason alone would say."""
     tap = DevinTap()
     tap.feed(resp(text=b"x", stop_reason=3) + encode_end_stream("resource_exhausted", "quota"))
     assert tap.ended
     r = tap.close()
-    assert r.trailer.error_code == "resource_exhausted" and r.outcome is None
+    assert r.trailer.error_code == "resource_exhausted" and r.failed and r.outcome == "failed"
     assert r.detail() == "Devin StopReason 3 MAX_TOKENS, trailer error resource_exhausted"
 
 
-def test_truncated_stream_proves_no_outcome():
+def test_a_trailer_that_is_not_a_json_object_is_a_failed_call():
+    tap = DevinTap()
+    tap.feed(resp(text=b"x", stop_reason=2) + encode_frame(b"[1]", end_stream=True))
+    r = tap.close()
+    assert r.trailer is not None and r.trailer.malformed and r.outcome == "failed"
+
+
+def test_truncated_stream_is_a_failed_call():
     tap = DevinTap()
     tap.feed(resp(text=b"x", stop_reason=2) + resp(text=b"y")[:3])
     assert not tap.ended
+    assert tap.result().outcome is None  # not ended yet: nothing proven
     r = tap.close()
-    assert r.outcome is None and r.error.startswith("truncated")
+    assert r.outcome == "failed" and r.error.startswith("truncated")
     assert r.detail() == "Devin StopReason 2 STOP_PATTERN, truncated"
     assert tap.close() == r  # idempotent
+
+
+def test_a_body_that_stops_between_frames_is_a_failed_call():
+    tap = DevinTap()
+    tap.feed(resp(text=b"x", stop_reason=10))
+    r = tap.close()
+    assert r.trailer is None and r.error.startswith("truncated") and r.outcome == "failed"
+
+
+@pytest.mark.parametrize("body", [b"\x40\x00\x00\x00\x01x", b"\x00\xff\xff\xff\xff" + b"x" * 8],
+                         ids=["bad-flags", "oversized"])  # fmt: skip
+def test_a_protocol_error_proves_nothing_of_the_call(body):
+    """Bytes the tap cannot read (unknown flags, an envelope over the bound) are not
+    Devin saying it failed: the outcome stays unknown and the client leg decides."""
+    tap = DevinTap()
+    tap.feed(resp(text=b"x", stop_reason=2) + body + encode_end_stream())
+    r = tap.close()
+    assert r.error is not None and not r.error.startswith("truncated")
+    assert not r.failed and r.outcome is None
 
 
 def test_bad_frame_is_counted_and_skipped():

@@ -381,6 +381,51 @@ def test_gemini_finish_becomes_the_error_object():
     assert um["candidatesTokenCount"] == 5 and um["thoughtsTokenCount"] == 50 and um["totalTokenCount"] == 65
 
 
+DEVIN_SAYS = {"error": "Devin StopReason 2 STOP_PATTERN, trailer error resource_exhausted",
+              "truncated": "Devin StopReason 2 STOP_PATTERN, truncated"}  # fmt: skip
+
+
+def _devin_run(api: str, body: bytes, how: str) -> bytes:
+    """A client stream whose Devin call failed, resolved through the correlator as the
+    sidecar resolves it (the client's text "The" is the Devin call's text: same digest)."""
+    from correlatekit import frame
+    from streamfix.wire.connect import encode_end_stream
+    from streamfix.wire.correlate import Correlator
+    from streamfix.wire.devin import DevinTap
+
+    tap = DevinTap()
+    tap.feed(frame(text=b"The", stop_reason=2))
+    tap.feed(encode_end_stream("resource_exhausted", "quota") if how == "error" else b"\x00\x00")
+    corr = Correlator()
+    corr.upstream_started("up")
+    corr.upstream_finished("up", tap.close())
+    v = Verdict()
+    v.request({"model": "m", "stream": True})
+    v.resolver = corr.resolver("client")
+    s = StreamRepair(stream_repairer(api, Rules(), FlowContext(model="m"), v))
+    out = s.feed(body) + s.close()
+    assert corr.stats["resolved"] == 1
+    return out
+
+
+@pytest.mark.parametrize("how", ["error", "truncated"])
+def test_a_failed_devin_call_ends_every_api_as_a_failure(how):
+    """Devin's trailer error, or its body stopping before the end-of-stream envelope, is
+    a failed call (wire/devin.py ``TapResult.failed``): each client API hears its own
+    failure, naming Devin's evidence, where the gateway reported a success."""
+    said = DEVIN_SAYS[how]
+    last = _events(_devin_run("responses", RESP_OK, how))[-1][1]
+    assert last["type"] == "response.failed" and said in last["response"]["error"]["message"]
+    out = _devin_run("chat", CHAT_OK, how)
+    assert _events(out)[-1] == (None, chat_error(said)) and b"data: [DONE]" not in out
+    out = _devin_run("chat", CHAT_DONE_ONLY, how)
+    assert _events(out)[-1] == (None, chat_error(said)) and b"data: [DONE]" not in out
+    out = _devin_run("messages", MSG_OK, how)
+    assert _events(out)[-1] == ("error", messages_error(said)) and b"event: message_stop" not in out
+    assert messages_error(said)["error"]["type"] == ("overloaded_error" if how == "error" else "api_error")
+    assert _events(_devin_run("gemini", GEM_OK, how))[-1] == (None, gemini_error(said))
+
+
 def test_authoritative_usage_corrects_only_what_differs():
     u = UpstreamUsage(10, 55, 4, 65, "m", "usageMetadata", reasoning_tokens=50, authoritative=True)
     usage = {"input_tokens": 10, "output_tokens": 5, "total_tokens": 65, "input_tokens_details": {"cached_tokens": 4}}
