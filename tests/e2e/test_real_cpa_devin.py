@@ -512,6 +512,40 @@ async def test_real_clients_on_the_report_turns(chain, tmp_path):
     assert out["rc"] != 0 and "turn.failed" in out["events"] and "turn.completed" not in out["events"], out
 
 
+@pytest.mark.parametrize("scenario", ["error", "truncated"])
+async def test_real_clients_on_devin_failures(chain, scenario):
+    """The real chat clients on Devin's failures (a trailer error; a body cut before it):
+    straight to CPA neither client hears an error (the trailer error as "stop", the cut as a
+    stream that just ends without a finish); through the sidecar the AI SDK
+    (opencode's) reports an error part and no "stop", and openai-python's stream helper
+    raises ``APIError`` naming Devin's evidence."""
+    import openai
+    from runners import CLIENTS, run_aisdk_batch
+
+    install = CLIENTS / "aisdk5"
+    assert (install / ".streamfix-installed").exists(), "run scripts/install-clients"
+    tag = uuid.uuid4().hex[:6]
+    cases = [{"id": name, "api": "chat", "baseURL": base + "/v1", "tools": [WRITE_FILE],
+              "prompt": f"go [scenario:{scenario}] [conv:aisdk-fail-{name}-{tag}]"}
+             for name, base in (("cpa", chain.cpa.url), ("side", chain.side))]  # fmt: skip
+    results = await asyncio.to_thread(run_aisdk_batch, CLIENTS / "aisdk5", cases)
+    cpa, side = results["cpa"], results["side"]
+    raw = "stop" if scenario == "error" else "unknown"  # measured: no finish chunk, [DONE], no error
+    assert cpa.get("finishReason") == raw and not cpa.get("errors") and not cpa.get("thrown"), cpa
+    assert side.get("finishReason") != "stop" and (side.get("errors") or side.get("thrown")), side
+    assert "Devin StopReason" in json.dumps([side.get("errors"), side.get("thrown")]), side
+
+    def final(base: str, conv: str):
+        oa = openai.OpenAI(base_url=base + "/v1", api_key="test-key", max_retries=0, timeout=TIMEOUT)
+        with oa.chat.completions.stream(model=rd.MODEL, messages=[{"role": "user", "content": f"go [scenario:{scenario}] [conv:{conv}]"}]) as s:  # fmt: skip
+            return s.get_final_completion()
+
+    done = await asyncio.to_thread(final, chain.cpa.url, f"oa-fail-cpa-{tag}")
+    assert done.choices[0].finish_reason == ("stop" if scenario == "error" else None), done
+    with pytest.raises(openai.APIError, match="Devin StopReason"):
+        await asyncio.to_thread(final, chain.side, f"oa-fail-side-{tag}")
+
+
 async def test_two_tool_calls_in_one_turn(chain):
     """This build writes index 0 on every tool-call delta, so a turn with two calls puts
     both at index 0: a client that assembles by index (the spec's way) merges them into
