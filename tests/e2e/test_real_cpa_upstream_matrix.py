@@ -295,6 +295,46 @@ def test_a_retried_call_is_matched_to_the_retry(stacks, request, version, tmp_pa
 
 
 @pytest.mark.parametrize("version", VERSIONS)
+def test_a_call_failed_over_to_another_provider_is_matched_to_the_one_that_answered(stacks, request, version, tmp_path):
+    """One model served by two providers (Gemini and Anthropic entries, two keys each,
+    request-retry 3). The first calls answer 503; CPA moves on, across providers (measured:
+    v7.2.89 tries the other key first, then the other provider; v7.2.140 alternates
+    providers) until one answers a MAX_TOKENS turn. Every turn's client hears that call's
+    truth, its receipt names the provider that answered, and the 503s decide nothing."""
+    if realcpa.binary(version) is None:
+        pytest.skip(realcpa.missing_reason(version))
+    d = Path(tempfile.mkdtemp(dir=tmp_path))
+    both = um.start(version, stacks.fakes, d / "conf", retries=3, primary=("up-gemini", "up-claude"))
+    show_logs_on_failure(request, {f"{k} failover": p for k, p in both.procs.items()})
+    alias_of = {"gemini": "up-gemini", "anthropic": "up-claude"}
+    name_of = {"gemini": "Gemini finishReason MAX_TOKENS", "anthropic": "Anthropic stop_reason max_tokens"}
+    crossed = []
+    try:
+        for conv in range(40, 44):
+            stacks.fakes.fake.fail_next.update({"anthropic": 2, "gemini": 1})
+            seen, n = len(stacks.fakes.fake.requests), len(both.mitm.lines)
+
+            async def one(conv=conv):
+                async with aiohttp.ClientSession() as s:
+                    return await um.turn(s, both.url(True), "responses", realcpa.MODEL, "max_tokens", conv)
+
+            status, body = asyncio.run(one())
+            calls = [r["api"] for r in list(stacks.fakes.fake.requests)[seen:] if r["conv"] == conv]
+            assert len(calls) >= 2 and set(calls) <= set(alias_of), calls
+            got = um.truth("responses", status, body)
+            assert um.cell(got, um.expected(alias_of[calls[-1]], "max_tokens", conv)) == "ok", (calls, got, body[-600:])
+            failed = _log_lines(both, n, r"upstream \w+ call answered HTTP 503")
+            assert len(failed) == len(calls) - 1, (calls, both.mitm.lines[n:])
+            said = _log_lines(both, n, r"POST /v1/responses: .*why: upstream: ")
+            assert len(said) == 1 and name_of[calls[-1]] in said[0], (calls, said)
+            if len(set(calls)) == 2:
+                crossed.append(calls)
+        assert crossed, "no turn failed over to the other provider"
+    finally:
+        both.stop()
+
+
+@pytest.mark.parametrize("version", VERSIONS)
 def test_a_call_the_sidecar_never_sees_falls_back_to_the_client_leg(stacks, request, version, tmp_path):
     """A provider entry that bypasses the sidecar (proxy-url: direct): its turns are decided by
     the client-leg rules alone, at once (no wait for an upstream record that never comes)."""

@@ -56,9 +56,11 @@ BODIES: dict[tuple[str, bool, bool], dict[tuple[str, str, str], bytes]] = {}
 """The last run's client bodies, for a failing test to show."""
 
 
-def config(port: int, d: Path, base: str, proxy: str, retries: int = 0, primary: str | None = None) -> str:
+def config(
+    port: int, d: Path, base: str, proxy: str, retries: int = 0, primary: str | tuple[str, ...] | None = None
+) -> str:
     """One CPA config.yaml with every provider entry; ``proxy``: each entry's proxy-url;
-    ``retries``: CPA's ``request-retry``; ``primary``: the alias whose entry also serves
+    ``retries``: CPA's ``request-retry``; ``primary``: the alias (or aliases) whose entry also serves
     the model the real clients ask for (:data:`realcpa.MODEL`)."""
     head = realcpa.config_head(port, d / "auths", "").replace("request-retry: 0", f"request-retry: {retries}")
     px = proxy or "direct"
@@ -66,7 +68,7 @@ def config(port: int, d: Path, base: str, proxy: str, retries: int = 0, primary:
     keys = (1, 2) if retries else (1,)  # with retries, a second key to fail over to
     for alias, (key, name) in PROVIDERS.items():
         models = f'models: [{{name: "{name}", alias: "{alias}"}}'
-        models += f', {{name: "{name}", alias: "{realcpa.MODEL}"}}]' if alias == primary else "]"
+        models += f', {{name: "{name}", alias: "{realcpa.MODEL}"}}]' if alias in _aliases(primary) else "]"
         if key == "openai-compatibility":
             entries = ", ".join(f'{{api-key: "fake-openai-{k}", proxy-url: "{px}"}}' for k in keys)
             out.append(f'{key}:\n  - name: "fakeoai"\n    base-url: "{base}/v1"\n'
@@ -76,6 +78,10 @@ def config(port: int, d: Path, base: str, proxy: str, retries: int = 0, primary:
             out.append(f"{key}:\n" + "".join(f'  - api-key: "fake-{key}-{k}"\n    base-url: "{url}"\n'
                                              f'    proxy-url: "{px}"\n    {models}\n' for k in keys))  # fmt: skip
     return "".join(out)
+
+
+def _aliases(primary: str | tuple[str, ...] | None) -> tuple[str, ...]:
+    return (primary,) if isinstance(primary, str) else tuple(primary or ())
 
 
 @dataclass
@@ -100,7 +106,7 @@ class Stack:
 
 
 def _cpa(
-    version: str, base: str, proxy: str, name: str, retries: int = 0, primary: str | None = None
+    version: str, base: str, proxy: str, name: str, retries: int = 0, primary: str | tuple[str, ...] | None = None
 ) -> tuple[Proc, int, Path]:
     exe = realcpa.binary(version)
     if exe is None:
@@ -114,7 +120,7 @@ def _cpa(
 
 
 def start(version: str, fakes: Any, confdir: Path, extra: list[str] | None = None, retries: int = 0,
-          direct: bool = False, primary: str | None = None) -> Stack:  # fmt: skip
+          direct: bool = False, primary: str | tuple[str, ...] | None = None) -> Stack:  # fmt: skip
     """CPA raw, and CPA behind both legs of a sidecar (its own mitmdump); ``retries``: CPA's
     request-retry (both); ``direct``: the second CPA's entries bypass the sidecar's upstream
     listener (proxy-url: direct) while the clients still go through its client leg."""
