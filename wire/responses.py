@@ -144,12 +144,13 @@ class ResponsesRepairer(Terminals):
         out = self._end_run()  # a possible repeat cut by the end: text
         out += super().end()
         if not self._finished:
-            self.note("stream ended without a terminal event")
             framing = self._framing
             if self.rules.eof_terminal and framing is not None:
                 if isinstance(framing, bytes):  # a skimmed event: the Event the parser makes of it
                     framing = whole_event(framing) or Event(framing)
-                out.append(self._eof_failure(framing))
+                out.append(self._eof_failure(framing))  # its note says the same, and what was done
+            else:
+                self.note("stream ended without a terminal event")
         return out
 
     def salvage(self) -> list[bytes]:

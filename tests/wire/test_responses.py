@@ -1455,6 +1455,9 @@ def test_stream_without_terminal_ends_with_response_failed():
     }
     assert rep.decision is None
     assert check("responses", out) == []
+    # the receipt says it once, with what was done
+    said = [n for n in rep.notes if n.startswith("stream ended without a terminal event")]
+    assert said == ["stream ended without a terminal event: ended it with response.failed"], rep.notes
 
 
 # --- passthrough and fail-open ------------------------------------------------------------
