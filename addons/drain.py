@@ -41,14 +41,17 @@ import orjson
 from mitmproxy import ctx, http
 from mitmproxy.proxy import mode_specs
 
+from . import shared
+from .buffered import json_object
+from .turn import REFUSED, Turn
+from .turnlog import client_label
+
 logger = logging.getLogger("streamfix.drain")
 
 QUIET_S = 5.0
 """A WebSocket that streamfix does not repair counts as idle after this long without a message."""
 TURN_STARTS = ("response.create", "response.append")
-REFUSED = "streamfix.refused"
-"""Flow metadata: ``draining`` on a request answered 503 while draining (the turn log's
-``ended: draining``, never ``upstream_error``: the gateway was never asked)."""
+WS_REFUSED = "a new WebSocket turn while the sidecar drains (SIGTERM): not forwarded, the socket closed (1001); the gateway was not asked"
 
 
 def check_timeout(seconds: int) -> None:
@@ -259,7 +262,24 @@ class DrainGate:
         msg.drop()
         self.drain.refused += 1
         logger.info(f"streamfix: {_where(flow)}: a new WebSocket turn while draining: not forwarded, socket closed")
+        if shared.has_turn_sinks():  # the turn log and the metrics count it, as a refused HTTP request
+            try:
+                shared.turn_finished(refused_websocket_turn(flow, msg.content).record())
+            except Exception:
+                logger.exception(f"streamfix: {_where(flow)}: building the refused WebSocket turn's record failed")
         asyncio.get_running_loop().call_soon(close_websocket, flow)
+
+
+def refused_websocket_turn(flow: http.HTTPFlow, message: bytes) -> Turn:
+    """The turn of a WebSocket ``response.create`` refused while draining: ``ended:
+    draining``, the model it asked for, nothing sent (the turn log, the metrics)."""
+    model = (json_object(message) or {}).get("model")
+    now = time.time()
+    path = flow.request.path
+    return Turn(flow_id=flow.id, api="responses", transport="websocket", path=path,
+                key=client_label(flow.request.headers.get, path), model=model if isinstance(model, str) else None,
+                started=now, ended_at=now, ended="draining", error=WS_REFUSED,
+                status=flow.response.status_code if flow.response is not None else None)  # fmt: skip
 
 
 def close_websocket(flow: http.HTTPFlow, code: int = 1001, reason: bytes = b"streamfix is shutting down") -> None:

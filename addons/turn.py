@@ -21,8 +21,11 @@ from streamfix.wire.verdict import Decision, Verdict
 
 from .buffered import json_object
 from .check import JsonCheck
-from .drain import REFUSED
 from .flowstream import ORIGINAL, FlowState, FlowStream
+
+REFUSED = "streamfix.refused"
+"""Flow metadata: ``draining`` on a request answered 503 while draining (addons/drain.py;
+the turn log's ``ended: draining``, never ``upstream_error``: the gateway was never asked)."""
 
 ENDINGS = ("complete", "truncated", "upstream_error", "client_abort", "failed_open", "draining")
 """How a turn ended: the gateway's answer was whole (``complete``), a truncation verdict

@@ -162,7 +162,10 @@ async def test_sigterm_lets_every_stream_finish_and_refuses_new_work(chain):
     (refusal,) = [t for t in lines if t["transport"] == "json"]
     assert (refusal["ended"], refusal["status"], refusal["path"]) == ("draining", 503, PATHS["chat"]), refusal
     wsl = [t for t in lines if t["transport"] == "websocket"]
-    assert sorted(t["ended"] for t in wsl) == ["complete", "truncated"]
+    assert sorted(t["ended"] for t in wsl) == ["complete", "draining", "draining", "truncated"]
+    for t in (t for t in wsl if t["ended"] == "draining"):  # each socket's refused second turn
+        assert (t["model"], t["path"], t["bytes"]) == ("devin/swe-2", "/v1/responses", {"in": None, "out": None}), t
+        assert "not forwarded" in t["error"] and "the gateway was not asked" in t["error"], t
     late = [r for r in chain.seen() if r["conv"].endswith("-late") or r["conv"] == "drain-n"]
     assert late == [], "no work refused during the drain reached Devin"
 
