@@ -36,14 +36,13 @@ tap is noted and the bytes go on as they came.
 from __future__ import annotations
 
 import logging
-import re
 import sys
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from mitmproxy import ctx, exceptions, http, tls
+from mitmproxy import ctx, http, tls
 from mitmproxy.proxy import mode_specs
 
 _ROOT = Path(__file__).resolve().parent.parent
@@ -51,8 +50,9 @@ if (_ROOT / "streamfix" / "__init__.py").is_file() and str(_ROOT) not in sys.pat
     sys.path.insert(0, str(_ROOT))  # -s from a checkout that is not pip-installed (installed: nothing to add)
 
 from streamfix.addons import options, shared
+from streamfix.addons.upstream_hosts import DEFAULT_UPSTREAM_HOSTS, host_matches, upstream_hosts
 from streamfix.wire.correlate import Correlator, PendingRequest, Resolver
-from streamfix.wire.devin import CHAT_PATH, DEFAULT_HOSTS, DevinTap, TapResult, patch_max_tokens, read_request
+from streamfix.wire.devin import CHAT_PATH, DevinTap, TapResult, patch_max_tokens, read_request
 from streamfix.wire.encoding import decoder_for as body_decoder_for
 from streamfix.wire.upstream_call import CallResult
 from streamfix.wire.upstream_decoders import CallDecoder, CallTap, decoder_for, provider_for_path, read_json_request
@@ -61,20 +61,6 @@ logger = logging.getLogger("streamfix.upstream")
 
 STREAM_TYPES = ("application/connect+", "application/grpc", "text/event-stream")
 """Responses on the regular listener that are streamed, never buffered by mitmproxy."""
-_HOST_RX = re.compile(r"^\*?[a-z0-9_.:-]+$")
-PROVIDER_HOSTS = (
-    "generativelanguage.googleapis.com",  # Gemini API (gemini-api-key, interactions-api-key)
-    "aiplatform.googleapis.com",  # Vertex AI, global endpoint
-    "*-aiplatform.googleapis.com",  # Vertex AI, regional endpoints (us-central1-aiplatform...)
-    "cloudcode-pa.googleapis.com",  # Gemini CLI (the {"response": ...} envelope)
-    "daily-cloudcode-pa.googleapis.com",  # Antigravity
-    "daily-cloudcode-pa.sandbox.googleapis.com",  # Antigravity (sandbox)
-    "api.anthropic.com",  # Claude
-    "api.openai.com",  # OpenAI-compatible, Responses
-    "chatgpt.com",  # Codex (OAuth): /backend-api/codex/responses
-)
-"""The providers' public API hosts CPA calls (besides Devin's), decoded by default."""
-DEFAULT_UPSTREAM_HOSTS = DEFAULT_HOSTS + PROVIDER_HOSTS
 
 
 # --- what the client-leg addon calls ----------------------------------------------------
@@ -110,35 +96,6 @@ def forget_client(flow_id: str) -> None:
 
 
 # --- the addon ------------------------------------------------------------------------
-
-
-def _host_matches(host: str, patterns: Sequence[str]) -> bool:
-    """``host`` is one of ``patterns``: exact, or ``*SUFFIX`` (``*.example.com``: any
-    subdomain; ``*-aiplatform.googleapis.com``: any region), never the suffix alone."""
-    host = host.lower().rstrip(".")
-    for p in patterns:
-        if p.startswith("*"):
-            suffix = p[1:]
-            if host.endswith(suffix) and len(host) > len(suffix) and host != suffix.lstrip(".-"):
-                return True
-        elif host == p:
-            return True
-    return False
-
-
-def upstream_hosts(values: Sequence[str]) -> tuple[str, ...]:
-    """``streamfix_upstream_hosts`` normalized; OptionsError for a value that is no host name."""
-    hosts = [h.strip().lower() for h in values]
-    bad = [h for h in hosts if not _HOST_RX.match(h) or "*" in h[1:]]
-    if bad:
-        raise exceptions.OptionsError(
-            f"streamfix_upstream_hosts={','.join(bad)}: give host names (server.codeium.com) or *.domain / *-suffix patterns"
-        )
-    return tuple(hosts)
-
-
-CHECKS = {"streamfix_upstream_hosts": upstream_hosts}
-"""This addon's value checks (addons/options.py runs them before anything listens)."""
 
 
 class UpstreamStream:
@@ -283,7 +240,7 @@ class UpstreamLeg:
         host = data.client_hello.sni
         if not host and data.context.server.address:
             host = data.context.server.address[0]
-        if host and _host_matches(host, self.hosts):
+        if host and host_matches(host, self.hosts):
             return
         data.ignore_connection = True
         if host and host not in self._passed and len(self._passed) < 1000:
@@ -297,7 +254,7 @@ class UpstreamLeg:
             return False
         if flow.request.path.split("?", 1)[0] != CHAT_PATH:
             return False
-        return _host_matches(flow.request.host, self.hosts) or _host_matches(flow.request.pretty_host, self.hosts)
+        return host_matches(flow.request.host, self.hosts) or host_matches(flow.request.pretty_host, self.hosts)
 
     def _provider(self, flow: http.HTTPFlow) -> str | None:
         """The provider wire of a call on the regular listener (``gemini``, ``anthropic``,
@@ -310,7 +267,7 @@ class UpstreamLeg:
         provider = provider_for_path(flow.request.path)
         if provider is None:
             return None
-        if _host_matches(flow.request.host, self.hosts) or _host_matches(flow.request.pretty_host, self.hosts):
+        if host_matches(flow.request.host, self.hosts) or host_matches(flow.request.pretty_host, self.hosts):
             return provider
         return None
 
