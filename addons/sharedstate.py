@@ -11,7 +11,7 @@ is that store's narrow interface, :class:`Store`, with two implementations:
   workers and machines share;
 
 and :class:`SharedCorrelator`, the correlator over a store: the matching rules are
-wire/correlate.py's own (``choose_pending``, ``choose_record``, ``choose_linked``), only
+wire/correlate.py's own (``choose_pending``, ``choose_claim``), only
 where the records and pending requests are kept differs.
 
 What crosses workers, and why it is enough:
@@ -55,9 +55,8 @@ from streamfix.wire.correlate import (
     Correlator,
     PendingRequest,
     UpstreamRecord,
-    choose_linked,
+    choose_claim,
     choose_pending,
-    choose_record,
     client_cap,
     client_needles,
     is_open_link,
@@ -702,11 +701,7 @@ class SharedCorrelator(Correlator):
                 by_digest = [r for r in linked if r.digest == digest]
             else:
                 by_digest, linked = self._records(digest, client_flow_id)
-            chosen, n = choose_record(by_digest, digest, client_flow_id)
-            by_link = False
-            if chosen is None and client_flow_id is not None:
-                chosen = choose_linked(linked, client_flow_id)
-                by_link = chosen is not None
+            chosen, n, by_link = choose_claim(by_digest, linked, digest, client_flow_id)
             if chosen is None:
                 return None
             drop = client_flow_id is not None and client_flow_id in self._noted
@@ -717,7 +712,7 @@ class SharedCorrelator(Correlator):
                 chosen.by_link = by_link
                 if by_link:
                     self.stats["by_link"] += 1
-                if n > 1:
+                if n > 1 and not by_link:
                     self.stats["ties"] += 1
                 return chosen
         return None

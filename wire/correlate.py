@@ -27,6 +27,7 @@ __all__ = [
     "PendingRequest",
     "Resolver",
     "UpstreamRecord",
+    "choose_claim",
     "choose_linked",
     "choose_pending",
     "choose_record",
@@ -214,8 +215,8 @@ def choose_record(
 
 
 def choose_linked(records: Iterable[UpstreamRecord], client_flow_id: str) -> UpstreamRecord | None:
-    """No digest match: the finished, unclaimed record the request side linked to this
-    client flow unambiguously (the latest finished, if CPA retried)."""
+    """The finished, unclaimed record the request side linked to this client flow
+    unambiguously (the latest finished, if CPA retried): see :func:`choose_claim`."""
     chosen: UpstreamRecord | None = None
     for rec in records:
         if (
@@ -227,6 +228,27 @@ def choose_linked(records: Iterable[UpstreamRecord], client_flow_id: str) -> Ups
         ):
             chosen = rec
     return chosen
+
+
+def choose_claim(
+    by_digest: Iterable[UpstreamRecord], linked: Iterable[UpstreamRecord], digest: Digest, client_flow_id: str | None
+) -> tuple[UpstreamRecord | None, int, bool]:
+    """The record a client flow claims: (record, how many had its digest, found by link).
+
+    By digest first (:func:`choose_record`); a record the request side linked to *another*
+    client flow is taken only when this flow has no finished, unambiguous link of its own
+    (:func:`choose_linked`): two conversations with the same output must each get their
+    own call, even where the gateway garbled this one's content (its digest then differs
+    from its call's)."""
+    chosen, n = choose_record(by_digest, digest, client_flow_id)
+    if client_flow_id is None:
+        return chosen, n, False
+    if chosen is not None and (chosen.client_flow_id is None or chosen.client_flow_id == client_flow_id):
+        return chosen, n, False
+    own = choose_linked(linked, client_flow_id)
+    if own is not None:
+        return own, n, True
+    return chosen, n, False
 
 
 def is_open_link(rec: UpstreamRecord, client_flow_id: str) -> bool:
@@ -368,33 +390,20 @@ class Correlator:
             self._unindex(rec)
 
     def claim(self, digest: Digest, client_flow_id: str | None = None) -> UpstreamRecord | None:
-        """Take the finished, unclaimed record with this digest (see the module docstring)."""
+        """Take the finished, unclaimed record for this client flow (:func:`choose_claim`;
+        the module docstring). O(records with the digest), O(records) when it looks for
+        the flow's own link."""
         ids = self._by_digest.get(digest)
-        if not ids:
-            return self._claim_linked(client_flow_id)
-        found = (self.records.get(fid) for fid in ids)
-        chosen, n = choose_record([r for r in found if r is not None], digest, client_flow_id)
+        found = [r for r in (self.records.get(fid) for fid in ids or ()) if r is not None]
+        chosen, n, by_link = choose_claim(found, self.records.values(), digest, client_flow_id)
         if chosen is None:
-            return self._claim_linked(client_flow_id)
-        if n > 1:
+            return None
+        if n > 1 and not by_link:
             self.stats["ties"] += 1
         chosen.claimed_by = client_flow_id or "?"
-        ids.remove(chosen.flow_id)
-        if not ids:
-            del self._by_digest[digest]
-        return chosen
-
-    def _claim_linked(self, client_flow_id: str | None) -> UpstreamRecord | None:
-        """No digest match: the finished record the request side linked to this client
-        flow, unambiguously (the latest finished, if CPA retried). O(records)."""
-        if client_flow_id is None:
-            return None
-        chosen = choose_linked(self.records.values(), client_flow_id)
-        if chosen is None:
-            return None
-        chosen.claimed_by = client_flow_id
-        chosen.by_link = True
-        self.stats["by_link"] += 1
+        if by_link:
+            chosen.by_link = True
+            self.stats["by_link"] += 1
         if chosen.result is not None:
             ids = self._by_digest.get(chosen.result.digest)
             if ids and chosen.flow_id in ids:

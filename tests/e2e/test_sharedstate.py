@@ -244,3 +244,10 @@ def test_another_providers_call_crosses_workers_and_its_final_result_wins(worker
     assert (u.input_tokens, u.output_tokens, u.reasoning_tokens, u.authoritative) == (10, 55, 50, True)
     by_digest, _ = a.store.records(v.digest(), "c1")
     assert [rec.provider for rec in by_digest] == ["gemini"]
+
+
+def test_a_flows_own_link_wins_over_another_flows_record_with_its_digest(workers):
+    """wire/correlate.py's rule (tests/wire/test_correlate.py), over the shared store."""
+    from correlatekit import own_link_before_anothers_digest
+
+    own_link_before_anothers_digest(workers[0])

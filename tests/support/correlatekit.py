@@ -8,6 +8,7 @@ import random
 
 from streamfix.wire import devin_pb2 as pb
 from streamfix.wire.connect import encode_end_stream, encode_frame
+from streamfix.wire.devin import DevinTap, read_request
 from streamfix.wire.verdict import Verdict
 
 STOP = {"max_tokens": 3, "content_filter": 11, "tool": 10, "stop": 2}
@@ -67,3 +68,27 @@ def upstream_request(user_texts: list[str], tool_texts: list[str] = (), max_toke
         system_prompt="sys", prompts=prompts, configuration=pb.CompletionConfiguration(max_tokens=max_tokens)
     )
     return encode_frame(req.SerializeToString())
+
+
+def own_link_before_anothers_digest(corr) -> None:
+    """Client a's call said "same text" (max_tokens), and a's client leg saw the same text;
+    client b's call said other text (stop), but b's client leg saw "same text" too (the
+    gateway garbled b's content, e.g. a non-streamed body). b asks first: it must take its
+    own linked call, not a's, which its digest matches; then a gets its own."""
+    for client, up, text, stop in (("c-a", "up-a", b"same text", 3), ("c-b", "up-b", b"b's own text", 2)):
+        corr.note_client_request(
+            client, "/v1/messages", {"messages": [{"role": "user", "content": f"prompt of {client}"}]}
+        )
+        p = corr.match_request(up, read_request(upstream_request([f"prompt of {client}"])))
+        assert p is not None and p.flow_id == client and not p.last_match_ambiguous
+        corr.upstream_started(up, p.flow_id)
+        tap = DevinTap()
+        tap.feed(frame(text=text, stop_reason=stop) + encode_end_stream())
+        corr.upstream_finished(up, tap.result())
+    got = {}
+    for client in ("c-b", "c-a"):
+        v = Verdict()
+        v.observe_text("same text")
+        v.resolver = r = corr.resolver(client)
+        got[client] = (v.decide().outcome, r.record.flow_id, r.record.by_link)
+    assert got == {"c-b": ("complete", "up-b", True), "c-a": ("max_tokens", "up-a", False)}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from correlatekit import STOP, client_verdict, conversation, frame, upstream_request
+from correlatekit import STOP, client_verdict, conversation, frame, own_link_before_anothers_digest, upstream_request
 from streamfix.wire.connect import encode_end_stream
 from streamfix.wire.correlate import Correlator, client_cap, client_needles
 from streamfix.wire.devin import DevinTap, read_request
@@ -253,6 +253,10 @@ def test_digest_miss_falls_back_to_an_unambiguous_request_link():
     v.decide()
     assert r.record is None  # linked, but the link was a tie between c-a and c-b
     assert corr.stats["by_link"] == 1
+
+
+def test_a_flows_own_link_wins_over_another_flows_record_with_its_digest():
+    own_link_before_anothers_digest(Correlator())
 
 
 def test_link_fallback_takes_the_latest_finished_record_of_a_retry():
