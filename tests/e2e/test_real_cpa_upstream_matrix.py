@@ -100,15 +100,12 @@ def test_json_bodies_through_both_legs(stacks, request, version):
     """Non-streaming requests (CPA calls the provider's JSON endpoint or aggregates a stream):
     the truncation, safety and refusal stops and the usage, in each API's JSON."""
     st = stacks.get(request, version)
-    kinds = ("text_tool", "thoughts", "max_tokens", "safety", "refusal", "context")
-    apis = ("responses", "chat", "messages", "gemini")
-    legs = asyncio.run(um.run_matrix(st, legs=True, apis=apis, kinds=kinds, stream=False))
-    # CPA's Claude and Codex -> Gemini JSON translators copy a tool call cut by the budget
-    # into functionCall.args as the raw fragment: the body is not JSON, the client fails to
-    # read it (no success); nothing a repair can parse, so it goes out as it came
-    broken = {f"{a}/gemini/{k}": "not JSON" for a, k in
-              (("up-claude", "max_tokens"), ("up-claude", "context"), ("up-codex", "max_tokens"))}  # fmt: skip
-    assert _bad(legs) == broken, um.table(legs, f"{version} JSON, both legs")
+    legs = asyncio.run(um.run_matrix(st, legs=True, apis=um.JSON_APIS, kinds=um.JSON_KINDS, stream=False))
+    raw = asyncio.run(um.run_matrix(st, legs=False, apis=um.JSON_APIS, kinds=um.JSON_KINDS, stream=False))
+    assert len(legs) == len(raw) == len(um.json_cells())
+    # CPA's own invalid JSON bodies (um.JSON_BROKEN) go out as they came
+    assert _bad(legs) == um.JSON_BROKEN, um.table(legs, f"{version} JSON, both legs")
+    assert _normalized(_bad(raw)) == _normalized(um.raw_json_expected(version)), um.table(raw, f"{version} JSON, raw")
 
 
 def _log_lines(st: um.Stack, n: int, pattern: str) -> list[str]:
@@ -260,7 +257,7 @@ def test_the_evidence_reaches_the_turn_log_and_the_flows(stacks, request, versio
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-def test_the_captures_are_what_the_build_does(stacks, request, version):
+def test_the_captures_are_what_the_build_does(stacks, request, version, tmp_path):
     """recordings/real-cpa-upstream/ (replayed in CI through both legs:
     tests/addons/test_real_cpa_upstream_replay.py) still says what the build does: every
     captured cell run again live, raw, through both legs and straight to the CPA behind the
@@ -269,16 +266,18 @@ def test_the_captures_are_what_the_build_does(stacks, request, version):
     import upstream_recordings as ur
 
     st = stacks.get(request, version)
+    cap = um.start(version, stacks.fakes, Path(tempfile.mkdtemp(dir=tmp_path)) / "conf")  # the capture's own sidecar
+    show_logs_on_failure(request, {f"{k} capture": p for k, p in cap.procs.items()})
     cells = [c for c in ur.load() if c.key[0] == version]
-    assert len(cells) == len(um.cells())
+    assert {c.key for c in cells} == ur.expected_keys([version])
 
     async def one(c: ur.Cell, sem: asyncio.Semaphore):
-        _, alias, api, kind = c.key
+        alias, api, kind = c.key[1], c.api, c.key[3]
         async with sem:
             for _attempt in range(ur.ATTEMPTS):  # CPA is not deterministic everywhere (ur.ATTEMPTS)
-                got = await ur.run_cell(st, stacks.fakes, alias, api, kind)
-                cap = got["capture"]
-                now = {"raw": got["raw"], "captured": um.truth(api, cap["status"], ur.client_view(cap)),
+                got = await ur.run_cell(st, cap, stacks.fakes, alias, api, kind, c.stream)
+                turn = got["capture"]
+                now = {"raw": got["raw"], "captured": um.truth(api, turn["status"], ur.client_view(turn), c.stream),
                        "legs": got["legs"]}  # fmt: skip
                 if now == c.meta["outcome"]:
                     return None
@@ -288,7 +287,10 @@ def test_the_captures_are_what_the_build_does(stacks, request, version):
         sem = asyncio.Semaphore(6)
         return [d for d in await asyncio.gather(*(one(c, sem) for c in cells)) if d is not None]
 
-    diffs = asyncio.run(run())
+    try:
+        diffs = asyncio.run(run())
+    finally:
+        cap.stop()
     assert diffs == [], (
         f"{len(diffs)} cells differ from the capture (python tests/support/upstream_recordings.py capture): {diffs[:5]}"
     )

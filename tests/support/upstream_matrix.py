@@ -596,6 +596,74 @@ def cells() -> list[tuple[str, str, str]]:
     return _cells()
 
 
+# --- the non-streaming (JSON) cells ---------------------------------------------------------
+
+JSON_APIS = ("responses", "chat", "messages", "gemini")
+JSON_KINDS = ("text_tool", "thoughts", "max_tokens", "safety", "refusal", "context")
+JSON_BROKEN = {f"{a}/gemini/{k}": "not JSON" for a, k in
+               (("up-claude", "max_tokens"), ("up-claude", "context"), ("up-codex", "max_tokens"))}  # fmt: skip
+"""CPA's Claude and Codex -> Gemini JSON translators copy a tool call cut by the budget into
+functionCall.args as the raw fragment: the body is not JSON, the client fails to read it (no
+success); nothing a repair can parse, so it goes out as it came, through both legs too."""
+RAW_JSON_BOTH = {
+    "up-antigravity/chat/max_tokens": "max_tokens",
+    "up-antigravity/chat/safety": "safety",
+    "up-antigravity/chat/thoughts": "usage",
+    "up-antigravity/messages/safety": "end_turn",
+    "up-antigravity/responses/max_tokens": "completed",
+    "up-antigravity/responses/safety": "completed",
+    "up-antigravity/responses/thoughts": "usage",
+    "up-claude/chat/context": "tool_calls",
+    "up-claude/chat/max_tokens": "tool_calls",
+    "up-claude/gemini/context": "not JSON",
+    "up-claude/gemini/max_tokens": "not JSON",
+    "up-claude/gemini/refusal": "STOP",
+    "up-claude/gemini/safety": "STOP",
+    "up-claude/responses/context": "completed",
+    "up-claude/responses/max_tokens": "completed",
+    "up-claude/responses/refusal": "completed",
+    "up-claude/responses/safety": "completed",
+    "up-codex/gemini/max_tokens": "not JSON",
+    "up-codex/messages/max_tokens": "tool_use",
+    "up-gemini/chat/max_tokens": "max_tokens",
+    "up-gemini/chat/safety": "safety",
+    "up-gemini/chat/thoughts": "usage",
+    "up-gemini/messages/safety": "end_turn",
+    "up-gemini/responses/max_tokens": "completed",
+    "up-gemini/responses/safety": "completed",
+    "up-gemini/responses/thoughts": "usage",
+    "up-interactions/chat/max_tokens": "tool_calls",
+    "up-interactions/gemini/max_tokens": "STOP",
+    "up-interactions/messages/max_tokens": "tool_use",
+    "up-interactions/responses/max_tokens": "completed",
+    "up-openai/messages/safety": "end_turn",
+    "up-vertex/chat/max_tokens": "max_tokens",
+    "up-vertex/chat/safety": "safety",
+    "up-vertex/chat/thoughts": "usage",
+    "up-vertex/messages/safety": "end_turn",
+    "up-vertex/responses/max_tokens": "completed",
+    "up-vertex/responses/safety": "completed",
+    "up-vertex/responses/thoughts": "usage",
+}
+"""What each build's JSON bodies tell raw, measured (as RAW_BOTH; both builds)."""
+RAW_JSON_89 = {
+    "up-claude/chat/refusal": "stop",
+    "up-claude/chat/safety": "stop",
+    "up-openai/responses/max_tokens": "completed",
+    "up-openai/responses/safety": "completed",
+}
+"""v7.2.89 only (v7.2.140 tells these true: Claude refusal/safety on chat, OpenAI length/content_filter on Responses)."""
+
+
+def raw_json_expected(version: str) -> dict[str, str]:
+    return {**RAW_JSON_BOTH, **(RAW_JSON_89 if version == "v7.2.89" else {})}
+
+
+def json_cells() -> list[tuple[str, str, str]]:
+    """Every (alias, API, turn kind) cell of the non-streaming matrix."""
+    return _cells(apis=JSON_APIS, kinds=JSON_KINDS)
+
+
 async def run_matrix(stack: Stack, legs: bool, apis=APIS, kinds=KINDS, aliases=tuple(PROVIDERS), parallel: int = 6,
                      stream: bool = True) -> dict[tuple[str, str, str], tuple[dict, dict]]:  # fmt: skip
     base = stack.url(legs)
