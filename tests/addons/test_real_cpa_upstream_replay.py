@@ -6,7 +6,8 @@ provider call on the regular listener, then CPA's client response on the reverse
 
 - the captures cover the matrix, cell for cell, with each build's provenance;
 - every cell's client hears the provider's truth (``upstream_matrix.expected``, from the fake
-  provider's rules) and exactly what the live run through both legs heard;
+  provider's rules; the three JSON bodies CPA itself makes invalid, ``JSON_BROKEN``, stay as
+  they came) and exactly what the live run through both legs heard, streamed and JSON;
 - every captured client stream (CPA's bytes, before the sidecar) shows the defect its
   build's measured raw table says (a capture that lost its defect fails);
 - no credential is in any file of the captures.
@@ -34,13 +35,13 @@ def _ids(cells: list[ur.Cell]) -> list[str]:
 
 
 def test_the_captures_cover_the_matrix():
-    want = {(v, *c) for v in ur.VERSIONS for c in um.cells()}
+    want = ur.expected_keys()
     got = set(BY_KEY)
     assert not (want - got), (
         f"cells not captured: {sorted(want - got)[:20]} (python tests/support/upstream_recordings.py capture)"
     )
     assert not (got - want), f"captures of cells the matrix does not have: {sorted(got - want)[:20]}"
-    assert len(CELLS) == len(got) == 2 * len(um.cells())
+    assert len(CELLS) == len(got) == 2 * (len(um.cells()) + len(um.json_cells()))
     assert {c.key[1] for c in CELLS} == set(um.PROVIDERS)  # Antigravity included
 
 
@@ -50,10 +51,11 @@ def test_provenance():
     for v, b in builds.items():
         assert b["commit"] == ur.COMMITS[v] and re.fullmatch(r"[0-9a-f]{64}", b["binary_sha256"])
     for c in CELLS:
-        v, alias, api, kind = c.key
-        meta = c.meta
+        v, alias, _, kind = c.key
+        api, meta = c.api, c.meta
         assert meta["cpa"] == {k: builds[v][k] for k in ("version", "commit", "binary_sha256")}
-        path, body = um.request(api, alias, kind, ur.CAPTURE_CONV, tag=ur.tag(alias, api, kind))
+        assert meta["conv"] == ur.conv_of(alias, api, kind, c.stream)
+        path, body = um.request(api, alias, kind, meta["conv"], c.stream, tag=ur.tag(alias, api, kind, c.stream))
         if api == "responses_ws":
             body.pop("stream")
         assert (meta["request"]["path"], meta["request"]["body"]) == (path, body)
@@ -62,10 +64,11 @@ def test_provenance():
             assert call["provider"] == um.PROVIDER_OF[alias] and call["status"] == 200
             assert call["ended"] == ("cut" if kind == "cut" else "complete")
             assert pbody, c.key
-            assert f"[cell:{ur.tag(alias, api, kind)}]" in str(call["body"])  # the call this turn caused
-        if alias == "up-antigravity":  # the Code Assist envelope, on CPA's own path
-            assert c.meta["calls"][0]["path"] == "/v1internal:streamGenerateContent?alt=sse"
-            assert pbody.startswith(b'data: {"response":'), pbody[:60]
+            assert f"[cell:{ur.tag(alias, api, kind, c.stream)}]" in str(call["body"])  # the call this turn caused
+        if alias == "up-antigravity":  # the Code Assist envelope, on CPA's own paths
+            stream_path, json_path = "/v1internal:streamGenerateContent?alt=sse", "/v1internal:generateContent"
+            assert c.meta["calls"][0]["path"] == (stream_path if c.stream else json_path)
+            assert pbody.startswith(b'data: {"response":' if c.stream else b'{"response":'), pbody[:60]
 
 
 def test_no_credentials_in_any_capture():
@@ -87,16 +90,17 @@ def test_both_legs_replay_tells_the_providers_truth(cell):
     through the client leg: the client hears the provider's truth (its rules, not this
     code's output) and exactly what the live run through both legs heard. CPA's bytes
     themselves show the build's measured raw defect."""
-    v, alias, api, kind = cell.key
-    meta = cell.meta
+    v, alias, _, kind = cell.key
+    api, stream, meta = cell.api, cell.stream, cell.meta
+    key = f"{alias}/{api}/{kind}"
     status = meta["response"]["status"]
     out = rp.replay(meta, cell.body, cell.calls)
-    got = um.truth(api, status, out)
+    got = um.truth(api, status, out, stream)
     want = um.expected(alias, kind, meta["conv"])
-    assert um.cell(got, want) == "ok", (got, want, out[-800:])
+    assert um.cell(got, want) == ur.legs_label(key, stream), (got, want, out[-800:])
     assert got == meta["outcome"]["legs"], (got, meta["outcome"]["legs"])
-    key = f"{alias}/{api}/{kind}"
-    captured = um.truth(api, status, cell.body + (b"\n<connection broken>" if meta["ended"] == "broken" else b""))
+    broken = b"\n<connection broken>" if meta["ended"] == "broken" else b""
+    captured = um.truth(api, status, cell.body + broken, stream)
     assert captured == meta["outcome"]["captured"]
     raw = um.normalized({key: um.cell(captured, want)})[key]
-    assert raw == um.normalized({key: um.raw_expected(v).get(key, "ok")})[key], (raw, captured)
+    assert raw == um.normalized({key: ur.raw_table(v, stream).get(key, "ok")})[key], (raw, captured)

@@ -3,15 +3,17 @@ run of the real builds, replayed in CI through both legs (tests/support/upstream
 
     python tests/support/upstream_recordings.py capture [VERSION...]   (STREAMFIX_CPA_BIN_DIR set)
 
-Each cell of tests/support/upstream_matrix.py (provider alias x client API x turn kind) is
-run three times on one build: raw (the CPA whose providers are ``proxy-url: direct``),
-through both legs of a sidecar (the live outcome a replay must give), and once more
-straight to the CPA whose ``proxy-url`` is the sidecar's upstream listener: that turn is the
-capture, both of its legs. Its client request carries a ``[cell:...]`` marker (the fake
-ignores it) by which the provider calls it caused are found among the fake's requests::
+Each cell of tests/support/upstream_matrix.py (provider alias x client API x turn kind, streamed,
+and the non-streaming JSON cells, ``<api>-json``) is one conversation of its own
+(:func:`conv_of`) run three times at once on one build: raw (the CPA whose providers are
+``proxy-url: direct``), through both legs of a sidecar (the live outcome a replay must
+give), and straight to a second CPA whose ``proxy-url`` is the upstream listener of a
+second sidecar: that turn is the capture, both of its legs. Its client request carries a
+``[cell:...]`` marker (the fake ignores it) by which the provider calls it caused are found
+among the fake's requests::
 
     recordings/real-cpa-upstream/<version>/build.json        version, commit, binary sha256
-    recordings/real-cpa-upstream/<version>/<alias>/<api>/<turn>/
+    recordings/real-cpa-upstream/<version>/<alias>/<api>[-json]/<turn>/
       recording.json  the cell; the client's request; CPA's response status and headers;
                       the provider calls CPA made through the sidecar's upstream listener
                       (method, path, request body, headers but credentials, status,
@@ -20,8 +22,8 @@ ignores it) by which the provider calls it caused are found among the fake's req
       response.body   CPA's client response, byte for byte, as CPA sent it (before the
                       sidecar; a WebSocket turn: its messages, one SSE event each)
     recordings/real-cpa-upstream/<version>/<alias>/provider/<turn>.<sha256:12>.body
-                      a provider body, byte for byte (shared by every client API whose
-                      call got the same bytes)
+                      a provider body, byte for byte (named by its hash: shared by the
+                      cells whose calls got the same bytes)
 
 No credential is written: the client key and the fake's keys and tokens travel in headers
 that are not kept (only :data:`standins.fake_upstreams.KEPT_HEADERS`), a ``key=`` query
@@ -58,8 +60,10 @@ COMMITS = {
     "v7.2.89": "7c61e982e490f028d295d69e22e372b29cd2db8c",
     "v7.2.140": "a7e3596b7e351d800e58ed29529fbca3d1c18737",
 }
-CAPTURE_CONV = 900
-"""The conversation number of every captured turn (its text and usage: input 1000 + 900)."""
+FIRST_CONV = 1000
+"""Cell ``i`` of :func:`todo` is conversation ``FIRST_CONV + i`` in all three of its turns (its
+own provider text and usage, input tokens 1000 + conv), so that no two cells, running at
+once, have the same output (a cut body's content digest is a whole one's of the same text)."""
 RESPONSE_HEADERS = frozenset({"content-type"})
 SECRETS = (
     realcpa.CLIENT_KEY,
@@ -87,8 +91,13 @@ def build_info(version: str) -> dict[str, Any]:
     }
 
 
-def tag(alias: str, api: str, kind: str) -> str:
-    return f"{alias}/{api}/{kind}"
+def api_dir(api: str, stream: bool = True) -> str:
+    """A cell's API as its directory names it: ``chat``, or ``chat-json`` for a non-streaming request."""
+    return api if stream else f"{api}-json"
+
+
+def tag(alias: str, api: str, kind: str, stream: bool = True) -> str:
+    return f"{alias}/{api_dir(api, stream)}/{kind}"
 
 
 def _path(path_qs: str) -> str:
@@ -98,9 +107,20 @@ def _path(path_qs: str) -> str:
     return path + ("?" + urlencode(kept) if kept else "")
 
 
-async def capture_turn(session: aiohttp.ClientSession, base: str, api: str, alias: str, kind: str) -> dict[str, Any]:
+def todo() -> list[tuple[str, str, str, bool]]:
+    """Every cell a capture holds, (alias, API, turn, streamed), in conversation order."""
+    return [(*c, True) for c in um.cells()] + [(*c, False) for c in um.json_cells()]
+
+
+def conv_of(alias: str, api: str, kind: str, stream: bool = True) -> int:
+    return FIRST_CONV + todo().index((alias, api, kind, stream))
+
+
+async def capture_turn(
+    session: aiohttp.ClientSession, base: str, api: str, alias: str, kind: str, stream: bool, conv: int
+) -> dict[str, Any]:
     """The captured turn straight to CPA: status, headers, body as CPA sent it."""
-    path, body = um.request(api, alias, kind, CAPTURE_CONV, tag=tag(alias, api, kind))
+    path, body = um.request(api, alias, kind, conv, stream, tag=tag(alias, api, kind, stream))
     if api == "responses_ws":
         body.pop("stream")
         create = {**body, "type": "response.create"}
@@ -148,46 +168,65 @@ def client_view(c: dict[str, Any]) -> bytes:
     return c["data"] + (b"\n<connection broken>" if c["ended"] == "broken" else b"")
 
 
-def calls_of(fake: fu.FakeUpstreams, alias: str, api: str, kind: str) -> list[dict[str, Any]]:
+def calls_of(fake: fu.FakeUpstreams, alias: str, api: str, kind: str, stream: bool = True) -> list[dict[str, Any]]:
     """The fake's records of the calls the capture turn caused, taken out of its log (the
     next run of the cell, another attempt or another build, finds only its own)."""
-    marker = f"[cell:{tag(alias, api, kind)}]".encode()
+    marker = f"[cell:{tag(alias, api, kind, stream)}]".encode()
     out = [r for r in list(fake.requests) if marker in r.get("raw", b"")]
     for r in out:
         fake.requests.remove(r)
     return out
 
 
-def label(api: str, status: int, body: bytes, alias: str, kind: str, conv: int) -> str:
-    return um.cell(um.truth(api, status, body), um.expected(alias, kind, conv))
+def label(api: str, status: int, body: bytes, alias: str, kind: str, conv: int, stream: bool = True) -> str:
+    return um.cell(um.truth(api, status, body, stream), um.expected(alias, kind, conv))
 
 
-async def run_cell(st: um.Stack, fakes: fu.Running, alias: str, api: str, kind: str) -> dict[str, Any]:
-    """The cell's three turns at once, all of conversation :data:`CAPTURE_CONV` (the same
-    provider text and usage): raw, through both legs, and the capture."""
+def raw_table(version: str, stream: bool = True) -> dict[str, str]:
+    """The build's measured raw labels (upstream_matrix's RAW_* tables, or RAW_JSON_* for JSON)."""
+    return um.raw_expected(version) if stream else um.raw_json_expected(version)
+
+
+def legs_label(key: str, stream: bool = True) -> str:
+    """What a cell through both legs must be: the provider's truth (``ok``), but the JSON
+    bodies CPA itself makes invalid (upstream_matrix.JSON_BROKEN)."""
+    return "ok" if stream else um.JSON_BROKEN.get(key, "ok")
+
+
+async def run_cell(
+    st: um.Stack, cap: um.Stack, fakes: fu.Running, alias: str, api: str, kind: str, stream: bool = True
+) -> dict[str, Any]:
+    """The cell's three turns at once, all of its conversation (:func:`conv_of`: the same
+    provider text and usage): raw and through both legs on ``st``, and the capture straight to
+    ``cap``'s CPA behind ``cap``'s own sidecar (its upstream leg: a sidecar of its own, so that
+    the capture's calls, which no client flow there claims, never meet the cell's client flow
+    in ``st``'s correlator)."""
+    conv = conv_of(alias, api, kind, stream)
     async with aiohttp.ClientSession() as s:
         (rs, rb), (ls, lb), cap = await asyncio.gather(
-            um.turn(s, st.url(False), api, alias, kind, CAPTURE_CONV),
+            um.turn(s, st.url(False), api, alias, kind, conv, stream),
             # its own marker: linked to its own call by prompt, never to another API's of the same turn
-            um.turn(s, st.url(True), api, alias, kind, CAPTURE_CONV, tag="legs " + tag(alias, api, kind)),
-            capture_turn(s, st.cpa_legs, api, alias, kind),
+            um.turn(s, st.url(True), api, alias, kind, conv, stream, tag="legs " + tag(alias, api, kind, stream)),
+            capture_turn(s, cap.cpa_legs, api, alias, kind, stream, conv),
         )
     await asyncio.sleep(0.05)  # the fake's record of a cut body is complete once its close ran
-    return {"raw": um.truth(api, rs, rb), "legs": um.truth(api, ls, lb), "capture": cap,
-            "calls": calls_of(fakes.fake, alias, api, kind)}  # fmt: skip
+    return {"raw": um.truth(api, rs, rb, stream), "legs": um.truth(api, ls, lb, stream), "capture": cap,
+            "calls": calls_of(fakes.fake, alias, api, kind, stream), "stream": stream, "conv": conv}  # fmt: skip
 
 
 def _meta(version: str, build: dict, alias: str, api: str, kind: str, got: dict[str, Any]) -> dict[str, Any]:
     cap = got["capture"]
     ws = cap["transport"] == "websocket"
+    stream = got["stream"]
     return {
-        "description": f"real CPA {version}, {um.PROVIDERS[alias][0]} path ({alias}), client {api}, turn {kind}: "
+        "description": f"real CPA {version}, {um.PROVIDERS[alias][0]} path ({alias}), client {api_dir(api, stream)}, "
+        f"turn {kind}: "
         "the client's request, CPA's provider calls through the sidecar's upstream listener, CPA's client response",
         "source": f"captured from the real CPA {version} (commit {build['commit']}) in front of "
         "tests/support/standins/fake_upstreams.py by `python tests/support/upstream_recordings.py capture`",
-        "cell": {"version": version, "alias": alias, "api": api, "turn": kind},
+        "cell": {"version": version, "alias": alias, "api": api, "turn": kind, "stream": stream},
         "cpa": {k: build[k] for k in ("version", "commit", "binary_sha256")},
-        "conv": CAPTURE_CONV,
+        "conv": got["conv"],
         "request": {
             "method": "GET" if ws else "POST",
             "path": cap["path"],
@@ -200,7 +239,7 @@ def _meta(version: str, build: dict, alias: str, api: str, kind: str, got: dict[
         "calls": [],
         "outcome": {
             "raw": got["raw"],
-            "captured": um.truth(api, cap["status"], client_view(cap)),
+            "captured": um.truth(api, cap["status"], client_view(cap), stream),
             "legs": got["legs"],
         },
         "started_at": int(time.time()),
@@ -208,7 +247,7 @@ def _meta(version: str, build: dict, alias: str, api: str, kind: str, got: dict[
 
 
 def write_cell(root: Path, version: str, build: dict, alias: str, api: str, kind: str, got: dict[str, Any]) -> Path:
-    d = root / version / alias / api / kind
+    d = root / version / alias / api_dir(api, got["stream"]) / kind
     d.mkdir(parents=True, exist_ok=True)
     meta = _meta(version, build, alias, api, kind, got)
     for r in got["calls"]:
@@ -234,31 +273,34 @@ def _good(version: str, alias: str, api: str, kind: str, got: dict[str, Any]) ->
     """The capture shows its build's measured raw defect, and the live run through both
     legs heard the provider's truth."""
     key = f"{alias}/{api}/{kind}"
-    want = um.normalized({key: um.raw_expected(version).get(key, "ok")})[key]
+    stream = got["stream"]
+    want = um.normalized({key: raw_table(version, stream).get(key, "ok")})[key]
     cap = got["capture"]
-    captured = um.normalized({key: label(api, cap["status"], client_view(cap), alias, kind, CAPTURE_CONV)})[key]
-    legs = um.cell(got["legs"], um.expected(alias, kind, CAPTURE_CONV))
-    return captured == want and legs == "ok" and bool(got["calls"])
+    captured = label(api, cap["status"], client_view(cap), alias, kind, got["conv"], stream)
+    legs = um.cell(got["legs"], um.expected(alias, kind, got["conv"]))
+    return um.normalized({key: captured})[key] == want and legs == legs_label(key, stream) and bool(got["calls"])
 
 
-async def _capture_cells(st: um.Stack, fakes: fu.Running, root: Path, build: dict, parallel: int) -> int:
+async def _capture_cells(st: um.Stack, cap: um.Stack, fakes: fu.Running, root: Path, build: dict, parallel: int) -> int:
     v = st.version
     sem = asyncio.Semaphore(parallel)
     done = 0
 
-    async def one(alias: str, api: str, kind: str) -> None:
+    async def one(alias: str, api: str, kind: str, stream: bool) -> None:
         nonlocal done
         async with sem:
             for attempt in range(1, ATTEMPTS + 1):
-                got = await run_cell(st, fakes, alias, api, kind)
+                got = await run_cell(st, cap, fakes, alias, api, kind, stream)
                 if _good(v, alias, api, kind, got):
                     break
-                print(f"{v} {alias} {api} {kind}: attempt {attempt} not as measured", file=sys.stderr)
+                print(f"{v} {alias} {api_dir(api, stream)} {kind}: attempt {attempt} not as measured: captured "
+                      f"{got['capture']['status']} {got['capture']['ended']}, through both legs {got['legs']}",
+                      file=sys.stderr)  # fmt: skip
         write_cell(root, v, build, alias, api, kind, got)
         done += 1
-        print(f"{done:4} {v:9} {alias:16} {api:12} {kind:10} calls {len(got['calls'])}", flush=True)
+        print(f"{done:4} {v:9} {alias:16} {api_dir(api, stream):14} {kind:10} calls {len(got['calls'])}", flush=True)
 
-    await asyncio.gather(*(one(*c) for c in um.cells()))
+    await asyncio.gather(*(one(*c) for c in todo()))
     return done
 
 
@@ -277,9 +319,15 @@ def capture(versions: list[str], root: Path = ROOT, parallel: int = 6) -> int:
             d = Path(tempfile.mkdtemp(prefix="upcapture-"))
             st = um.start(v, fakes, d / "conf")
             try:
-                done += asyncio.run(_capture_cells(st, fakes, root, build, parallel))
+                cap = um.start(v, fakes, d / "capture-conf")
+            except BaseException:
+                st.stop()
+                raise
+            try:
+                done += asyncio.run(_capture_cells(st, cap, fakes, root, build, parallel))
             finally:
                 st.stop()
+                cap.stop()
                 shutil.rmtree(d, ignore_errors=True)
     finally:
         fakes.stop()
@@ -297,8 +345,17 @@ class Cell:
 
     @property
     def key(self) -> tuple[str, str, str, str]:
+        """(version, alias, API as its directory names it, turn)."""
         c = self.meta["cell"]
-        return c["version"], c["alias"], c["api"], c["turn"]
+        return c["version"], c["alias"], api_dir(c["api"], c["stream"]), c["turn"]
+
+    @property
+    def api(self) -> str:
+        return self.meta["cell"]["api"]
+
+    @property
+    def stream(self) -> bool:
+        return self.meta["cell"]["stream"]
 
     @property
     def body(self) -> bytes:
@@ -307,6 +364,12 @@ class Cell:
     @property
     def calls(self) -> list[tuple[dict[str, Any], bytes]]:
         return [(c, (self.dir / c["response_file"]).read_bytes()) for c in self.meta["calls"]]
+
+
+def expected_keys(versions=VERSIONS) -> set[tuple[str, str, str, str]]:
+    """Every cell a whole capture holds: the streaming matrix and the JSON one, per build."""
+    return {(v, a, api_dir(api, s), k) for v in versions for s, cs in ((True, um.cells()), (False, um.json_cells()))
+            for a, api, k in cs}  # fmt: skip
 
 
 def load(root: Path = ROOT) -> list[Cell]:
