@@ -61,6 +61,11 @@ cpa-matrix *ARGS:
     {{py}} tests/support/realcpa_matrix.py capture {{ARGS}}
     {{py}} tests/support/realcpa_matrix.py docs
 
+# where the CPA binaries are (STREAMFIX_CPA_BIN_DIR): every cell of the upstream-leg matrix into
+# recordings/real-cpa-upstream/ (both legs: the provider calls and CPA's client response), for CI's replay
+cpa-upstream-capture *ARGS:
+    {{py}} tests/support/upstream_recordings.py capture {{ARGS}}
+
 # sum a turn log (--set streamfix_log=PATH) per key, model and day
 usage *PATHS:
     {{py}} -m streamfix.usage {{PATHS}}

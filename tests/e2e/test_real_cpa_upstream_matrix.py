@@ -72,126 +72,10 @@ def _bad(results) -> dict[str, str]:
     return {"/".join(k): um.cell(*v) for k, v in results.items() if um.cell(*v) != "ok"}
 
 
-# What each build does raw, measured (tests/support/upstream_matrix.py's cell labels: what the
-# client heard where it is not the provider's truth; "usage": the output tokens differ).
-# Every cell not named is the provider's truth already. The classes (cpa-defects round 4):
-# N1 (v7.2.102 and later: a Gemini cut, error frame or finish-less end becomes
-# response.completed; v7.2.89: no terminal at all, "nothing"), N2/N3 (message_stop only,
-# [DONE] only), N5/N6 (Gemini MAX_TOKENS/SAFETY as completed, max_tokens, stop, end_turn),
-# N7 (thought tokens missing from output), N9/N10 (Claude refusal, context window,
-# max_tokens as completed / stop), N11/N12/N14 (OpenAI and Codex -> messages, OpenAI ->
-# Responses), OpenAI -> Responses length/content_filter as completed before v7.2.132.
-RAW_BOTH = {
-    "up-claude/chat/context": "stop",
-    "up-claude/chat/no_finish": "[DONE] only",
-    "up-claude/gemini/context": "STOP",
-    "up-claude/gemini/max_tokens": "STOP",
-    "up-claude/gemini/no_finish": "STOP",
-    "up-claude/gemini/refusal": "STOP",
-    "up-claude/gemini/safety": "STOP",
-    "up-claude/messages/cut": "nothing",
-    "up-claude/messages/no_finish": "nothing",
-    "up-claude/responses/context": "completed",
-    "up-claude/responses/max_tokens": "completed",
-    "up-claude/responses/refusal": "completed",
-    "up-claude/responses/safety": "completed",
-    "up-claude/responses_ws/context": "completed",
-    "up-claude/responses_ws/max_tokens": "completed",
-    "up-claude/responses_ws/refusal": "completed",
-    "up-claude/responses_ws/safety": "completed",
-    "up-codex/messages/max_tokens": "tool_use",
-    "up-gemini/chat/error": "[DONE] only",
-    "up-gemini/chat/max_tokens": "max_tokens",
-    "up-gemini/chat/no_finish": "[DONE] only",
-    "up-gemini/chat/safety": "stop",
-    "up-gemini/chat/thoughts": "usage",
-    "up-gemini/gemini/no_finish": "nothing",
-    "up-gemini/messages/error": "message_stop only",
-    "up-gemini/messages/no_finish": "message_stop only",
-    "up-gemini/messages/safety": "end_turn",
-    "up-gemini/responses/max_tokens": "completed",
-    "up-gemini/responses/safety": "completed",
-    "up-gemini/responses/thoughts": "usage",
-    "up-gemini/responses_ws/max_tokens": "completed",
-    "up-gemini/responses_ws/safety": "completed",
-    "up-gemini/responses_ws/thoughts": "usage",
-    "up-interactions/chat/error": "[DONE] only",
-    "up-interactions/chat/max_tokens": "tool_calls",
-    "up-interactions/chat/no_finish": "[DONE] only",
-    "up-interactions/gemini/error": "nothing",
-    "up-interactions/gemini/max_tokens": "STOP",
-    "up-interactions/gemini/no_finish": "nothing",
-    "up-interactions/messages/error": "nothing",
-    "up-interactions/messages/max_tokens": "tool_use",
-    "up-interactions/messages/no_finish": "nothing",
-    "up-interactions/responses/max_tokens": "completed",
-    "up-interactions/responses_ws/max_tokens": "completed",
-    "up-openai/chat/no_finish": "[DONE] only",
-    "up-openai/gemini/no_finish": "STOP",
-    "up-openai/messages/max_tokens": "tool_use",
-    "up-openai/messages/no_finish": "message_stop only",
-    "up-openai/messages/safety": "end_turn",
-    "up-vertex/chat/error": "[DONE] only",
-    "up-vertex/chat/max_tokens": "max_tokens",
-    "up-vertex/chat/no_finish": "[DONE] only",
-    "up-vertex/chat/safety": "stop",
-    "up-vertex/chat/thoughts": "usage",
-    "up-vertex/gemini/no_finish": "nothing",
-    "up-vertex/messages/error": "message_stop only",
-    "up-vertex/messages/no_finish": "message_stop only",
-    "up-vertex/messages/safety": "end_turn",
-    "up-vertex/responses/max_tokens": "completed",
-    "up-vertex/responses/safety": "completed",
-    "up-vertex/responses/thoughts": "usage",
-    "up-vertex/responses_ws/max_tokens": "completed",
-    "up-vertex/responses_ws/safety": "completed",
-    "up-vertex/responses_ws/thoughts": "usage",
-}
-RAW_89 = {
-    "up-claude/chat/refusal": "stop",
-    "up-claude/chat/safety": "stop",
-    "up-claude/responses/error": "nothing",
-    "up-claude/responses/no_finish": "nothing",
-    "up-gemini/responses/error": "nothing",
-    "up-gemini/responses/no_finish": "nothing",
-    "up-interactions/responses/error": "nothing",
-    "up-interactions/responses/no_finish": "nothing",
-    "up-openai/gemini/error": "STOP",
-    "up-openai/messages/error": "message_stop only",
-    "up-openai/responses/error": "nothing",
-    "up-openai/responses/max_tokens": "completed",
-    "up-openai/responses/no_finish": "nothing",
-    "up-openai/responses/safety": "completed",
-    "up-openai/responses_ws/max_tokens": "completed",
-    "up-openai/responses_ws/safety": "completed",
-    "up-vertex/responses/error": "nothing",
-    "up-vertex/responses/no_finish": "nothing",
-}
-RAW_140 = {
-    "up-gemini/responses/cut": "completed",
-    "up-gemini/responses/error": "completed",
-    "up-gemini/responses/no_finish": "completed",
-    "up-gemini/responses_ws/cut": "completed",
-    "up-gemini/responses_ws/error": "completed",
-    "up-gemini/responses_ws/no_finish": "completed",
-    "up-openai/responses/no_finish": "completed",
-    "up-openai/responses_ws/no_finish": "completed",
-    "up-vertex/responses/cut": "completed",
-    "up-vertex/responses/error": "completed",
-    "up-vertex/responses/no_finish": "completed",
-    "up-vertex/responses_ws/cut": "completed",
-    "up-vertex/responses_ws/error": "completed",
-    "up-vertex/responses_ws/no_finish": "completed",
-}
-
-
-def raw_expected(version: str) -> dict[str, str]:
-    return {**RAW_BOTH, **(RAW_89 if version == "v7.2.89" else RAW_140)}
-
-
-def _normalized(bad: dict[str, str]) -> dict[str, str]:
-    # a usage cell's numbers depend on the conversation number the cell got in the run
-    return {k: ("usage" if v.startswith("usage ") else v) for k, v in bad.items()}
+# What each build does raw, measured: tests/support/upstream_matrix.py (RAW_BOTH, RAW_89, RAW_140),
+# which the CI replay of the captures (tests/addons/test_real_cpa_upstream_replay.py) reads too.
+raw_expected = um.raw_expected
+_normalized = um.normalized
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -201,7 +85,7 @@ def test_every_provider_api_and_turn_through_both_legs(stacks, request, record_p
     legs = asyncio.run(um.run_matrix(st, legs=True))
     raw = asyncio.run(um.run_matrix(st, legs=False))
     record_property("terminal_summary", um.table(raw, f"{version} raw") + "\n" + um.table(legs, f"{version} both legs"))
-    assert len(legs) == len(raw) == 6 * 5 * 10 - 5 * (1 + 5 * 2), "every applicable cell ran"
+    assert len(legs) == len(raw) == len(um.cells()), "every applicable cell ran"
     assert _bad(legs) == {}, um.table(legs, f"{version} both legs")
     want = _normalized(raw_expected(version))
     got = _normalized(_bad(raw))
@@ -216,15 +100,12 @@ def test_json_bodies_through_both_legs(stacks, request, version):
     """Non-streaming requests (CPA calls the provider's JSON endpoint or aggregates a stream):
     the truncation, safety and refusal stops and the usage, in each API's JSON."""
     st = stacks.get(request, version)
-    kinds = ("text_tool", "thoughts", "max_tokens", "safety", "refusal", "context")
-    apis = ("responses", "chat", "messages", "gemini")
-    legs = asyncio.run(um.run_matrix(st, legs=True, apis=apis, kinds=kinds, stream=False))
-    # CPA's Claude and Codex -> Gemini JSON translators copy a tool call cut by the budget
-    # into functionCall.args as the raw fragment: the body is not JSON, the client fails to
-    # read it (no success); nothing a repair can parse, so it goes out as it came
-    broken = {f"{a}/gemini/{k}": "not JSON" for a, k in
-              (("up-claude", "max_tokens"), ("up-claude", "context"), ("up-codex", "max_tokens"))}  # fmt: skip
-    assert _bad(legs) == broken, um.table(legs, f"{version} JSON, both legs")
+    legs = asyncio.run(um.run_matrix(st, legs=True, apis=um.JSON_APIS, kinds=um.JSON_KINDS, stream=False))
+    raw = asyncio.run(um.run_matrix(st, legs=False, apis=um.JSON_APIS, kinds=um.JSON_KINDS, stream=False))
+    assert len(legs) == len(raw) == len(um.json_cells())
+    # CPA's own invalid JSON bodies (um.JSON_BROKEN) go out as they came
+    assert _bad(legs) == um.JSON_BROKEN, um.table(legs, f"{version} JSON, both legs")
+    assert _normalized(_bad(raw)) == _normalized(um.raw_json_expected(version)), um.table(raw, f"{version} JSON, raw")
 
 
 def _log_lines(st: um.Stack, n: int, pattern: str) -> list[str]:
@@ -413,3 +294,43 @@ def test_the_evidence_reaches_the_turn_log_and_the_flows(stacks, request, versio
     assert thoughts["tokens"]["client"]["output_tokens"] == want["output"]  # what the client was told: the provider's
     lines = [ln for ln in st.mitm.lines if "streamfix: POST /v1/responses" in ln]
     assert any("upstream flow " in ln and "why: upstream: Gemini body cut" in ln for ln in lines), lines
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_captures_are_what_the_build_does(stacks, request, version, tmp_path):
+    """recordings/real-cpa-upstream/ (replayed in CI through both legs:
+    tests/addons/test_real_cpa_upstream_replay.py) still says what the build does: every
+    captured cell run again live, raw, through both legs and straight to the CPA behind the
+    upstream leg, gives the outcomes the capture recorded (how the turn ended, what was said,
+    the usage; not the bytes: ids and timestamps differ)."""
+    import upstream_recordings as ur
+
+    st = stacks.get(request, version)
+    cap = um.start(version, stacks.fakes, Path(tempfile.mkdtemp(dir=tmp_path)) / "conf")  # the capture's own sidecar
+    show_logs_on_failure(request, {f"{k} capture": p for k, p in cap.procs.items()})
+    cells = [c for c in ur.load() if c.key[0] == version]
+    assert {c.key for c in cells} == ur.expected_keys([version])
+
+    async def one(c: ur.Cell, sem: asyncio.Semaphore):
+        alias, api, kind = c.key[1], c.api, c.key[3]
+        async with sem:
+            for _attempt in range(ur.ATTEMPTS):  # CPA is not deterministic everywhere (ur.ATTEMPTS)
+                got = await ur.run_cell(st, cap, stacks.fakes, alias, api, kind, c.stream)
+                turn = got["capture"]
+                now = {"raw": got["raw"], "captured": um.truth(api, turn["status"], ur.client_view(turn), c.stream),
+                       "legs": got["legs"]}  # fmt: skip
+                if now == c.meta["outcome"]:
+                    return None
+            return "/".join(c.key), now, c.meta["outcome"]
+
+    async def run():
+        sem = asyncio.Semaphore(6)
+        return [d for d in await asyncio.gather(*(one(c, sem) for c in cells)) if d is not None]
+
+    try:
+        diffs = asyncio.run(run())
+    finally:
+        cap.stop()
+    assert diffs == [], (
+        f"{len(diffs)} cells differ from the capture (python tests/support/upstream_recordings.py capture): {diffs[:5]}"
+    )

@@ -47,9 +47,11 @@ PROVIDERS: dict[str, tuple[str, str]] = {
     "up-interactions": ("interactions-api-key", "gemini-2.5-pro"),
     "up-openai": ("openai-compatibility", "fake-gpt"),
     "up-codex": ("codex-api-key", "gpt-5-codex"),
+    "up-antigravity": ("antigravity", "gemini-3-flash"),  # an OAuth credential file (write_auths)
 }
 PROVIDER_OF = {"up-claude": "anthropic", "up-gemini": "gemini", "up-vertex": "gemini",
-               "up-interactions": "interactions", "up-openai": "openai_chat", "up-codex": "responses"}  # fmt: skip
+               "up-interactions": "interactions", "up-openai": "openai_chat", "up-codex": "responses",
+               "up-antigravity": "gemini"}  # fmt: skip
 APIS = ("responses", "responses_ws", "chat", "messages", "gemini")
 KINDS = fu.KINDS
 BODIES: dict[tuple[str, bool, bool], dict[tuple[str, str, str], bytes]] = {}
@@ -69,7 +71,10 @@ def config(
     for alias, (key, name) in PROVIDERS.items():
         models = f'models: [{{name: "{name}", alias: "{alias}"}}'
         models += f', {{name: "{name}", alias: "{realcpa.MODEL}"}}]' if alias in _aliases(primary) else "]"
-        if key == "openai-compatibility":
+        if key == "antigravity":  # the credential is a file in auth-dir (write_auths); the alias here
+            out.append(f'oauth-model-alias:\n  antigravity:\n    - {{name: "{name}", alias: "{alias}", fork: true}}\n'
+                       + (f'    - {{name: "{name}", alias: "{realcpa.MODEL}", fork: true}}\n' if alias in _aliases(primary) else ""))  # fmt: skip
+        elif key == "openai-compatibility":
             entries = ", ".join(f'{{api-key: "fake-openai-{k}", proxy-url: "{px}"}}' for k in keys)
             out.append(f'{key}:\n  - name: "fakeoai"\n    base-url: "{base}/v1"\n'
                        f"    api-key-entries: [{entries}]\n    {models}\n")  # fmt: skip
@@ -82,6 +87,15 @@ def config(
 
 def _aliases(primary: str | tuple[str, ...] | None) -> tuple[str, ...]:
     return (primary,) if isinstance(primary, str) else tuple(primary or ())
+
+
+def write_auths(d: Path, base: str, proxy: str) -> None:
+    """The Antigravity credential (``realcpa.antigravity_auth``) in ``d/auths``: CPA posts
+    ``{base}/v1internal:streamGenerateContent?alt=sse`` through the credential's own
+    ``proxy_url`` (it wins over the config's), here ``proxy`` (the sidecar's upstream
+    listener) or ``direct``."""
+    auth = realcpa.antigravity_auth(base) | {"proxy_url": proxy or "direct"}
+    (d / "auths" / "antigravity-fake.json").write_text(json.dumps(auth))
 
 
 @dataclass
@@ -114,6 +128,7 @@ def _cpa(
 
     def write(d: Path, port: int) -> dict[str, str]:
         (d / "config.yaml").write_text(config(port, d, base, proxy, retries, primary))
+        write_auths(d, base, proxy)
         return {}
 
     return realcpa.launch(exe, f"{version}-{name}", write, 30.0)
@@ -144,9 +159,9 @@ def start(version: str, fakes: Any, confdir: Path, extra: list[str] | None = Non
         d = Path(tempfile.mkdtemp(prefix=f"cpa-{version}-legs-"))
         (d / "auths").mkdir()
         (d / "home").mkdir()
-        (d / "config.yaml").write_text(
-            config(cpa_port, d, fakes.url, "" if direct else f"http://127.0.0.1:{reg}", retries, primary)
-        )
+        legs_proxy = "" if direct else f"http://127.0.0.1:{reg}"
+        (d / "config.yaml").write_text(config(cpa_port, d, fakes.url, legs_proxy, retries, primary))
+        write_auths(d, fakes.url, legs_proxy)
         proc = Proc([str(exe), "-config", str(d / "config.yaml"), "-local-model"], cwd=d,
                     env=realcpa.clean_env({"HOME": str(d / "home")}))  # fmt: skip
         st.procs["CPA legs"] = proc
@@ -173,13 +188,16 @@ TOOLS_GEMINI = [{"functionDeclarations": [{"name": n, "parameters": {"type": "ob
 HEADERS = {"authorization": f"Bearer {realcpa.CLIENT_KEY}", "content-type": "application/json"}
 
 
-def prompt(kind: str, conv: int | None = None) -> str:
+def prompt(kind: str, conv: int | None = None, tag: str = "") -> str:
+    """The turn's text; ``tag``: a marker the fake ignores (a capture finds its calls by it)."""
     c = f" [conv:{conv}]" if conv is not None else ""
-    return f"Please do the task. [turn:{kind}]{c}"
+    return f"Please do the task. [turn:{kind}]{c}" + (f" [cell:{tag}]" if tag else "")
 
 
-def request(api: str, alias: str, kind: str, conv: int | None = None, stream: bool = True) -> tuple[str, dict]:
-    text = prompt(kind, conv)
+def request(
+    api: str, alias: str, kind: str, conv: int | None = None, stream: bool = True, tag: str = ""
+) -> tuple[str, dict]:
+    text = prompt(kind, conv, tag)
     if api in ("responses", "responses_ws"):
         body = {"model": alias, "stream": stream, "tools": TOOLS_RESPONSES,
                 "input": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}]}  # fmt: skip
@@ -199,9 +217,9 @@ def request(api: str, alias: str, kind: str, conv: int | None = None, stream: bo
 
 
 async def turn(session: aiohttp.ClientSession, base: str, api: str, alias: str, kind: str, conv: int | None = None,
-               stream: bool = True) -> tuple[int, bytes]:  # fmt: skip
+               stream: bool = True, tag: str = "") -> tuple[int, bytes]:  # fmt: skip
     """(HTTP status, body); a WebSocket turn's messages as SSE events."""
-    path, body = request(api, alias, kind, conv, stream)
+    path, body = request(api, alias, kind, conv, stream, tag)
     if api == "responses_ws":
         body.pop("stream")
         body["type"] = "response.create"
@@ -420,6 +438,152 @@ def expected(alias: str, kind: str, conv: int | None = None) -> dict[str, Any]:
     return {"ended": ended, "output": tokens, "input": fu.input_tokens(s2)}
 
 
+# What each build does raw, measured (tests/support/upstream_matrix.py's cell labels: what the
+# client heard where it is not the provider's truth; "usage": the output tokens differ).
+# Every cell not named is the provider's truth already (Antigravity: the Gemini classes). The classes (cpa-defects round 4):
+# N1 (v7.2.102 and later: a Gemini cut, error frame or finish-less end becomes
+# response.completed; v7.2.89: no terminal at all, "nothing"), N2/N3 (message_stop only,
+# [DONE] only), N5/N6 (Gemini MAX_TOKENS/SAFETY as completed, max_tokens, stop, end_turn),
+# N7 (thought tokens missing from output), N9/N10 (Claude refusal, context window,
+# max_tokens as completed / stop), N11/N12/N14 (OpenAI and Codex -> messages, OpenAI ->
+# Responses), OpenAI -> Responses length/content_filter as completed before v7.2.132.
+RAW_BOTH = {
+    "up-antigravity/chat/error": "[DONE] only",
+    "up-antigravity/chat/max_tokens": "max_tokens",
+    "up-antigravity/chat/no_finish": "[DONE] only",
+    "up-antigravity/chat/safety": "stop",
+    "up-antigravity/chat/thoughts": "usage",
+    "up-antigravity/gemini/error": "nothing",
+    "up-antigravity/gemini/no_finish": "nothing",
+    "up-antigravity/messages/error": "end_turn",
+    "up-antigravity/messages/no_finish": "tool_use",
+    "up-antigravity/messages/safety": "end_turn",
+    "up-antigravity/responses/max_tokens": "completed",
+    "up-antigravity/responses/safety": "completed",
+    "up-antigravity/responses/thoughts": "usage",
+    "up-antigravity/responses_ws/max_tokens": "completed",
+    "up-antigravity/responses_ws/safety": "completed",
+    "up-antigravity/responses_ws/thoughts": "usage",
+    "up-claude/chat/context": "stop",
+    "up-claude/chat/no_finish": "[DONE] only",
+    "up-claude/gemini/context": "STOP",
+    "up-claude/gemini/max_tokens": "STOP",
+    "up-claude/gemini/no_finish": "STOP",
+    "up-claude/gemini/refusal": "STOP",
+    "up-claude/gemini/safety": "STOP",
+    "up-claude/messages/cut": "nothing",
+    "up-claude/messages/no_finish": "nothing",
+    "up-claude/responses/context": "completed",
+    "up-claude/responses/max_tokens": "completed",
+    "up-claude/responses/refusal": "completed",
+    "up-claude/responses/safety": "completed",
+    "up-claude/responses_ws/context": "completed",
+    "up-claude/responses_ws/max_tokens": "completed",
+    "up-claude/responses_ws/refusal": "completed",
+    "up-claude/responses_ws/safety": "completed",
+    "up-codex/messages/max_tokens": "tool_use",
+    "up-gemini/chat/error": "[DONE] only",
+    "up-gemini/chat/max_tokens": "max_tokens",
+    "up-gemini/chat/no_finish": "[DONE] only",
+    "up-gemini/chat/safety": "stop",
+    "up-gemini/chat/thoughts": "usage",
+    "up-gemini/gemini/no_finish": "nothing",
+    "up-gemini/messages/error": "message_stop only",
+    "up-gemini/messages/no_finish": "message_stop only",
+    "up-gemini/messages/safety": "end_turn",
+    "up-gemini/responses/max_tokens": "completed",
+    "up-gemini/responses/safety": "completed",
+    "up-gemini/responses/thoughts": "usage",
+    "up-gemini/responses_ws/max_tokens": "completed",
+    "up-gemini/responses_ws/safety": "completed",
+    "up-gemini/responses_ws/thoughts": "usage",
+    "up-interactions/chat/error": "[DONE] only",
+    "up-interactions/chat/max_tokens": "tool_calls",
+    "up-interactions/chat/no_finish": "[DONE] only",
+    "up-interactions/gemini/error": "nothing",
+    "up-interactions/gemini/max_tokens": "STOP",
+    "up-interactions/gemini/no_finish": "nothing",
+    "up-interactions/messages/error": "nothing",
+    "up-interactions/messages/max_tokens": "tool_use",
+    "up-interactions/messages/no_finish": "nothing",
+    "up-interactions/responses/max_tokens": "completed",
+    "up-interactions/responses_ws/max_tokens": "completed",
+    "up-openai/chat/no_finish": "[DONE] only",
+    "up-openai/gemini/no_finish": "STOP",
+    "up-openai/messages/max_tokens": "tool_use",
+    "up-openai/messages/no_finish": "message_stop only",
+    "up-openai/messages/safety": "end_turn",
+    "up-vertex/chat/error": "[DONE] only",
+    "up-vertex/chat/max_tokens": "max_tokens",
+    "up-vertex/chat/no_finish": "[DONE] only",
+    "up-vertex/chat/safety": "stop",
+    "up-vertex/chat/thoughts": "usage",
+    "up-vertex/gemini/no_finish": "nothing",
+    "up-vertex/messages/error": "message_stop only",
+    "up-vertex/messages/no_finish": "message_stop only",
+    "up-vertex/messages/safety": "end_turn",
+    "up-vertex/responses/max_tokens": "completed",
+    "up-vertex/responses/safety": "completed",
+    "up-vertex/responses/thoughts": "usage",
+    "up-vertex/responses_ws/max_tokens": "completed",
+    "up-vertex/responses_ws/safety": "completed",
+    "up-vertex/responses_ws/thoughts": "usage",
+}
+RAW_89 = {
+    "up-antigravity/responses/error": "nothing",
+    "up-antigravity/responses/no_finish": "nothing",
+    "up-claude/chat/refusal": "stop",
+    "up-claude/chat/safety": "stop",
+    "up-claude/responses/error": "nothing",
+    "up-claude/responses/no_finish": "nothing",
+    "up-gemini/responses/error": "nothing",
+    "up-gemini/responses/no_finish": "nothing",
+    "up-interactions/responses/error": "nothing",
+    "up-interactions/responses/no_finish": "nothing",
+    "up-openai/gemini/error": "STOP",
+    "up-openai/messages/error": "message_stop only",
+    "up-openai/responses/error": "nothing",
+    "up-openai/responses/max_tokens": "completed",
+    "up-openai/responses/no_finish": "nothing",
+    "up-openai/responses/safety": "completed",
+    "up-openai/responses_ws/max_tokens": "completed",
+    "up-openai/responses_ws/safety": "completed",
+    "up-vertex/responses/error": "nothing",
+    "up-vertex/responses/no_finish": "nothing",
+}
+RAW_140 = {
+    "up-antigravity/responses/cut": "completed",
+    "up-antigravity/responses/error": "completed",
+    "up-antigravity/responses/no_finish": "completed",
+    "up-antigravity/responses_ws/cut": "completed",
+    "up-antigravity/responses_ws/error": "completed",
+    "up-antigravity/responses_ws/no_finish": "completed",
+    "up-gemini/responses/cut": "completed",
+    "up-gemini/responses/error": "completed",
+    "up-gemini/responses/no_finish": "completed",
+    "up-gemini/responses_ws/cut": "completed",
+    "up-gemini/responses_ws/error": "completed",
+    "up-gemini/responses_ws/no_finish": "completed",
+    "up-openai/responses/no_finish": "completed",
+    "up-openai/responses_ws/no_finish": "completed",
+    "up-vertex/responses/cut": "completed",
+    "up-vertex/responses/error": "completed",
+    "up-vertex/responses/no_finish": "completed",
+    "up-vertex/responses_ws/cut": "completed",
+    "up-vertex/responses_ws/error": "completed",
+    "up-vertex/responses_ws/no_finish": "completed",
+}
+
+
+def raw_expected(version: str) -> dict[str, str]:
+    return {**RAW_BOTH, **(RAW_89 if version == "v7.2.89" else RAW_140)}
+
+
+def normalized(bad: dict[str, str]) -> dict[str, str]:
+    # a usage cell's numbers depend on the conversation number the cell got in the run
+    return {k: ("usage" if v.startswith("usage ") else v) for k, v in bad.items()}
+
+
 def cell(got: dict[str, Any], want: dict[str, Any]) -> str:
     """``ok`` when the client heard the provider's truth (the ending and, when there are
     any, the output tokens), else what it heard."""
@@ -427,6 +591,83 @@ def cell(got: dict[str, Any], want: dict[str, Any]) -> str:
     if ok and want["output"] is not None and got["output"] != want["output"]:
         return f"usage {got['output']}!={want['output']}"
     return "ok" if ok else f"{got['said']}"
+
+
+def _cells(aliases=tuple(PROVIDERS), apis=APIS, kinds=KINDS) -> list[tuple[str, str, str]]:
+    return [(a, api, k) for a in aliases for api in apis for k in kinds if applies(a, k)]
+
+
+def cells() -> list[tuple[str, str, str]]:
+    """Every (alias, API, turn kind) cell of the streaming matrix."""
+    return _cells()
+
+
+# --- the non-streaming (JSON) cells ---------------------------------------------------------
+
+JSON_APIS = ("responses", "chat", "messages", "gemini")
+JSON_KINDS = ("text_tool", "thoughts", "max_tokens", "safety", "refusal", "context")
+JSON_BROKEN = {f"{a}/gemini/{k}": "not JSON" for a, k in
+               (("up-claude", "max_tokens"), ("up-claude", "context"), ("up-codex", "max_tokens"))}  # fmt: skip
+"""CPA's Claude and Codex -> Gemini JSON translators copy a tool call cut by the budget into
+functionCall.args as the raw fragment: the body is not JSON, the client fails to read it (no
+success); nothing a repair can parse, so it goes out as it came, through both legs too."""
+RAW_JSON_BOTH = {
+    "up-antigravity/chat/max_tokens": "max_tokens",
+    "up-antigravity/chat/safety": "safety",
+    "up-antigravity/chat/thoughts": "usage",
+    "up-antigravity/messages/safety": "end_turn",
+    "up-antigravity/responses/max_tokens": "completed",
+    "up-antigravity/responses/safety": "completed",
+    "up-antigravity/responses/thoughts": "usage",
+    "up-claude/chat/context": "tool_calls",
+    "up-claude/chat/max_tokens": "tool_calls",
+    "up-claude/gemini/context": "not JSON",
+    "up-claude/gemini/max_tokens": "not JSON",
+    "up-claude/gemini/refusal": "STOP",
+    "up-claude/gemini/safety": "STOP",
+    "up-claude/responses/context": "completed",
+    "up-claude/responses/max_tokens": "completed",
+    "up-claude/responses/refusal": "completed",
+    "up-claude/responses/safety": "completed",
+    "up-codex/gemini/max_tokens": "not JSON",
+    "up-codex/messages/max_tokens": "tool_use",
+    "up-gemini/chat/max_tokens": "max_tokens",
+    "up-gemini/chat/safety": "safety",
+    "up-gemini/chat/thoughts": "usage",
+    "up-gemini/messages/safety": "end_turn",
+    "up-gemini/responses/max_tokens": "completed",
+    "up-gemini/responses/safety": "completed",
+    "up-gemini/responses/thoughts": "usage",
+    "up-interactions/chat/max_tokens": "tool_calls",
+    "up-interactions/gemini/max_tokens": "STOP",
+    "up-interactions/messages/max_tokens": "tool_use",
+    "up-interactions/responses/max_tokens": "completed",
+    "up-openai/messages/safety": "end_turn",
+    "up-vertex/chat/max_tokens": "max_tokens",
+    "up-vertex/chat/safety": "safety",
+    "up-vertex/chat/thoughts": "usage",
+    "up-vertex/messages/safety": "end_turn",
+    "up-vertex/responses/max_tokens": "completed",
+    "up-vertex/responses/safety": "completed",
+    "up-vertex/responses/thoughts": "usage",
+}
+"""What each build's JSON bodies tell raw, measured (as RAW_BOTH; both builds)."""
+RAW_JSON_89 = {
+    "up-claude/chat/refusal": "stop",
+    "up-claude/chat/safety": "stop",
+    "up-openai/responses/max_tokens": "completed",
+    "up-openai/responses/safety": "completed",
+}
+"""v7.2.89 only (v7.2.140 tells these true: Claude refusal/safety on chat, OpenAI length/content_filter on Responses)."""
+
+
+def raw_json_expected(version: str) -> dict[str, str]:
+    return {**RAW_JSON_BOTH, **(RAW_JSON_89 if version == "v7.2.89" else {})}
+
+
+def json_cells() -> list[tuple[str, str, str]]:
+    """Every (alias, API, turn kind) cell of the non-streaming matrix."""
+    return _cells(apis=JSON_APIS, kinds=JSON_KINDS)
 
 
 async def run_matrix(stack: Stack, legs: bool, apis=APIS, kinds=KINDS, aliases=tuple(PROVIDERS), parallel: int = 6,
@@ -442,9 +683,9 @@ async def run_matrix(stack: Stack, legs: bool, apis=APIS, kinds=KINDS, aliases=t
         out[(alias, api, kind)] = (truth(api, status, body, stream), expected(alias, kind, conv))
         bodies[(alias, api, kind)] = body
 
-    cells = [(a, api, k) for a in aliases for api in apis for k in kinds if applies(a, k)]
+    todo = _cells(aliases, apis, kinds)
     async with aiohttp.ClientSession() as session:
-        await asyncio.gather(*(one(session, a, api, k, n) for n, (a, api, k) in enumerate(cells)))
+        await asyncio.gather(*(one(session, a, api, k, n) for n, (a, api, k) in enumerate(todo)))
     return out
 
 

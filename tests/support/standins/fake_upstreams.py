@@ -45,7 +45,10 @@ The turn kind is a ``[turn:KIND]`` marker in the request's text (default ``text_
 =============== ======================================================================
 
 ``[conv:N]`` gives the turn its own text and usage (input tokens ``1000 + N``) so that
-concurrent conversations can be told apart. Every request is kept in ``requests``.
+concurrent conversations can be told apart. Every request is kept in ``requests``, with
+what was answered: ``status``, ``response_headers``, ``response`` (the body bytes as
+written, a cut one up to the cut) and ``ended`` (``complete`` or ``cut``); request headers
+only from :data:`KEPT_HEADERS` (never a credential), ``raw`` the request body's bytes.
 """
 
 from __future__ import annotations
@@ -66,6 +69,10 @@ from streamfix.aioserve import start_app
 KINDS = ("text_tool", "thoughts", "parallel", "max_tokens", "safety", "refusal", "context", "error", "no_finish", "cut")
 _TURN = re.compile(rb"\[turn:([a-z_]+)\]")
 _CONV = re.compile(rb"\[conv:(\d+)\]")
+KEPT_HEADERS = frozenset({"content-type", "accept", "anthropic-version", "api-revision", "openai-beta"})
+"""The request headers a request record keeps (no credential: keys, tokens, cookies)."""
+_RECORD = web.RequestKey("streamfix_fake_record", dict)
+"""A request's record in ``requests``, where its answer is written."""
 THOUGHT_TOKENS = 50
 """Thought tokens the Gemini and Codex fakes report on a ``thoughts`` turn."""
 
@@ -308,9 +315,14 @@ class FakeUpstreams:
     async def _stream(self, request: web.Request, frames: list[bytes], cut: bool) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"content-type": "text/event-stream", "cache-control": "no-cache"})
         await resp.prepare(request)
+        rec = request.get(_RECORD)
+        if rec is not None:
+            rec.update(status=resp.status, response_headers=dict(resp.headers), response=b"", ended="complete")
         try:
             for f in frames[:-1] if cut else frames:
                 await resp.write(f)
+                if rec is not None:
+                    rec["response"] += f
                 if self.delay_ms:
                     await asyncio.sleep(self.delay_ms / 1000)
             if cut:
@@ -318,6 +330,9 @@ class FakeUpstreams:
                 tr = request.transport
                 if tr is not None:  # a chunk announced longer than what is sent, then the close
                     tr.write(b"%x\r\n" % (len(half) + 64) + half)
+                    if rec is not None:
+                        rec["response"] += half
+                        rec["ended"] = "cut"
                     await asyncio.sleep(0.01)
                     tr.close()
                 return resp
@@ -330,7 +345,10 @@ class FakeUpstreams:
         raw = await request.read()
         body = orjson.loads(raw) if raw else {}
         kind, conv = _kind(raw, self.default_kind)
-        self.requests.append({"api": api, "path": request.path_qs, "body": body, "kind": kind, "conv": conv})
+        rec = {"api": api, "path": request.path_qs, "body": body, "kind": kind, "conv": conv, "raw": raw,
+               "headers": {k.lower(): v for k, v in request.headers.items() if k.lower() in KEPT_HEADERS}}  # fmt: skip
+        request[_RECORD] = rec
+        self.requests.append(rec)
         if self.fail_next.get(api):
             self.fail_next[api] -= 1
             return web.json_response(
@@ -422,6 +440,14 @@ class FakeUpstreams:
         return await self._stream(request, interactions_frames(s, kind, model, cut, tokens), kind == "cut")
 
     async def route(self, request: web.Request) -> web.StreamResponse:
+        resp = await self._route(request)
+        rec = request.get(_RECORD)
+        if rec is not None and "status" not in rec and isinstance(resp, web.Response):  # a whole body
+            rec.update(status=resp.status, response_headers=dict(resp.headers), response=bytes(resp.body or b""),
+                       ended="complete")  # fmt: skip
+        return resp
+
+    async def _route(self, request: web.Request) -> web.StreamResponse:
         p = request.path
         if p.endswith((":streamGenerateContent", ":generateContent")):
             return await self.gemini(request)
