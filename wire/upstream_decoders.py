@@ -208,6 +208,23 @@ def _string(src: bytes, start: int, end: int, span: bytes) -> bytes:
     return _escaped(src, start, end, span)
 
 
+_ASCII: Final = bytes((c + 1) if c < 32 or c == 34 or c == 92 else 0 if c >= 128 else c for c in range(256))
+""":data:`_SPECIAL` that changes the non-ASCII bytes too: a span it leaves as it was is its
+own UTF-8 without a check."""
+
+
+def _kind(span: bytes) -> int:
+    """0: ASCII without a control byte, quote or backslash (the text's UTF-8 as it is); 1:
+    no control byte, quote or backslash, but non-ASCII bytes (UTF-8 to check); 2: else
+    (orjson decodes it). One ``translate`` for the usual ASCII delta, no ``isascii`` call;
+    an escaped one is told by its backslash (the usual way to 2, without a second table)."""
+    if span.translate(_ASCII) == span:
+        return 0
+    if 92 in span:
+        return 2
+    return 1 if span.translate(_SPECIAL) == span else 2
+
+
 def _escaped(src: bytes, start: int, end: int, span: bytes) -> bytes:
     """:func:`_string` of a span holding a control byte, a quote or a backslash: orjson's
     (the full path's decoder; a per-byte unescape compiled with mypyc cost more per
@@ -273,15 +290,16 @@ class _Read:
 
 class _Fast:
     """:meth:`wire.skim.Layout.match` for the usual delta layout, one string hole and it the
-    last (integer holes before it: a sequence number, an index, a ``created``), on the one
-    event of a read: the same steps in the same order (the first piece, each integer's
-    canonical digits and the piece after it, the last piece ending the read), returning
-    the string's start without a spans list or a boxed offset. Where
-    :meth:`~wire.skim.Layout.match` would search (the event does not end the read) it
-    answers :data:`FAST_UNSURE` and the caller asks the layout; it never accepts what the
-    layout refuses, and refuses (:data:`FAST_NO`) only where the layout refuses."""
+    last (integer holes before it: a sequence number, an index, a ``created``): the same
+    steps in the same order (the first piece, each integer's canonical digits and the
+    piece after it, the last piece ending the read or, else, ending at the first blank
+    line after the string's start), returning the string's start and keeping its end
+    (:attr:`stop`) without a spans list or a boxed offset. It accepts what the layout
+    accepts, with the same string, and refuses (:data:`FAST_NO`) what it refuses; the
+    one check left to the caller is the layout's LF test of a string that ends the read
+    (:attr:`tail`: an LF in it, then :meth:`search` is the layout's next step)."""
 
-    __slots__ = ("first", "last", "nlast", "pieces", "top")
+    __slots__ = ("first", "last", "nlast", "pieces", "stop", "tail", "top")
 
     def __init__(self, pieces: list[bytes], top: int) -> None:
         self.pieces = pieces
@@ -290,6 +308,10 @@ class _Fast:
         self.nlast = len(pieces[-1])
         self.top = top
         """The integer holes (the string is hole ``top``)."""
+        self.stop = 0
+        """After a match: the string's end (the event ends ``nlast`` bytes later)."""
+        self.tail = False
+        """After a match: the event ends the read (its string not yet tested for an LF)."""
 
     @staticmethod
     def of(layout: Layout, slot: int) -> _Fast | None:
@@ -302,8 +324,7 @@ class _Fast:
         return _Fast(layout.pieces, top)
 
     def match(self, chunk: bytes, pos: int) -> int:
-        """The string's start (it ends ``nlast`` bytes before the read does), or
-        :data:`FAST_NO` / :data:`FAST_UNSURE`."""
+        """The string's start (its end: :attr:`stop`), or :data:`FAST_NO`."""
         p = self.first
         i = pos + len(p)
         if pos == 0:
@@ -324,15 +345,29 @@ class _Fast:
             if chunk[j:e] != piece:
                 return FAST_NO
             i = e
-        if n - self.nlast < i or not chunk.endswith(self.last):
-            return FAST_UNSURE  # (the layout searches for the event's end)
+        j = n - self.nlast
+        if j >= i and chunk.endswith(self.last):
+            self.stop = j
+            self.tail = True
+            return i
+        return self.search(chunk, i)
+
+    def search(self, chunk: bytes, i: int) -> int:
+        """The layout's way when the string (from ``i``) does not end the read, or holds an
+        LF: the event ends at the first blank line after ``i``, with the last piece."""
+        e = chunk.find(b"\n\n", i)
+        if e < 0:
+            return FAST_NO
+        j = e + 2 - self.nlast
+        if j < i or chunk[j : e + 2] != self.last:
+            return FAST_NO
+        self.stop = j
+        self.tail = False
         return i
 
 
 FAST_NO: Final = -1
 """:meth:`_Fast.match`: the layout does not match."""
-FAST_UNSURE: Final = -2
-""":meth:`_Fast.match`: ask :meth:`wire.skim.Layout.match`."""
 
 
 def _crlf(layout: Layout) -> Layout:
@@ -467,21 +502,27 @@ class CallDecoder:
                 spans: list[int] | None = None
                 span: bytes | None = None
                 start = -1
-                plain = False
+                stop = 0
+                kind = 0
                 for known in layouts:
                     r0: _Read | None = known.info
                     f = r0.fast if r0 is not None else None
                     if f is not None:
                         start = f.match(chunk, pos)
-                        if start == FAST_NO:
-                            continue
                         if start >= 0:
-                            span = chunk[start : n - f.nlast]
-                            plain = span.translate(_SPECIAL) == span  # no control byte (LF), quote or backslash
-                            if plain or 10 not in span:  # (else the layout's own match searches further)
-                                layout = known
-                                break
+                            span = chunk[start : f.stop]
+                            kind = _kind(span)  # 0/1: no control byte (LF), quote or backslash
+                            if kind == 2 and f.tail and 10 in span:  # the layout's next step: a search
+                                start = f.search(chunk, start)
+                                if start >= 0:
+                                    span = chunk[start : f.stop]
+                                    kind = _kind(span)
+                        if start < 0:
                             span = None
+                            continue
+                        stop = f.stop
+                        layout = known
+                        break
                     spans = known.match(chunk, pos)
                     if spans is not None:
                         layout = known
@@ -490,15 +531,15 @@ class CallDecoder:
                     break
                 layout.hits += 1
                 r: _Read | None = layout.info
-                if span is not None and r is not None:  # the fused match: one string, the read's last bytes
-                    if not self._string(r, chunk, start, n - len(layout.pieces[-1]), span, plain):
+                if span is not None and r is not None:  # the fused match: one string, chunk[start:stop]
+                    if not self._string(r, chunk, start, stop, span, kind):
                         break  # the full path fails on it the same way (a bad event, counted)
                     if r.model is not None:
                         self.model = r.model
                     self.events += 1
                     self.skimmed += 1
-                    pos = n
-                    break
+                    pos = stop + len(layout.pieces[-1])  # the event's end
+                    continue
                 if spans is None:
                     break
                 if r is not None:
@@ -538,17 +579,22 @@ class CallDecoder:
         if r is None or f is None or not parser.fast() or not parser.idle():
             return False
         start = f.match(chunk, 0)
-        if start < 0:
+        if start < 0 or not f.tail:
             return False
-        n = len(chunk)
-        span = chunk[start : n - f.nlast]
-        plain = span.translate(_SPECIAL) == span
-        if not plain and (10 in span or 13 in span):
-            return False
+        stop = f.stop
+        span = chunk[start:stop]
+        kind = _kind(span)
+        raw = span
+        try:
+            if kind == 2:  # (a string orjson decodes holds no raw LF or CR: nor does the read)
+                raw = _escaped(chunk, start, stop, span)
+            elif kind == 1:
+                span.decode("utf-8")  # strict: what orjson rejects as UTF-8 raises
+        except ValueError:
+            return False  # (the whole way reads it, and fails on it as the full path does)
         layout.hits += 1
-        if not self._string(r, chunk, start, n - f.nlast, span, plain):
-            self._parse(chunk)  # (what the loop does after a string the full path fails on)
-            return True
+        if raw and r.slot >= 0:
+            (self._args if r.args else self._text).add(raw)
         if r.model is not None:
             self.model = r.model
         self.events += 1
@@ -572,7 +618,8 @@ class CallDecoder:
             spans: list[int] | None = None
             span: bytes | None = None
             start = -1
-            plain = False
+            stop = 0
+            kind = 0
             for known in layouts:
                 r0: _Read | None = known.info
                 if r0 is None:
@@ -580,15 +627,20 @@ class CallDecoder:
                 f = r0.crfast
                 if f is not None:
                     start = f.match(chunk, pos)
-                    if start == FAST_NO:
-                        continue
                     if start >= 0:
-                        span = chunk[start : n - f.nlast]
-                        plain = span.translate(_SPECIAL) == span  # no control byte (LF), quote or backslash
-                        if plain or 10 not in span:  # (else the layout's own match searches further)
-                            layout = known
-                            break
+                        span = chunk[start : f.stop]
+                        kind = _kind(span)  # 0/1: no control byte (LF), quote or backslash
+                        if kind == 2 and f.tail and 10 in span:  # the layout's next step: a search
+                            start = f.search(chunk, start)
+                            if start >= 0:
+                                span = chunk[start : f.stop]
+                                kind = _kind(span)
+                    if start < 0:
                         span = None
+                        continue
+                    stop = f.stop
+                    layout = known
+                    break
                 spans = r0.cr.match(chunk, pos)
                 if spans is not None:
                     layout = known
@@ -597,15 +649,16 @@ class CallDecoder:
                 return pos
             r: _Read | None = layout.info
             assert r is not None
-            if span is not None:  # the fused match: one string, the read's last bytes
-                if not self._string(r, chunk, start, n - len(r.cr.pieces[-1]), span, plain):
+            if span is not None:  # the fused match: one string, chunk[start:stop]
+                if not self._string(r, chunk, start, stop, span, kind):
                     return pos
                 layout.hits += 1
                 if r.model is not None:
                     self.model = r.model
                 self.events += 1
                 self.skimmed += 1
-                return n
+                pos = stop + len(r.cr.pieces[-1])
+                continue
             if spans is None:
                 return pos
             try:
@@ -624,17 +677,16 @@ class CallDecoder:
             pos = spans[-1] + len(r.cr.pieces[-1])
         return pos
 
-    def _string(self, r: _Read, chunk: bytes, start: int, end: int, span: bytes, plain: bool) -> bool:
-        """The string of a fused match (``span``, ``chunk[start:end]``; ``plain``: no control
-        byte, quote or backslash in it) checked and hashed as :func:`_hole` does: False
-        where the full path's parse fails."""
+    def _string(self, r: _Read, chunk: bytes, start: int, end: int, span: bytes, kind: int) -> bool:
+        """The string of a fused match (``span``, ``chunk[start:end]``; ``kind``: its
+        :func:`_kind`) checked and hashed as :func:`_hole` does: False where the full
+        path's parse fails."""
+        raw = span
         try:
-            if plain:
-                if not span.isascii():  # (ASCII is valid UTF-8: no str made to check it)
-                    span.decode("utf-8")  # strict: what orjson rejects as UTF-8 raises
-                raw = span
-            else:
+            if kind == 2:
                 raw = _escaped(chunk, start, end, span)
+            elif kind == 1:
+                span.decode("utf-8")  # strict: what orjson rejects as UTF-8 raises
         except ValueError:
             return False
         if raw and r.slot >= 0:
