@@ -22,8 +22,9 @@ Failing open: a decoder never raises; an event that is not JSON is counted in ``
 skipped; an internal error stops the reading (:attr:`CallDecoder.stopped`, one log line
 for the caller) and the bytes still go on. Cost: the common deltas are skimmed (matched
 against a learned layout, ``wire/skim.py``, in LF or Google's CRLF framing: no SSE parse,
-no JSON parse, the one string read hashed from the raw bytes), any other event one SSE
-parse and one ``orjson.loads``; memory: one event (SSE) or one item (JSON).
+no JSON parse, the one string read hashed from the raw bytes; the usual delta layout by a
+fused match, :class:`_Fast`), any other event one SSE parse and one ``orjson.loads``;
+memory: one event (SSE) or one item (JSON).
 """
 
 from __future__ import annotations
