@@ -22,8 +22,9 @@ Failing open: a decoder never raises; an event that is not JSON is counted in ``
 skipped; an internal error stops the reading (:attr:`CallDecoder.stopped`, one log line
 for the caller) and the bytes still go on. Cost: the common deltas are skimmed (matched
 against a learned layout, ``wire/skim.py``, in LF or Google's CRLF framing: no SSE parse,
-no JSON parse, the one string read hashed from the raw bytes), any other event one SSE
-parse and one ``orjson.loads``; memory: one event (SSE) or one item (JSON).
+no JSON parse, the one string read hashed from the raw bytes; the usual delta layout by a
+fused match, :class:`_Fast`), any other event one SSE parse and one ``orjson.loads``;
+memory: one event (SSE) or one item (JSON).
 """
 
 from __future__ import annotations
@@ -196,14 +197,43 @@ def _hole(src: bytes, spans: list[int], slot: int) -> bytes:
     fails), as bytes, without a :class:`~wire.skim.Skimmed` refilled per event."""
     start = spans[2 * slot]
     end = spans[2 * slot + 1]
-    span = src[start:end]
+    return _string(src, start, end, src[start:end])
+
+
+def _string(src: bytes, start: int, end: int, span: bytes) -> bytes:
+    """:func:`_hole` of the string at ``src[start:end]`` (``span``, already sliced)."""
     if span.translate(_SPECIAL) == span:  # no control byte, quote or backslash
-        span.decode("utf-8")  # strict: what orjson rejects as UTF-8 raises
+        if not span.isascii():  # (ASCII is valid UTF-8: no str made to check it)
+            span.decode("utf-8")  # strict: what orjson rejects as UTF-8 raises
         return span
+    return _escaped(src, start, end, span)
+
+
+_ASCII: Final = bytes((c + 1) if c < 32 or c == 34 or c == 92 else 0 if c >= 128 else c for c in range(256))
+""":data:`_SPECIAL` that changes the non-ASCII bytes too: a span it leaves as it was is its
+own UTF-8 without a check."""
+
+
+def _kind(span: bytes) -> int:
+    """0: ASCII without a control byte, quote or backslash (the text's UTF-8 as it is); 1:
+    no control byte, quote or backslash, but non-ASCII bytes (UTF-8 to check); 2: else
+    (orjson decodes it). One ``translate`` for the usual ASCII delta, no ``isascii`` call;
+    an escaped one is told by its backslash (the usual way to 2, without a second table)."""
+    if span.translate(_ASCII) == span:
+        return 0
+    if 92 in span:
+        return 2
+    return 1 if span.translate(_SPECIAL) == span else 2
+
+
+def _escaped(src: bytes, start: int, end: int, span: bytes) -> bytes:
+    """:func:`_string` of a span holding a control byte, a quote or a backslash: orjson's
+    (the full path's decoder; a per-byte unescape compiled with mypyc cost more per
+    escaped delta than this one call, measured)."""
     value = _loads(src[start - 1 : end + 1])
     if type(value) is not str:  # e.g. '"a", "b"' cut as one string: not the layout after all
         raise ValueError("not one string")
-    return span if 92 not in span else _utf8(value)
+    return _utf8(value)  # (without a backslash, the span itself: orjson checked it is UTF-8)
 
 
 class _Digest:
@@ -245,7 +275,7 @@ class _Read:
     a check only), the layout in CRLF framing (:func:`_crlf`), the model name its events
     carry (the literal at the decoder's :attr:`CallDecoder.model_key`, or None)."""
 
-    __slots__ = ("args", "cr", "model", "others", "slot")
+    __slots__ = ("args", "cr", "crfast", "fast", "model", "others", "slot")
 
     def __init__(self, slot: int, args: bool, others: tuple[int, ...], cr: Layout, model: str | None) -> None:
         self.slot = slot
@@ -253,6 +283,92 @@ class _Read:
         self.others = others
         self.cr = cr
         self.model = model
+        self.fast: _Fast | None = None
+        """The fused match of the layout (LF framing) and of its CRLF form, when it has
+        the usual delta shape (:meth:`_Fast.of`)."""
+        self.crfast: _Fast | None = None
+
+
+class _Fast:
+    """:meth:`wire.skim.Layout.match` for the usual delta layout, one string hole and it the
+    last (integer holes before it: a sequence number, an index, a ``created``): the same
+    steps in the same order (the first piece, each integer's canonical digits and the
+    piece after it, the last piece ending the read or, else, ending at the first blank
+    line after the string's start), returning the string's start and keeping its end
+    (:attr:`stop`) without a spans list or a boxed offset. It accepts what the layout
+    accepts, with the same string, and refuses (:data:`FAST_NO`) what it refuses; the
+    one check left to the caller is the layout's LF test of a string that ends the read
+    (:attr:`tail`: an LF in it, then :meth:`search` is the layout's next step)."""
+
+    __slots__ = ("first", "last", "nlast", "pieces", "stop", "tail", "top")
+
+    def __init__(self, pieces: list[bytes], top: int) -> None:
+        self.pieces = pieces
+        self.first = pieces[0]
+        self.last = pieces[-1]
+        self.nlast = len(pieces[-1])
+        self.top = top
+        """The integer holes (the string is hole ``top``)."""
+        self.stop = 0
+        """After a match: the string's end (the event ends ``nlast`` bytes later)."""
+        self.tail = False
+        """After a match: the event ends the read (its string not yet tested for an LF)."""
+
+    @staticmethod
+    def of(layout: Layout, slot: int) -> _Fast | None:
+        """The fused match of ``layout`` if its one string hole is its last, and is the hole
+        read (``slot``) or none is (-1: the string only checked); else None."""
+        holes = layout.holes
+        top = len(holes) - 1
+        if top < 0 or holes[top] != "s" or "s" in holes[:top] or slot not in (-1, top):
+            return None
+        return _Fast(layout.pieces, top)
+
+    def match(self, chunk: bytes, pos: int) -> int:
+        """The string's start (its end: :attr:`stop`), or :data:`FAST_NO`."""
+        p = self.first
+        i = pos + len(p)
+        if pos == 0:
+            if not chunk.startswith(p):
+                return FAST_NO
+        elif chunk[pos:i] != p:
+            return FAST_NO
+        n = len(chunk)
+        pieces = self.pieces
+        for k in range(self.top):
+            j = i
+            while j < n and 48 <= chunk[j] <= 57:
+                j += 1
+            if j == i or j - i > 18 or (chunk[i] == 48 and j - i > 1):
+                return FAST_NO
+            piece = pieces[k + 1]
+            e = j + len(piece)
+            if chunk[j:e] != piece:
+                return FAST_NO
+            i = e
+        j = n - self.nlast
+        if j >= i and chunk.endswith(self.last):
+            self.stop = j
+            self.tail = True
+            return i
+        return self.search(chunk, i)
+
+    def search(self, chunk: bytes, i: int) -> int:
+        """The layout's way when the string (from ``i``) does not end the read, or holds an
+        LF: the event ends at the first blank line after ``i``, with the last piece."""
+        e = chunk.find(b"\n\n", i)
+        if e < 0:
+            return FAST_NO
+        j = e + 2 - self.nlast
+        if j < i or chunk[j : e + 2] != self.last:
+            return FAST_NO
+        self.stop = j
+        self.tail = False
+        return i
+
+
+FAST_NO: Final = -1
+""":meth:`_Fast.match`: the layout does not match."""
 
 
 def _crlf(layout: Layout) -> Layout:
@@ -319,11 +435,15 @@ class CallDecoder:
         self.skimming = True
         """Read the common deltas without a JSON parse (:meth:`learn`); False: parse all."""
         self.skimmed = 0
+        self.fused = True
+        """Match the usual delta layouts with :class:`_Fast` (False: every layout with
+        :meth:`wire.skim.Layout.match`; the same facts, the tests compare the two)."""
         self._skim = Skim()
         self._ev: Event | None = None  # the event the full path is on (SSE)
         self._top: Any = None  # its parsed object, before an envelope is taken off
         self._pre: tuple[Any, ...] = ()  # the envelope's key path ("response",) or ()
         self._cr = False  # a CR at the end of the last read (its LF may follow)
+        self._crs = False  # a read held a CR (then :meth:`_one` is not tried)
 
     # --- input ------------------------------------------------------------------------
     def feed(self, chunk: bytes) -> None:
@@ -342,7 +462,10 @@ class CallDecoder:
         only the events matter: Google frames with CRLF, and the parser's fast path and
         the learned layouts are LF), events of a learned layout read without a parse, the
         rest through the parser and the full path."""
+        if not self._crs and self._one(chunk):
+            return
         if self._cr or 13 in chunk:
+            self._crs = True  # (a stream with CRs, Google's: its reads go the CR way first)
             if not self._cr and self.skimming and self._skim.active:
                 pos = self._skim_crlf(chunk)
                 if pos:
@@ -378,15 +501,48 @@ class CallDecoder:
                 # Skim.match's loop, its Skimmed left out (the decoder reads one string)
                 layout: Layout | None = None
                 spans: list[int] | None = None
+                span: bytes | None = None
+                start = -1
+                stop = 0
+                kind = 0
                 for known in layouts:
+                    r0: _Read | None = known.info
+                    f = r0.fast if r0 is not None else None
+                    if f is not None:
+                        start = f.match(chunk, pos)
+                        if start >= 0:
+                            span = chunk[start : f.stop]
+                            kind = _kind(span)  # 0/1: no control byte (LF), quote or backslash
+                            if kind == 2 and f.tail and 10 in span:  # the layout's next step: a search
+                                start = f.search(chunk, start)
+                                if start >= 0:
+                                    span = chunk[start : f.stop]
+                                    kind = _kind(span)
+                        if start < 0:
+                            span = None
+                            continue
+                        stop = f.stop
+                        layout = known
+                        break
                     spans = known.match(chunk, pos)
                     if spans is not None:
                         layout = known
                         break
-                if layout is None or spans is None:
+                if layout is None:
                     break
                 layout.hits += 1
                 r: _Read | None = layout.info
+                if span is not None and r is not None:  # the fused match: one string, chunk[start:stop]
+                    if not self._string(r, chunk, start, stop, span, kind):
+                        break  # the full path fails on it the same way (a bad event, counted)
+                    if r.model is not None:
+                        self.model = r.model
+                    self.events += 1
+                    self.skimmed += 1
+                    pos = stop + len(layout.pieces[-1])  # the event's end
+                    continue
+                if spans is None:
+                    break
                 if r is not None:
                     try:
                         for other in r.others:  # the strings not read, decoded as a check
@@ -409,6 +565,43 @@ class CallDecoder:
                 chunk = chunk[pos:]
         self._parse(chunk)
 
+    def _one(self, chunk: bytes) -> bool:
+        """The read is one event of the newest layout, in LF framing, its string holding no
+        CR (then the read holds none: a layout's pieces and digits hold none), read as the
+        first step of :meth:`_feed_sse`'s loop would read it, without first asking whether
+        the read holds a CR. False: nothing done (the read goes the whole way)."""
+        parser = self._sse
+        skim = self._skim
+        if not self.skimming or not skim.active or parser is None or not skim.layouts:
+            return False
+        layout = skim.layouts[0]
+        r: _Read | None = layout.info
+        f = r.fast if r is not None else None
+        if r is None or f is None or not parser.fast() or not parser.idle():
+            return False
+        start = f.match(chunk, 0)
+        if start < 0 or not f.tail:
+            return False
+        stop = f.stop
+        span = chunk[start:stop]
+        kind = _kind(span)
+        raw = span
+        try:
+            if kind == 2:  # (a string orjson decodes holds no raw LF or CR: nor does the read)
+                raw = _escaped(chunk, start, stop, span)
+            elif kind == 1:
+                span.decode("utf-8")  # strict: what orjson rejects as UTF-8 raises
+        except ValueError:
+            return False  # (the whole way reads it, and fails on it as the full path does)
+        layout.hits += 1
+        if raw and r.slot >= 0:
+            (self._args if r.args else self._text).add(raw)
+        if r.model is not None:
+            self.model = r.model
+        self.events += 1
+        self.skimmed += 1
+        return True
+
     def _skim_crlf(self, chunk: bytes) -> int:
         """The events of a read in CRLF framing that the learned layouts' CRLF forms match,
         read off the raw bytes as the LF loop of :meth:`_feed_sse` reads them once CR LF
@@ -424,18 +617,51 @@ class CallDecoder:
         while pos < n:
             layout: Layout | None = None
             spans: list[int] | None = None
+            span: bytes | None = None
+            start = -1
+            stop = 0
+            kind = 0
             for known in layouts:
                 r0: _Read | None = known.info
                 if r0 is None:
                     return pos  # (no CRLF form: the LF way tries this one first)
+                f = r0.crfast
+                if f is not None:
+                    start = f.match(chunk, pos)
+                    if start >= 0:
+                        span = chunk[start : f.stop]
+                        kind = _kind(span)  # 0/1: no control byte (LF), quote or backslash
+                        if kind == 2 and f.tail and 10 in span:  # the layout's next step: a search
+                            start = f.search(chunk, start)
+                            if start >= 0:
+                                span = chunk[start : f.stop]
+                                kind = _kind(span)
+                    if start < 0:
+                        span = None
+                        continue
+                    stop = f.stop
+                    layout = known
+                    break
                 spans = r0.cr.match(chunk, pos)
                 if spans is not None:
                     layout = known
                     break
-            if layout is None or spans is None:
+            if layout is None:
                 return pos
             r: _Read | None = layout.info
             assert r is not None
+            if span is not None:  # the fused match: one string, chunk[start:stop]
+                if not self._string(r, chunk, start, stop, span, kind):
+                    return pos
+                layout.hits += 1
+                if r.model is not None:
+                    self.model = r.model
+                self.events += 1
+                self.skimmed += 1
+                pos = stop + len(r.cr.pieces[-1])
+                continue
+            if spans is None:
+                return pos
             try:
                 for other in r.others:
                     _hole(chunk, spans, other)
@@ -451,6 +677,22 @@ class CallDecoder:
             self.skimmed += 1
             pos = spans[-1] + len(r.cr.pieces[-1])
         return pos
+
+    def _string(self, r: _Read, chunk: bytes, start: int, end: int, span: bytes, kind: int) -> bool:
+        """The string of a fused match (``span``, ``chunk[start:end]``; ``kind``: its
+        :func:`_kind`) checked and hashed as :func:`_hole` does: False where the full
+        path's parse fails."""
+        raw = span
+        try:
+            if kind == 2:
+                raw = _escaped(chunk, start, end, span)
+            elif kind == 1:
+                span.decode("utf-8")  # strict: what orjson rejects as UTF-8 raises
+        except ValueError:
+            return False
+        if raw and r.slot >= 0:
+            (self._args if r.args else self._text).add(raw)
+        return True
 
     def _lf(self, chunk: bytes) -> bytes:
         """CR line ends made LF (a CR at the end kept for the next read: its LF may follow)."""
@@ -590,8 +832,14 @@ class CallDecoder:
         layout = self._skim.learn(kind, ev.raw, ev.data, ev.event, top, frozenset(pre + h for h in holes))
         if layout is not None and layout.info is None:
             slot = layout.slot(*(pre + read)) if read is not None else -1
+            if slot >= 0 and layout.holes[slot] != "s":
+                slot = -1  # (a number where the text goes: the full path hashes nothing of it)
             m = layout.consts.get(pre + (self.model_key,)) if self.model_key else None
-            layout.info = _Read(slot, args, layout.strings(slot), _crlf(layout), m if isinstance(m, str) else None)
+            r = _Read(slot, args, layout.strings(slot), _crlf(layout), m if isinstance(m, str) else None)
+            if self.fused:
+                r.fast = _Fast.of(layout, slot)
+                r.crfast = _Fast.of(r.cr, slot)
+            layout.info = r
 
     # --- what subclasses call ------------------------------------------------------
     def text(self, s: Any) -> None:

@@ -439,7 +439,7 @@ def report(res: dict[str, Any], repeats: int) -> str:
             elif label == "passthrough":
                 row.append(f"{per[label]:,.0f}")
             else:
-                row.append(f"{per[label]:,.0f} ({per[label] / per['passthrough']:.2f}x)")
+                row.append(f"{per[label]:,.0f} ({per[label] / per['passthrough']:.3f}x)")
         row.append("ok" if all(r["ok"] for r in by.values()) else "MISMATCH")
         out.append("| " + " | ".join(row) + " |")
     if "repair" in labels and "repair-pure" in labels:

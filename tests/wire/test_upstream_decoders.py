@@ -615,3 +615,109 @@ def test_the_fuzz_harness_keeps_its_bodies_bounded():
     decoders. A mutated body stops growing at fuzz_upstream.MAX_BODY."""
     _, _, body, _ = fuzz_upstream._body(b"\x1f" * 72 + b"\n")
     assert len(body) < 2 * fuzz_upstream.MAX_BODY
+
+
+# --- the fused match (perf2): the same facts as Layout.match's way ----
+
+
+def _wire_events() -> dict[str, list[bytes]]:
+    """Per provider wire, a stream of one event per read whose deltas keep a layout (the
+    bench's, cut short; Interactions' sample with its deltas repeated)."""
+    out = {}
+    for provider, body in _long_streams().items():
+        evs = per_event(body.replace(b"\r\n", b"\n"))
+        out[provider] = evs[:40] + evs[-4:]
+    evs = per_event(SAMPLES[("interactions", "sse", "completed")])
+    out["interactions"] = evs[:3] + [evs[3]] * 4 + evs[4:6] + [evs[6]] * 4 + evs[7:9] + [evs[9], evs[10]] * 3 + evs[10:]
+    return out
+
+
+_WIRES = _wire_events()
+_ESCAPE_BITS = _STRING_BITS | st.sampled_from(
+    [b"\\u00E9", b"\\u00e9", b"\\uD83D\\uDE00", b"\\udc00", b"\\u12", b"\\u12g4", b"\\", b"\\b\\f\\r\\t", b"\\u0000",
+     b"\x7f", b"\n", b"\r", b"\xe2\x82", b"\xe2\x82\xac", b"\\\\\\", b"\\\\\\\"", b"0", b"00", b"-1", b"1" * 19, b"1" * 17, b'"}', b":",
+     b".5", b"e1", b" "]
+)  # fmt: skip
+
+
+def _facts(provider: str, pieces: list[bytes], skimming: bool, fused: bool) -> tuple:
+    d = decoder_for(provider, CTYPE["sse"])
+    d.skimming = skimming
+    d.fused = fused
+    for p in pieces:
+        d.feed(p)
+    return d.close(), d.skimmed, d.stopped
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None)
+@given(
+    provider=st.sampled_from(sorted(_WIRES)),
+    edits=st.lists(
+        st.tuples(st.integers(0, 10**6), st.sampled_from("sna"), st.integers(0, 10**6), _ESCAPE_BITS), max_size=6
+    ),
+    crlf=st.booleans(),
+    cuts=st.none() | st.lists(st.integers(1, 400), min_size=1, max_size=30),
+)
+@example(provider="responses", edits=[], crlf=False, cuts=None)
+def test_the_fused_match_gives_layout_matchs_facts(provider, edits, crlf, cuts):
+    """Every provider wire, deltas with escapes, surrogates, quotes, control bytes, bad UTF-8,
+    odd digits, bytes put anywhere (a piece cut or changed), LF or CRLF, one event per
+    read or cut anywhere: the fused match (fused on) records what
+    Layout.match's way records (fused off: the same result, skimmed count, stop), and
+    that is what the full path (skimming off) records."""
+    events = list(_WIRES[provider])
+    for i, where, at, bit in edits:
+        i %= len(events)
+        e = events[i]
+        numbers = [m for m in range(len(e) - 1) if e[m : m + 1] == b":" and 48 <= e[m + 1] <= 57]
+        if where == "s" and b'":"' in e:  # into a string hole: after the last '":"' (the delta's text)
+            k = e.rfind(b'":"') + 3
+        elif where == "n" and numbers:  # before or into a number (an index, a created, a sequence_number)
+            k = numbers[at % len(numbers)] + 1 + at % 3
+        else:  # anywhere in the event (a piece, the framing)
+            k = at % (len(e) + 1)
+        events[i] = e[:k] + bit + e[k:]
+    if crlf:
+        events = [e.replace(b"\n", b"\r\n") for e in events]
+    pieces = events
+    if cuts is not None:
+        whole, pieces, i, c = b"".join(events), [], 0, 0
+        while i < len(whole):
+            pieces.append(whole[i : i + cuts[c % len(cuts)]])
+            i += cuts[c % len(cuts)]
+            c += 1
+    fused = _facts(provider, pieces, True, True)
+    assert fused == _facts(provider, pieces, True, False)
+    assert fused[0] == _facts(provider, pieces, False, False)[0]
+
+
+def test_the_fused_match_serves_the_usual_deltas():
+    """The bench streams cut short and Interactions' sample (one event per read): every
+    layout learned has its string as its last hole, so each has a fused match (LF and
+    CRLF); what the decoder records with them is Layout.match's way's."""
+    for provider, events in _WIRES.items():
+        on, off = _facts(provider, events, True, True), _facts(provider, events, True, False)
+        assert on == off and on[1] > 0, provider
+    layout_of = {}
+    for provider in ("gemini", "anthropic", "openai_chat", "responses", "interactions"):
+        d = decoder_for(provider, CTYPE["sse"])
+        for e in _WIRES[provider]:
+            d.feed(e)
+        layout_of[provider] = [(lay.info.fast is not None, lay.info.crfast is not None) for lay in d._skim.layouts]
+    assert all(v and all(f and c for f, c in v) for v in layout_of.values()), layout_of
+
+
+@pytest.mark.parametrize("provider", sorted(_WIRES))
+@pytest.mark.parametrize("crlf", [False, True])
+def test_a_delta_read_after_an_unended_event_is_not_skimmed_alone(provider, crlf):
+    """A read that ends one LF short of its event's blank line, then a whole delta in the
+    next read: the parser still holds the first event (the delta's lines belong to it), so
+    the delta is not read alone; the facts are Layout.match's way's and the full path's."""
+    events = list(_WIRES[provider])
+    for i in (12, 20, 21):
+        events[i] = events[i][:-1]
+    if crlf:
+        events = [e.replace(b"\n", b"\r\n") for e in events]
+    fused = _facts(provider, events, True, True)
+    assert fused == _facts(provider, events, True, False)
+    assert fused[0] == _facts(provider, events, False, False)[0]
