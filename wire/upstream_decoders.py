@@ -300,7 +300,7 @@ class _Fast:
     one check left to the caller is the layout's LF test of a string that ends the read
     (:attr:`tail`: an LF in it, then :meth:`search` is the layout's next step)."""
 
-    __slots__ = ("first", "last", "nlast", "pieces", "stop", "tail", "top")
+    __slots__ = ("first", "kind", "last", "nlast", "pieces", "span", "stop", "tail", "top")
 
     def __init__(self, pieces: list[bytes], top: int) -> None:
         self.pieces = pieces
@@ -313,6 +313,10 @@ class _Fast:
         """After a match: the string's end (the event ends ``nlast`` bytes later)."""
         self.tail = False
         """After a match: the event ends the read (its string not yet tested for an LF)."""
+        self.span = b""
+        """After :meth:`take`: the string's raw bytes, ``chunk[start:stop]``."""
+        self.kind = 0
+        """After :meth:`take`: the string's :func:`_kind`."""
 
     @staticmethod
     def of(layout: Layout, slot: int) -> _Fast | None:
@@ -352,6 +356,25 @@ class _Fast:
             self.tail = True
             return i
         return self.search(chunk, i)
+
+    def take(self, chunk: bytes, pos: int) -> int:
+        """:meth:`match`, then the string's raw bytes and kind (:attr:`span`, :attr:`kind`),
+        with the layout's next step for a string that ends the read but holds an LF (a
+        search for the event's end): the string's start, or :data:`FAST_NO`."""
+        start = self.match(chunk, pos)
+        if start < 0:
+            return FAST_NO
+        span = chunk[start : self.stop]
+        kind = _kind(span)  # 0/1: no control byte (LF), quote or backslash
+        if kind == 2 and self.tail and 10 in span:
+            start = self.search(chunk, start)
+            if start < 0:
+                return FAST_NO
+            span = chunk[start : self.stop]
+            kind = _kind(span)
+        self.span = span
+        self.kind = kind
+        return start
 
     def search(self, chunk: bytes, i: int) -> int:
         """The layout's way when the string (from ``i``) does not end the read, or holds an
@@ -509,18 +532,11 @@ class CallDecoder:
                     r0: _Read | None = known.info
                     f = r0.fast if r0 is not None else None
                     if f is not None:
-                        start = f.match(chunk, pos)
-                        if start >= 0:
-                            span = chunk[start : f.stop]
-                            kind = _kind(span)  # 0/1: no control byte (LF), quote or backslash
-                            if kind == 2 and f.tail and 10 in span:  # the layout's next step: a search
-                                start = f.search(chunk, start)
-                                if start >= 0:
-                                    span = chunk[start : f.stop]
-                                    kind = _kind(span)
+                        start = f.take(chunk, pos)
                         if start < 0:
-                            span = None
                             continue
+                        span = f.span
+                        kind = f.kind
                         stop = f.stop
                         layout = known
                         break
@@ -627,18 +643,11 @@ class CallDecoder:
                     return pos  # (no CRLF form: the LF way tries this one first)
                 f = r0.crfast
                 if f is not None:
-                    start = f.match(chunk, pos)
-                    if start >= 0:
-                        span = chunk[start : f.stop]
-                        kind = _kind(span)  # 0/1: no control byte (LF), quote or backslash
-                        if kind == 2 and f.tail and 10 in span:  # the layout's next step: a search
-                            start = f.search(chunk, start)
-                            if start >= 0:
-                                span = chunk[start : f.stop]
-                                kind = _kind(span)
+                    start = f.take(chunk, pos)
                     if start < 0:
-                        span = None
                         continue
+                    span = f.span
+                    kind = f.kind
                     stop = f.stop
                     layout = known
                     break
