@@ -1323,6 +1323,11 @@ class ChatDecoder(CallDecoder):
         u = obj.get("usage")
         if isinstance(u, dict):
             self._usage(u)
+        if self.finish is not None and self.usage is not None:
+            # the finish and its usage (stream_options.include_usage: the chunk after the
+            # finish) are the decision: CPA's OpenAI -> Claude translator writes message_delta
+            # and message_stop on that chunk, before it reads [DONE]
+            self.decided = True
 
     def _usage(self, u: dict[str, Any]) -> None:
         inp, out = _n(u.get("prompt_tokens")), _n(u.get("completion_tokens"))

@@ -96,6 +96,22 @@ def test_every_provider_api_and_turn_through_both_legs(stacks, request, record_p
 
 
 @pytest.mark.parametrize("version", VERSIONS)
+def test_every_cell_when_the_provider_pauses_before_its_last_frame(stacks, request, version):
+    """The provider pauses 150 ms before its last frame ([DONE], message_stop, the terminal
+    event): whatever CPA writes its client on the frames before (its OpenAI -> Claude
+    translator writes message_delta and message_stop on chat's usage chunk) reaches the
+    client leg while the provider's stream is still open. Through both legs every cell is
+    still the provider's truth: the decisive event is recorded before CPA reads it."""
+    st = stacks.get(request, version)
+    stacks.fakes.fake.last_pause_ms = 150
+    try:
+        legs = asyncio.run(um.run_matrix(st, legs=True))
+    finally:
+        stacks.fakes.fake.last_pause_ms = 0
+    assert _bad(legs) == {}, um.table(legs, f"{version} both legs, a pause before the last frame")
+
+
+@pytest.mark.parametrize("version", VERSIONS)
 def test_json_bodies_through_both_legs(stacks, request, version):
     """Non-streaming requests (CPA calls the provider's JSON endpoint or aggregates a stream):
     the truncation, safety and refusal stops and the usage, in each API's JSON."""
@@ -157,7 +173,8 @@ def test_a_retried_call_is_matched_to_the_retry(stacks, request, version, tmp_pa
         for alias, api in (("up-gemini", "responses"), ("up-claude", "chat"), ("up-openai", "messages")):
             provider = um.PROVIDER_OF[alias]
             stacks.fakes.fake.fail_next[provider] = 1
-            seen = len(stacks.fakes.fake.requests)
+            stacks.fakes.fake.requests.clear()  # (a bounded deque: an index into it moves once it is full)
+            seen = 0
             n = len(retry.mitm.lines)
 
             async def one(alias=alias, api=api):
@@ -193,7 +210,8 @@ def test_a_call_failed_over_to_another_provider_is_matched_to_the_one_that_answe
     try:
         for conv in range(40, 44):
             stacks.fakes.fake.fail_next.update({"anthropic": 2, "gemini": 1})
-            seen, n = len(stacks.fakes.fake.requests), len(both.mitm.lines)
+            stacks.fakes.fake.requests.clear()  # (a bounded deque: an index into it moves once it is full)
+            seen, n = 0, len(both.mitm.lines)
 
             async def one(conv=conv):
                 async with aiohttp.ClientSession() as s:

@@ -375,13 +375,18 @@ def outcome(api: str, body: bytes, status: int = 200, request: Any = None) -> di
     return out
 
 
-def same(a: dict[str, Any], b: dict[str, Any]) -> bool:
+def same(a: dict[str, Any], b: dict[str, Any], any_error: bool = False) -> bool:
     """Two outcomes tell the same turn. CPA's OpenAI -> Gemini translator emits parallel calls
     in Go map order, so two live requests of one cell may list them in another order:
-    calls are compared as a multiset."""
+    calls are compared as a multiset. ``any_error`` (a Responses WebSocket turn): an error
+    ending is the same whichever error it names (v7.2.89 races the provider's error against
+    its own 408 on the socket: which one comes is CPA's race, that the turn failed is not)."""
 
     def norm(o: dict[str, Any]) -> dict[str, Any]:
-        return o | {"calls": sorted(map(tuple, o.get("calls") or []))}
+        out = o | {"calls": sorted(map(tuple, o.get("calls") or []))}
+        if any_error and str(o.get("ending", "")).startswith("error:"):
+            out["ending"] = "error"
+        return out
 
     return norm(a) == norm(b)
 

@@ -107,10 +107,12 @@ def test_the_digest_is_the_client_legs():
 
 
 def test_the_decisive_event_comes_before_the_end():
-    """``decided`` turns True at the provider's finish with its usage (Gemini), its
-    message_delta (Anthropic), the terminal (Responses), [DONE]: before CPA has read it."""
+    """``decided`` turns True at the provider's finish with its usage (Gemini; OpenAI chat,
+    whose usage chunk comes after the finish: CPA's OpenAI -> Claude translator writes
+    message_delta and message_stop on it, before it reads [DONE]), its message_delta
+    (Anthropic), the terminal (Responses), [DONE]: before CPA has read it."""
     for key, upto in ((("gemini", "sse", "stop"), None), (("anthropic", "sse", "end_turn"), b"event: message_stop"),
-                      (("responses", "sse", "completed"), None), (("openai_chat", "sse", "length"), None)):  # fmt: skip
+                      (("responses", "sse", "completed"), None), (("openai_chat", "sse", "length"), b"data: [DONE]")):  # fmt: skip
         provider, framing, _ = key
         body = SAMPLES[key]
         d = decoder_for(provider, CTYPE[framing])
@@ -121,6 +123,16 @@ def test_the_decisive_event_comes_before_the_end():
     d = decoder_for("gemini", CTYPE["sse"])
     d.feed(SAMPLES[("gemini", "sse", "no_finish")])
     assert not d.decided  # no finish: only the end of the body decides
+    body = SAMPLES[("openai_chat", "sse", "length")]
+    d = decoder_for("openai_chat", CTYPE["sse"])
+    d.feed(
+        body[
+            : body.index(
+                b'data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-4o","choices":[],"usage"'
+            )
+        ]
+    )
+    assert d.finish == "length" and not d.decided  # the finish without its usage chunk yet: not decided
 
 
 @pytest.mark.parametrize("provider", fuzz_upstream.PROVIDERS)

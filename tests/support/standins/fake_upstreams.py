@@ -306,6 +306,10 @@ def _kind(raw: bytes, default: str = "text_tool") -> tuple[str, int | None]:
 @dataclass
 class FakeUpstreams:
     delay_ms: float = 1.0
+    last_pause_ms: float = 0.0
+    """A pause before a stream's last frame (``[DONE]``, ``message_stop``, the terminal):
+    what CPA writes on the frames before it reaches its client before the provider's
+    stream ends (tests/e2e/test_real_cpa_upstream_matrix.py's race test)."""
     requests: deque = field(default_factory=lambda: deque(maxlen=2000))
     default_kind: str = "text_tool"
     """The turn kind of a request without a ``[turn:KIND]`` marker (the real clients' prompts)."""
@@ -319,7 +323,10 @@ class FakeUpstreams:
         if rec is not None:
             rec.update(status=resp.status, response_headers=dict(resp.headers), response=b"", ended="complete")
         try:
-            for f in frames[:-1] if cut else frames:
+            sent = frames[:-1] if cut else frames
+            for i, f in enumerate(sent):
+                if self.last_pause_ms and i == len(sent) - 1 and i > 0 and not cut:
+                    await asyncio.sleep(self.last_pause_ms / 1000)
                 await resp.write(f)
                 if rec is not None:
                     rec["response"] += f
