@@ -224,6 +224,7 @@ def test_a_call_failed_over_to_another_provider_is_matched_to_the_one_that_answe
             assert um.cell(got, um.expected(alias_of[calls[-1]], "max_tokens", conv)) == "ok", (calls, got, body[-600:])
             failed = _log_lines(both, n, r"upstream \w+ call answered HTTP 503")
             assert len(failed) == len(calls) - 1, (calls, both.mitm.lines[n:])
+            both.mitm.wait_for(r"POST /v1/responses: .*why: upstream: ", 10, n)  # (written as the flow ends)
             said = _log_lines(both, n, r"POST /v1/responses: .*why: upstream: ")
             assert len(said) == 1 and name_of[calls[-1]] in said[0], (calls, said)
             if len(set(calls)) == 2:
