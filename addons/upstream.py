@@ -141,11 +141,7 @@ class UpstreamStream:
         if self.finished:
             return
         self.finished = True
-        if self.tap.ended or cut:
-            result = self.tap.result() if self.tap.ended else self.tap.close()
-        else:
-            result = self.tap.result()
-        self.leg.finished(self.flow, result)
+        self.leg.finished(self.flow, self.tap.close() if cut and not self.tap.ended else self.tap.result())
 
 
 class ProviderStream:
@@ -452,22 +448,17 @@ class UpstreamLeg:
 
     def error(self, flow: http.HTTPFlow) -> None:
         s = self.streams.pop(flow.id, None)
-        if isinstance(s, ProviderStream):
-            # the provider's connection failed before the body's end: a cut body; CPA going
-            # away (its own client aborted, or it stopped reading) cuts nothing the provider sent
-            msg = (flow.error.msg if flow.error is not None else "").lower()
-            s.finish(cut="client" not in msg)
-            if flow.response is not None:
-                if flow.response.raw_content is None and s.chunks:
-                    flow.response.raw_content = b"".join(s.chunks)
-                flow.response.stream = True
+        if s is None:
             return
-        if s is not None:
-            # a truncated call unless the trailer already passed or CPA went away first
-            msg = (flow.error.msg if flow.error is not None else "").lower()
-            s.finish(cut="client" not in msg)
-            if flow.response is not None and flow.response.raw_content is None and s.chunks:
+        # the provider's connection failed before the body's end: a cut body (Devin: a
+        # truncated call unless its trailer already passed); CPA going away (its own client
+        # aborted, or it stopped reading) cuts nothing the provider sent
+        s.finish(cut="client" not in (flow.error.msg if flow.error is not None else "").lower())
+        if flow.response is not None:
+            if flow.response.raw_content is None and s.chunks:
                 flow.response.raw_content = b"".join(s.chunks)
+            if isinstance(s, ProviderStream):
+                flow.response.stream = True  # the tap lets go of the flow (it was streamed)
 
     # --- results -------------------------------------------------------------------
     def decided(self, flow: http.HTTPFlow, result: CallResult) -> None:
