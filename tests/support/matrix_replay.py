@@ -22,7 +22,8 @@ _LOCK = threading.Lock()
 """mitmproxy's ``ctx`` is one per process: one in-process replay at a time."""
 
 
-def _chunks(body: bytes, size: int | None) -> list[bytes]:
+def chunks(body: bytes, size: int | None) -> list[bytes]:
+    """``body`` in reads of ``size`` bytes (None: one read)."""
     if not size:
         return [body] if body else []
     return [body[i : i + size] for i in range(0, len(body), size)]
@@ -59,7 +60,7 @@ def replay_http(
             addon.response(f)
             return f.response.raw_content or b"", [f.comment]
         out: list[bytes] = []
-        for c in [*_chunks(body, chunk), b""]:
+        for c in [*chunks(body, chunk), b""]:
             out += f.response.stream(c)
         addon.response(f)
         return b"".join(out), [f.comment]

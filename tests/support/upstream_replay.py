@@ -27,6 +27,7 @@ import inspect
 import threading
 from typing import Any
 
+import matrix_replay
 import orjson
 
 _LOCK = threading.Lock()
@@ -59,10 +60,6 @@ def _fire(master: Any, event: Any) -> None:
                 master.event_loop.run_until_complete(res)
 
 
-def _reads(body: bytes, size: int = READ) -> list[bytes]:
-    return [body[i : i + size] for i in range(0, len(body), size)]
-
-
 def _provider_flow(call: dict[str, Any], body: bytes) -> Any:
     from mitmproxy import http
     from mitmproxy.proxy import mode_specs
@@ -89,7 +86,7 @@ def _provider_call(master: Any, call: dict[str, Any], body: bytes) -> Any:
     f.response = resp
     _fire(master, lh.HttpResponseHeadersHook(f))
     if callable(f.response.stream):
-        for c in _reads(body):
+        for c in matrix_replay.chunks(body, READ):
             f.response.stream(c)
         if call["ended"] == "cut":
             f.error = Error(CUT_ERROR)
@@ -128,7 +125,7 @@ def _client_http(master: Any, meta: dict[str, Any], body: bytes, calls: list[tup
         _fire(master, lh.HttpResponseHook(f))
         return f.response.raw_content or b""
     out: list[bytes] = []
-    for c in [*_reads(body), b""]:
+    for c in [*matrix_replay.chunks(body, READ), b""]:
         got = f.response.stream(c)
         out += [got] if isinstance(got, bytes) else list(got)
     _fire(master, lh.HttpResponseHook(f))
@@ -178,7 +175,6 @@ class _Socket:
 
 
 def _client_ws(master: Any, meta: dict[str, Any], body: bytes, calls: list[tuple[dict, bytes]]) -> bytes:
-    import matrix_replay
     from mitmproxy.proxy import mode_specs
     from mitmproxy.proxy.layers import http as lh
     from mitmproxy.proxy.layers import websocket as lw
