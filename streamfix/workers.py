@@ -51,7 +51,7 @@ import socket
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from .procs import CHECKOUT, ROOT, child_env
@@ -79,7 +79,6 @@ class Worker:
     restarts: int = 0
     backoff: float = RESTART_MIN_S
     relay: asyncio.Task | None = None
-    exited: list[int] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -348,7 +347,7 @@ class Launcher:
             if self.redis is not None:
                 watchers.append(asyncio.create_task(self.watch_redis()))
             await self.done.wait()
-            rc = 0 if all(w.exited and w.exited[-1] == 0 for w in self.workers) else 1
+            rc = self.exit_code()
             for t in watchers:
                 t.cancel()
         except RuntimeError as e:
@@ -357,6 +356,13 @@ class Launcher:
         finally:
             await self.shutdown()
         return rc
+
+    def exit_code(self) -> int:
+        """0 when every worker's last process exited 0, else 1. Read from the processes'
+        return codes, not from what their watchers have noted: a worker's code is known
+        (its exit reaped) while its watcher still waits for the end of its output, and the
+        other worker's watcher may already have ended the run."""
+        return 0 if all(w.proc is not None and w.proc.returncode == 0 for w in self.workers) else 1
 
     def say_started(self) -> None:
         parts = [f"{self.n} workers behind HAProxy: clients {self.listen}"]
@@ -377,7 +383,6 @@ class Launcher:
         while True:
             assert w.proc is not None
             rc = await w.proc.wait()
-            w.exited.append(rc)
             if self.draining or self.stopping:
                 if all(x.proc is not None and x.proc.returncode is not None for x in self.workers):
                     self.done.set()
