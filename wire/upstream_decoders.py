@@ -300,10 +300,22 @@ class _Fast:
     one check left to the caller is the layout's LF test of a string that ends the read
     (:attr:`tail`: an LF in it, then :meth:`search` is the layout's next step)."""
 
-    __slots__ = ("first", "kind", "last", "nlast", "pieces", "span", "stop", "tail", "top")
+    __slots__ = ("caching", "first", "kind", "last", "misses", "nlast", "pieces", "seen", "span", "stop", "tail", "top")
 
     def __init__(self, pieces: list[bytes], top: int) -> None:
         self.pieces = pieces
+        self.seen: list[bytes] = [b""] * top
+        """Per integer hole, its digits and the piece after it as the last event had them
+        (b"": none kept): an event with the same bytes there is matched by one compare,
+        without reading the digits one by one (a chat chunk's 10-digit ``created``, an
+        index, the same from one delta to the next)."""
+        self.misses: list[int] = [0] * top
+        """Per integer hole, the events in a row whose value differed from the one kept;
+        at :data:`SEEN_MISSES` none is kept any more (a ``sequence_number`` changes at
+        every event: the compare would only cost)."""
+        self.caching = top > 0
+        """Some integer hole is kept, or may be: False once none may (then the digits are
+        read as they always were, with no per-hole step added)."""
         self.first = pieces[0]
         self.last = pieces[-1]
         self.nlast = len(pieces[-1])
@@ -339,7 +351,15 @@ class _Fast:
             return FAST_NO
         n = len(chunk)
         pieces = self.pieces
+        caching = self.caching
         for k in range(self.top):
+            if caching:
+                kept = self.seen[k]
+                e = i + len(kept)
+                if e > i and chunk[i:e] == kept:  # (what the steps below accept: the piece starts with no digit)
+                    self.misses[k] = 0
+                    i = e
+                    continue
             j = i
             while j < n and 48 <= chunk[j] <= 57:
                 j += 1
@@ -349,6 +369,8 @@ class _Fast:
             e = j + len(piece)
             if chunk[j:e] != piece:
                 return FAST_NO
+            if caching:
+                self._miss(k, chunk[i:e])
             i = e
         j = n - self.nlast
         if j >= i and chunk.endswith(self.last):
@@ -356,6 +378,18 @@ class _Fast:
             self.tail = True
             return i
         return self.search(chunk, i)
+
+    def _miss(self, k: int, now: bytes) -> None:
+        """Integer hole ``k`` did not hold the bytes kept: ``now`` (its digits and the piece
+        after them) is kept instead, or none after :data:`SEEN_MISSES` misses in a row
+        (and no hole at all once every one has missed so)."""
+        m = self.misses[k] + 1
+        self.misses[k] = m
+        if m < SEEN_MISSES:
+            self.seen[k] = now
+            return
+        self.seen[k] = b""
+        self.caching = any(x < SEEN_MISSES for x in self.misses)
 
     def take(self, chunk: bytes, pos: int) -> int:
         """:meth:`match`, then the string's raw bytes and kind (:attr:`span`, :attr:`kind`),
@@ -392,6 +426,9 @@ class _Fast:
 
 FAST_NO: Final = -1
 """:meth:`_Fast.match`: the layout does not match."""
+SEEN_MISSES: Final = 3
+""":attr:`_Fast.misses`: after this many changed values in a row an integer hole is read
+digit by digit only."""
 
 
 def _crlf(layout: Layout) -> Layout:
@@ -403,6 +440,11 @@ def _crlf(layout: Layout) -> Layout:
     p = layout.pieces
     pieces = [p[0].replace(b"\n", b"\r\n"), *p[1:-1], p[-1].replace(b"\n", b"\r\n")]
     return Layout(layout.kind, pieces, layout.holes, layout.paths, layout.consts)
+
+
+def _repeats(*names: str) -> dict[str, bytes]:
+    """:attr:`CallDecoder.repeats` of these event names."""
+    return {n: b'{"type":"' + n.encode() + b'"' for n in names}
 
 
 class CallDecoder:
@@ -421,6 +463,13 @@ class CallDecoder:
     item_starts: tuple[str, ...] = ()
     """JSON bodies: paths whose objects' starts :meth:`on_json_start` is told of (to
     count candidates or choices)."""
+    repeats: dict[str, bytes] = {}
+    """SSE events that only repeat what earlier events said (an item's or a part's whole
+    text or arguments once its deltas are over), by SSE event name, each with how its data
+    starts when its JSON ``type`` is that name (its first key, as the providers write it):
+    such an event is counted and not parsed, since :meth:`on_event` reads nothing of it
+    (its JSON is then not checked: a broken one is not among the ``bad``). One whose data
+    starts otherwise goes the full path."""
     model_key = ""
     """The key whose string the full path takes as :attr:`model` from every delta it reads
     (Gemini ``modelVersion``, chat ``model``): a skimmed delta sets it too (its layout's
@@ -465,6 +514,9 @@ class CallDecoder:
         self._ev: Event | None = None  # the event the full path is on (SSE)
         self._top: Any = None  # its parsed object, before an envelope is taken off
         self._pre: tuple[Any, ...] = ()  # the envelope's key path ("response",) or ()
+        self._repeat_lines: dict[bytes, bytes] = {n.encode(): b"\ndata: " + h for n, h in self.repeats.items()}
+        """:attr:`repeats` for :meth:`_repeat`: the SSE name's bytes -> the rest of its
+        ``event:`` line and how its ``data:`` line starts."""
         self._cr = False  # a CR at the end of the last read (its LF may follow)
         self._crs = False  # a read held a CR (then :meth:`_one` is not tried)
 
@@ -545,6 +597,12 @@ class CallDecoder:
                         layout = known
                         break
                 if layout is None:
+                    if self.repeats:
+                        end = self._repeat(chunk, pos)
+                        if end:
+                            self.events += 1  # (what _frame does of it)
+                            pos = end
+                            continue
                     break
                 layout.hits += 1
                 r: _Read | None = layout.info
@@ -619,6 +677,24 @@ class CallDecoder:
         self.events += 1
         self.skimmed += 1
         return True
+
+    def _repeat(self, chunk: bytes, pos: int) -> int:
+        """The end of the event at ``pos`` when it is one of :attr:`repeats` as the providers
+        write it, ``event: NAME`` and one ``data:`` line starting with its JSON type, ended
+        by a blank line in this read (what :meth:`_frame` counts and does not parse, without
+        the parser's copy of it); else 0 (the parser reads it)."""
+        if not chunk.startswith(b"event: ", pos):
+            return 0
+        nl = chunk.find(b"\n", pos + 7)
+        if nl < 0:
+            return 0
+        want = self._repeat_lines.get(chunk[pos + 7 : nl])
+        if want is None or not chunk.startswith(want, nl):
+            return 0
+        e = chunk.find(b"\n", nl + len(want))
+        if e < 0 or e + 1 >= len(chunk) or chunk[e + 1] != 10:
+            return 0
+        return e + 2
 
     def _skim_crlf(self, chunk: bytes) -> int:
         """The events of a read in CRLF framing that the learned layouts' CRLF forms match,
@@ -736,6 +812,10 @@ class CallDecoder:
         if d == b"[DONE]":
             self.on_done()
             return
+        if event is not None and event in self.repeats:
+            head = self.repeats[event]
+            if d.startswith(head):
+                return  # (a copy of what the deltas said, its type the event's name: nothing to read)
         try:
             obj = orjson.loads(d)
         except orjson.JSONDecodeError:
@@ -1375,6 +1455,16 @@ class ResponsesDecoder(CallDecoder):
 
     provider = "responses"
     finish_field = "status"
+    repeats = _repeats(
+        "response.output_item.done",
+        "response.content_part.done",
+        "response.output_text.done",
+        "response.function_call_arguments.done",
+        "response.refusal.done",
+        "response.reasoning_text.done",
+        "response.reasoning_summary_text.done",
+        "response.reasoning_summary_part.done",
+    )
     json_items: tuple[str, ...] = ("output.item", "status", "incomplete_details", "usage", "error", "model")
 
     def __init__(self, json_body: bool = False) -> None:

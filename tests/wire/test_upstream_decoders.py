@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 
 import fuzz_upstream
 import orjson
@@ -733,3 +734,119 @@ def test_a_delta_read_after_an_unended_event_is_not_skimmed_alone(provider, crlf
     fused = _facts(provider, events, True, True)
     assert fused == _facts(provider, events, True, False)
     assert fused[0] == _facts(provider, events, False, False)[0]
+
+
+# --- what the decoders leave unread: Responses' repeats, integer holes kept -------------------
+
+
+def _no_repeats(provider: str) -> object:
+    d = decoder_for(provider, CTYPE["sse"])
+    d.repeats = {}
+    d._repeat_lines = {}
+    return d
+
+
+def _feed(d, pieces) -> CallResult:
+    for p in pieces:
+        d.feed(p)
+    return d.close()
+
+
+def test_responses_repeats_are_counted_not_parsed():
+    """The ``*.done`` events of the bench's Responses stream (5 items, a text part, four
+    calls' arguments): every one counted, none parsed (one with its JSON broken inside is
+    not among the bad), the facts those of the decoder that parses them; a repeat cut
+    across reads is not read either (the parser ends it, the full path counts it); with
+    its type not its SSE name's, or not its first key, it is parsed and read."""
+    from streamfix import bench
+
+    events = per_event(bench.claude_responses_stream())
+    names = [e.split(b"\n", 1)[0].removeprefix(b"event: ").decode() for e in events]
+    repeats = [i for i, n in enumerate(names) if n.endswith(".done")]
+    assert len(repeats) == 11  # counted by hand: 5 output_item, 4 arguments, 1 text, 1 content_part
+    full = _feed(_no_repeats("responses"), events)
+    assert full.finish == "completed" and full.bad == 0 and full.events == len(events)
+    broken = list(events)
+    for i in repeats:  # a quote taken out of the middle of each: not JSON any more
+        e = broken[i]
+        k = e.index(b'"', len(e) // 2)
+        broken[i] = e[:k] + e[k + 1 :]
+    for pieces in (events, broken, [b"".join(broken)[i : i + 1000] for i in range(0, len(b"".join(broken)), 1000)]):
+        assert _feed(decoder_for("responses", CTYPE["sse"]), pieces) == full
+    assert _feed(_no_repeats("responses"), broken).bad == len(repeats)  # (parsed, they are bad)
+    # what a repeat's name does not say: read as any other event
+    done = events[-1].replace(b"event: response.completed", b"event: response.output_item.done")
+    assert _feed(decoder_for("responses", CTYPE["sse"]), [*events[:-1], done]) == full
+    moved = events[-1].replace(b'{"type":"response.completed",', b'{"x":1,"type":"response.completed",')
+    moved = moved.replace(b"event: response.completed", b"event: response.output_item.done")
+    assert _feed(decoder_for("responses", CTYPE["sse"]), [*events[:-1], moved]) == full
+    first = broken[repeats[0]].replace(b'data: {"type"', b'data: {"x":1,"type"')
+    got = _feed(decoder_for("responses", CTYPE["sse"]), [*events[: repeats[0]], first, *events[repeats[0] + 1 :]])
+    assert got == dataclasses.replace(full, bad=1)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None)
+@given(
+    edits=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 10**6), _ESCAPE_BITS), max_size=6),
+    cuts=st.none() | st.lists(st.integers(1, 400), min_size=1, max_size=30),
+)
+def test_unread_repeats_change_nothing_but_the_bad_count(edits, cuts):
+    """The Responses wire (its last events the repeats and the terminal) with bytes put
+    anywhere, cut anywhere: what the decoder records is what it records parsing every
+    event, but for the repeats it did not parse (fewer bad, never more)."""
+    events = list(_WIRES["responses"])
+    for i, at, bit in edits:
+        i %= len(events)
+        k = at % (len(events[i]) + 1)
+        events[i] = events[i][:k] + bit + events[i][k:]
+    pieces = events
+    if cuts is not None:
+        whole, pieces, i, c = b"".join(events), [], 0, 0
+        while i < len(whole):
+            pieces.append(whole[i : i + cuts[c % len(cuts)]])
+            i += cuts[c % len(cuts)]
+            c += 1
+    on = _feed(decoder_for("responses", CTYPE["sse"]), pieces)
+    off = _feed(_no_repeats("responses"), pieces)
+    assert on.bad <= off.bad
+    assert dataclasses.replace(on, bad=0) == dataclasses.replace(off, bad=0)
+
+
+def test_an_integer_hole_that_repeats_is_matched_whole_and_one_that_changes_is_read():
+    """The chat bench's deltas: ``created`` (the same in every chunk) is kept and matched by
+    one compare; Responses' ``sequence_number`` (new at every event) stops being kept after
+    SEEN_MISSES events. Either way the facts are those of the layout's own match."""
+    from streamfix import bench
+    from streamfix.wire.upstream_decoders import SEEN_MISSES
+
+    for provider, body in (("openai_chat", bench.devin_chat_stream()), ("responses", bench.claude_responses_stream())):
+        events = per_event(body)
+        d = decoder_for(provider, CTYPE["sse"])
+        got = _feed(d, events)
+        generic = decoder_for(provider, CTYPE["sse"])
+        generic.fused = False
+        assert _feed(generic, events) == got
+        fasts = [lay.info.fast for lay in d._skim.layouts if lay.info is not None and lay.info.fast is not None]
+        assert fasts
+        for f in fasts:
+            if provider == "responses":
+                assert f.top == 1 and not f.caching and f.seen == [b""] and f.misses == [SEEN_MISSES], (f.seen, f.misses)
+            else:
+                created = [s for s in f.seen if s.startswith(b"1789012345,")]
+                assert f.caching and len(created) == 1 and f.misses[f.seen.index(created[0])] == 0, (f.seen, f.misses)
+
+
+@pytest.mark.parametrize("provider", sorted(_WIRES))
+def test_a_byte_changed_anywhere_in_a_skimmed_delta_gives_layout_matchs_facts(provider):
+    """Every byte of one delta, the 30th event (after its layout's integer holes were kept),
+    changed in turn: the fused match (with what it keeps) records what Layout.match's way
+    and the full path record."""
+    events = list(_WIRES[provider])
+    i = min(30, len(events) - 5)
+    e = events[i]
+    for k in range(len(e)):
+        changed = e[:k] + bytes([e[k] ^ 1]) + e[k + 1 :]
+        pieces = [*events[:i], changed, *events[i + 1 :]]
+        fused = _facts(provider, pieces, True, True)
+        assert fused == _facts(provider, pieces, True, False), (k, changed)
+        assert fused[0] == _facts(provider, pieces, False, False)[0], (k, changed)
