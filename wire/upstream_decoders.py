@@ -463,7 +463,7 @@ class CallDecoder:
     item_starts: tuple[str, ...] = ()
     """JSON bodies: paths whose objects' starts :meth:`on_json_start` is told of (to
     count candidates or choices)."""
-    repeats: dict[str, bytes] = {}
+    repeats: dict[str, bytes] = {}  # noqa: RUF012 - a per-instance default (mypyc), read only
     """SSE events that only repeat what earlier events said (an item's or a part's whole
     text or arguments once its deltas are over), by SSE event name, each with how its data
     starts when its JSON ``type`` is that name (its first key, as the providers write it):

@@ -816,8 +816,9 @@ def test_an_integer_hole_that_repeats_is_matched_whole_and_one_that_changes_is_r
     """The chat bench's deltas: ``created`` (the same in every chunk) is kept and matched by
     one compare; Responses' ``sequence_number`` (new at every event) stops being kept after
     SEEN_MISSES events. Either way the facts are those of the layout's own match."""
-    from streamfix import bench
     from streamfix.wire.upstream_decoders import SEEN_MISSES
+
+    from streamfix import bench
 
     for provider, body in (("openai_chat", bench.devin_chat_stream()), ("responses", bench.claude_responses_stream())):
         events = per_event(body)
@@ -830,7 +831,10 @@ def test_an_integer_hole_that_repeats_is_matched_whole_and_one_that_changes_is_r
         assert fasts
         for f in fasts:
             if provider == "responses":
-                assert f.top == 1 and not f.caching and f.seen == [b""] and f.misses == [SEEN_MISSES], (f.seen, f.misses)
+                assert f.top == 1 and not f.caching and f.seen == [b""] and f.misses == [SEEN_MISSES], (
+                    f.seen,
+                    f.misses,
+                )
             else:
                 created = [s for s in f.seen if s.startswith(b"1789012345,")]
                 assert f.caching and len(created) == 1 and f.misses[f.seen.index(created[0])] == 0, (f.seen, f.misses)
