@@ -653,6 +653,18 @@ _ESCAPE_BITS = _STRING_BITS | st.sampled_from(
 )  # fmt: skip
 
 
+def _cut(events: list[bytes], cuts: list[int] | None) -> list[bytes]:
+    """The events as they are (None), or their bytes cut in reads of the sizes ``cuts``, in turn."""
+    if cuts is None:
+        return events
+    whole, pieces, i, c = b"".join(events), [], 0, 0
+    while i < len(whole):
+        pieces.append(whole[i : i + cuts[c % len(cuts)]])
+        i += cuts[c % len(cuts)]
+        c += 1
+    return pieces
+
+
 def _facts(provider: str, pieces: list[bytes], skimming: bool, fused: bool) -> tuple:
     d = decoder_for(provider, CTYPE["sse"])
     d.skimming = skimming
@@ -692,13 +704,7 @@ def test_the_fused_match_gives_layout_matchs_facts(provider, edits, crlf, cuts):
         events[i] = e[:k] + bit + e[k:]
     if crlf:
         events = [e.replace(b"\n", b"\r\n") for e in events]
-    pieces = events
-    if cuts is not None:
-        whole, pieces, i, c = b"".join(events), [], 0, 0
-        while i < len(whole):
-            pieces.append(whole[i : i + cuts[c % len(cuts)]])
-            i += cuts[c % len(cuts)]
-            c += 1
+    pieces = _cut(events, cuts)
     fused = _facts(provider, pieces, True, True)
     assert fused == _facts(provider, pieces, True, False)
     assert fused[0] == _facts(provider, pieces, False, False)[0]
@@ -799,13 +805,7 @@ def test_unread_repeats_change_nothing_but_the_bad_count(edits, cuts):
         i %= len(events)
         k = at % (len(events[i]) + 1)
         events[i] = events[i][:k] + bit + events[i][k:]
-    pieces = events
-    if cuts is not None:
-        whole, pieces, i, c = b"".join(events), [], 0, 0
-        while i < len(whole):
-            pieces.append(whole[i : i + cuts[c % len(cuts)]])
-            i += cuts[c % len(cuts)]
-            c += 1
+    pieces = _cut(events, cuts)
     on = _feed(decoder_for("responses", CTYPE["sse"]), pieces)
     off = _feed(_no_repeats("responses"), pieces)
     assert on.bad <= off.bad
