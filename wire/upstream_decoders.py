@@ -447,6 +447,23 @@ def _repeats(*names: str) -> dict[str, bytes]:
     return {n: b'{"type":"' + n.encode() + b'"' for n in names}
 
 
+def _repeat_lines(repeats: dict[str, bytes]) -> dict[bytes, bytes]:
+    """:attr:`CallDecoder.repeat_lines` of :attr:`CallDecoder.repeats`."""
+    return {n.encode(): b"\ndata: " + head for n, head in repeats.items()}
+
+
+_RESPONSES_REPEATS: Final = _repeats(
+    "response.output_item.done",
+    "response.content_part.done",
+    "response.output_text.done",
+    "response.function_call_arguments.done",
+    "response.refusal.done",
+    "response.reasoning_text.done",
+    "response.reasoning_summary_text.done",
+    "response.reasoning_summary_part.done",
+)
+
+
 class CallDecoder:
     """The shared part: framing (SSE or JSON), the digests, the facts; one subclass per
     provider reads its events (:meth:`on_event`)."""
@@ -470,6 +487,9 @@ class CallDecoder:
     such an event is counted and not parsed, since :meth:`on_event` reads nothing of it
     (its JSON is then not checked: a broken one is not among the ``bad``). One whose data
     starts otherwise goes the full path."""
+    repeat_lines: dict[bytes, bytes] = {}  # noqa: RUF012 - a per-instance default (mypyc), read only
+    """:attr:`repeats` for :meth:`_repeat` (made once per class, :func:`_repeat_lines`): the
+    SSE name's bytes -> the rest of its ``event:`` line and how its ``data:`` line starts."""
     model_key = ""
     """The key whose string the full path takes as :attr:`model` from every delta it reads
     (Gemini ``modelVersion``, chat ``model``): a skimmed delta sets it too (its layout's
@@ -514,9 +534,6 @@ class CallDecoder:
         self._ev: Event | None = None  # the event the full path is on (SSE)
         self._top: Any = None  # its parsed object, before an envelope is taken off
         self._pre: tuple[Any, ...] = ()  # the envelope's key path ("response",) or ()
-        self._repeat_lines: dict[bytes, bytes] = {n.encode(): b"\ndata: " + h for n, h in self.repeats.items()}
-        """:attr:`repeats` for :meth:`_repeat`: the SSE name's bytes -> the rest of its
-        ``event:`` line and how its ``data:`` line starts."""
         self._cr = False  # a CR at the end of the last read (its LF may follow)
         self._crs = False  # a read held a CR (then :meth:`_one` is not tried)
 
@@ -688,7 +705,7 @@ class CallDecoder:
         nl = chunk.find(b"\n", pos + 7)
         if nl < 0:
             return 0
-        want = self._repeat_lines.get(chunk[pos + 7 : nl])
+        want = self.repeat_lines.get(chunk[pos + 7 : nl])
         if want is None or not chunk.startswith(want, nl):
             return 0
         e = chunk.find(b"\n", nl + len(want))
@@ -812,9 +829,9 @@ class CallDecoder:
         if d == b"[DONE]":
             self.on_done()
             return
-        if event is not None and event in self.repeats:
-            head = self.repeats[event]
-            if d.startswith(head):
+        if event is not None and self.repeats:
+            head = self.repeats.get(event)
+            if head is not None and d.startswith(head):
                 return  # (a copy of what the deltas said, its type the event's name: nothing to read)
         try:
             obj = orjson.loads(d)
@@ -1455,16 +1472,8 @@ class ResponsesDecoder(CallDecoder):
 
     provider = "responses"
     finish_field = "status"
-    repeats = _repeats(
-        "response.output_item.done",
-        "response.content_part.done",
-        "response.output_text.done",
-        "response.function_call_arguments.done",
-        "response.refusal.done",
-        "response.reasoning_text.done",
-        "response.reasoning_summary_text.done",
-        "response.reasoning_summary_part.done",
-    )
+    repeats = _RESPONSES_REPEATS
+    repeat_lines = _repeat_lines(_RESPONSES_REPEATS)
     json_items: tuple[str, ...] = ("output.item", "status", "incomplete_details", "usage", "error", "model")
 
     def __init__(self, json_body: bool = False) -> None:

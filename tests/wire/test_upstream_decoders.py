@@ -748,7 +748,7 @@ def test_a_delta_read_after_an_unended_event_is_not_skimmed_alone(provider, crlf
 def _no_repeats(provider: str) -> object:
     d = decoder_for(provider, CTYPE["sse"])
     d.repeats = {}
-    d._repeat_lines = {}
+    d.repeat_lines = {}
     return d
 
 
