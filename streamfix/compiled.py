@@ -26,13 +26,15 @@ ROOT = _core.HERE.parent
 
 _SETUP = """
 import sys
-from setuptools import setup
+from setuptools import Extension, setup
 from mypyc.build import mypycify
 out = sys.argv[1]
-mods = [f"streamfix/wire/{m}.py" for m in sys.argv[2:]]
+mods = [f"streamfix/wire/{m}.py" for m in sys.argv[2:] if not m.startswith("_")]
+native = [Extension(f"streamfix.wire.{m}", [f"streamfix/wire/{m}.c"], extra_compile_args=["-O2"])
+          for m in sys.argv[2:] if m.startswith("_")]
 setup(
     name="streamfix-core",
-    ext_modules=mypycify(mods, opt_level="3", target_dir=out + "/c"),
+    ext_modules=mypycify(mods, opt_level="3", target_dir=out + "/c") + native,
     script_args=["build_ext", "--build-lib", out + "/lib", "--build-temp", out + "/obj"],
 )
 """
@@ -61,7 +63,7 @@ def _stage(tmp) -> None:
     pkg = src / "streamfix" / "wire"
     pkg.mkdir(parents=True)
     (src / "streamfix" / "__init__.py").write_text("")
-    for f in _core.HERE.glob("*.py"):
+    for f in [*_core.HERE.glob("*.py"), *_core.HERE.glob("*.c")]:
         shutil.copyfile(f, pkg / f.name)
     (src / "mypy.ini").write_text(_MYPY_INI)
 
@@ -128,7 +130,7 @@ def built(force: bool = False, builds: Path | None = None) -> Path | None:
     with log.open("w") as fp:
         _stage(tmp)
         r = subprocess.run(
-            [sys.executable, "-c", _SETUP, str(tmp), *_core.COMPILED],
+            [sys.executable, "-c", _SETUP, str(tmp), *_core.COMPILED, *_core.NATIVE],
             cwd=tmp / "src", stdout=fp, stderr=subprocess.STDOUT, check=False,
         )  # fmt: skip
     lib = tmp / "lib"

@@ -3,7 +3,10 @@
 There is one source of every rule, the ``.py`` files in this package. ``scripts/bootstrap``
 compiles the hot modules (:data:`COMPILED`) with mypyc (``python -m streamfix.compiled``)
 into ``build/compiled/<tag>-<key>/``, outside the source tree, where ``<key>`` is a hash
-of every ``.py`` file of wire/. At import, :func:`select` puts that directory in front of
+of every ``.py`` and ``.c`` file of wire/. The build also holds the C twins
+(:data:`NATIVE`): a faster copy of one read a compiled module defines, which answers
+only where it gives the definition's answer and leaves the rest to it (tests hold the
+two together); the pure build has none. At import, :func:`select` puts that directory in front of
 the package's ``__path__`` only when its key is the key of the sources as they are now, so
 an edit to wire/ can never run old compiled code: the process runs the pure build (and
 says so) until ``scripts/bootstrap`` builds the new key. ``STREAMFIX_PURE=1`` runs the
@@ -43,8 +46,13 @@ COMPILED = (
     "replay",
     "upstream_call",
     "upstream_decoders",
+    "fastread",
 )
 """The modules mypyc compiles: the per-event path of every API's repairer."""
+NATIVE = ("_fastread",)
+"""C twins the compiled core also builds, each from ``wire/<name>.c``: a faster read of
+what a compiled module defines (its docstring says which), used where it decides; never
+the only definition of a rule (the pure build has none of them)."""
 
 PURE_ENV = "STREAMFIX_PURE"
 
@@ -67,9 +75,9 @@ state = "pure (not selected yet)"
 
 def key(src: Path = HERE) -> str:
     """The build key of the sources in ``src``: the interpreter's tag and a hash of the
-    name and bytes of every ``.py`` file (any edit gives a new key)."""
+    name and bytes of every ``.py`` and ``.c`` file (any edit gives a new key)."""
     h = hashlib.sha256()
-    for p in sorted(src.glob("*.py")):
+    for p in sorted([*src.glob("*.py"), *src.glob("*.c")]):
         h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
     return f"{sys.implementation.cache_tag}-{h.hexdigest()[:16]}"
 

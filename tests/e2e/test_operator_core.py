@@ -73,7 +73,7 @@ def test_with_a_compiler_the_wheel_carries_the_core(tmp_path: Path) -> None:
     names = zipfile.ZipFile(whl).namelist()
     so = [n for n in names if n.endswith(".so")]
     prefix = f"streamfix/build/compiled/{core.key()}/"
-    for m in core.COMPILED:
+    for m in (*core.COMPILED, *core.NATIVE):
         assert any(n.startswith(prefix + f"wire/{m}.") for n in so), (m, so)
     assert any(n.startswith(prefix + "runtime/") for n in so), so
     # installed into a venv (its dependencies from this venv's site-packages, after its own), it
