@@ -22,8 +22,10 @@ Failing open: a decoder never raises; an event that is not JSON is counted in ``
 skipped; an internal error stops the reading (:attr:`CallDecoder.stopped`, one log line
 for the caller) and the bytes still go on. Cost: the common deltas are skimmed (matched
 against a learned layout, ``wire/skim.py``, in LF or Google's CRLF framing: no SSE parse,
-no JSON parse, the one string read hashed from the raw bytes; the usual delta layout by a
-fused match, :class:`_Fast`), any other event one SSE parse and one ``orjson.loads``;
+no JSON parse, the one string read hashed from the raw bytes; a read that is one usual
+delta by ``wire/fastread.py``, in C in the compiled core; the usual delta layout in a read
+of several by a fused match, :class:`_Fast`), any other event one SSE parse and one
+``orjson.loads``;
 memory: one event (SSE) or one item (JSON).
 """
 
@@ -39,6 +41,7 @@ import orjson
 from ijson.common import ObjectBuilder  # type: ignore[import-untyped]
 
 from .encoding import Decoder
+from .fastread import event_string
 from .skim import Layout, Skim
 from .sse import Event, SseParser
 from .upstream_call import CallResult, Ending
@@ -300,7 +303,21 @@ class _Fast:
     one check left to the caller is the layout's LF test of a string that ends the read
     (:attr:`tail`: an LF in it, then :meth:`search` is the layout's next step)."""
 
-    __slots__ = ("caching", "first", "kind", "last", "misses", "nlast", "pieces", "seen", "span", "stop", "tail", "top")
+    __slots__ = (
+        "caching",
+        "first",
+        "kind",
+        "last",
+        "mids",
+        "misses",
+        "nlast",
+        "pieces",
+        "seen",
+        "span",
+        "stop",
+        "tail",
+        "top",
+    )
 
     def __init__(self, pieces: list[bytes], top: int) -> None:
         self.pieces = pieces
@@ -317,6 +334,8 @@ class _Fast:
         """Some integer hole is kept, or may be: False once none may (then the digits are
         read as they always were, with no per-hole step added)."""
         self.first = pieces[0]
+        self.mids = tuple(pieces[1 : top + 1])
+        """The piece after each integer hole (:func:`wire.fastread.event_string`'s layout)."""
         self.last = pieces[-1]
         self.nlast = len(pieces[-1])
         self.top = top
@@ -670,21 +689,10 @@ class CallDecoder:
         f = r.fast if r is not None else None
         if r is None or f is None or not parser.fast() or not parser.idle():
             return False
-        # (inline, not take + _read_string: those two calls cost ~190 instructions per event
-        # here, measured; this is the path of nearly every delta, one per read)
-        start = f.match(chunk, 0)
-        if start < 0 or not f.tail:
-            return False
-        stop = f.stop
-        span = chunk[start:stop]
-        kind = _kind(span)
-        raw = span
-        try:
-            if kind == 2:  # (a string orjson decodes holds no raw LF or CR: nor does the read)
-                raw = _escaped(chunk, start, stop, span)
-            elif kind == 1:
-                span.decode("utf-8")  # strict: what orjson rejects as UTF-8 raises
-        except ValueError:
+        # the match and the string in one call (wire/fastread.py: in C in the compiled core);
+        # a string it decodes holds no raw LF or CR (orjson refuses them), nor does the read
+        raw = event_string(chunk, f.first, f.mids, f.last)
+        if raw is None:
             return False  # (the whole way reads it, and fails on it as the full path does)
         layout.hits += 1
         if raw and r.slot >= 0:
