@@ -445,6 +445,10 @@ class _Fast:
 
 FAST_NO: Final = -1
 """:meth:`_Fast.match`: the layout does not match."""
+REPEAT_ON: Final = -1
+""":meth:`CallDecoder._repeat`: a repeat whose ``data:`` line goes on past the read."""
+REPEAT_LF: Final = -2
+""":meth:`CallDecoder._repeat`: a repeat whose ``data:`` line ends with the read."""
 SEEN_MISSES: Final = 3
 """:attr:`_Fast.misses`: after this many changed values in a row an integer hole is read
 digit by digit only."""
@@ -555,6 +559,12 @@ class CallDecoder:
         self._pre: tuple[Any, ...] = ()  # the envelope's key path ("response",) or ()
         self._cr = False  # a CR at the end of the last read (its LF may follow)
         self._crs = False  # a read held a CR (then :meth:`_one` is not tried)
+        self._skip: list[bytes] | None = None
+        """The reads of a repeat whose ``data:`` line ran past its read (:meth:`_repeat`),
+        skipped to its end without the parser (:meth:`_skip_on`), kept by reference for it
+        in case the event ends some other way; the first from :attr:`_skip_at`."""
+        self._skip_at = 0
+        self._skip_lf = False  # the skipped line ended with the last read: a blank line may follow
 
     # --- input ------------------------------------------------------------------------
     def feed(self, chunk: bytes) -> None:
@@ -573,6 +583,12 @@ class CallDecoder:
         only the events matter: Google frames with CRLF, and the parser's fast path and
         the learned layouts are LF), events of a learned layout read without a parse, the
         rest through the parser and the full path."""
+        if self._skip is not None:  # a repeat begun in an earlier read, skipped to its end
+            pos = self._skip_on(chunk)
+            if pos < 0 or pos >= len(chunk):
+                return
+            if pos:
+                chunk = chunk[pos:]
         if not self._crs and self._one(chunk):
             return
         if self._cr or 13 in chunk:
@@ -635,10 +651,15 @@ class CallDecoder:
                 if layout is None:
                     if self.repeats:
                         end = self._repeat(chunk, pos)
-                        if end:
+                        if end > 0:
                             self.events += 1  # (what _frame does of it)
                             pos = end
                             continue
+                        if end < 0 and not self._crs:  # it goes on past this read: skipped to its end
+                            self._skip = [chunk]  # (kept by reference: the parser's if the skip ends otherwise)
+                            self._skip_at = pos
+                            self._skip_lf = end == REPEAT_LF
+                            return
                     break
                 layout.hits += 1
                 r: _Read | None = layout.info
@@ -707,7 +728,9 @@ class CallDecoder:
         """The end of the event at ``pos`` when it is one of :attr:`repeats` as the providers
         write it, ``event: NAME`` and one ``data:`` line starting with its JSON type, ended
         by a blank line in this read (what :meth:`_frame` counts and does not parse, without
-        the parser's copy of it); else 0 (the parser reads it)."""
+        the parser's copy of it); :data:`REPEAT_ON` when it is such an event whose ``data:``
+        line goes on past this read, :data:`REPEAT_LF` when the line ends with the read (its
+        blank line may follow: :meth:`_skip_on` reads on); else 0 (the parser reads it)."""
         if not chunk.startswith(b"event: ", pos):
             return 0
         nl = chunk.find(b"\n", pos + 7)
@@ -717,9 +740,52 @@ class CallDecoder:
         if want is None or not chunk.startswith(want, nl):
             return 0
         e = chunk.find(b"\n", nl + len(want))
-        if e < 0 or e + 1 >= len(chunk) or chunk[e + 1] != 10:
+        if e < 0:
+            return REPEAT_ON
+        if e + 1 >= len(chunk):
+            return REPEAT_LF
+        if chunk[e + 1] != 10:
             return 0
         return e + 2
+
+    def _skip_on(self, chunk: bytes) -> int:
+        """A read after one that began a repeat whose ``data:`` line it did not end
+        (:attr:`_skip`): where in ``chunk`` the event ends as :meth:`_repeat` would have
+        ended it in one read (the line's LF, then a blank line), the event counted; -1 when
+        it goes on past this read too. Anything else (a CR, another line after the data)
+        hands the bytes kept back to the parser first, as if they had been parsed all
+        along (0: the read then goes its usual way)."""
+        kept = self._skip
+        assert kept is not None
+        if 13 not in chunk:
+            if self._skip_lf:
+                if chunk[0] == 10:
+                    self._skip = None
+                    self.events += 1  # (what _frame does of it)
+                    return 1
+            else:
+                e = chunk.find(b"\n")
+                if e < 0:
+                    kept.append(chunk)
+                    return -1
+                if e + 1 >= len(chunk):
+                    kept.append(chunk)
+                    self._skip_lf = True
+                    return -1
+                if chunk[e + 1] == 10:
+                    self._skip = None
+                    self.events += 1
+                    return e + 2
+        self._unskip()
+        return 0
+
+    def _unskip(self) -> None:
+        """The bytes of the repeat being skipped to the parser, as they came."""
+        kept = self._skip
+        if kept is not None:
+            self._skip = None
+            kept[0] = kept[0][self._skip_at :]
+            self._parse(b"".join(kept))
 
     def _skim_crlf(self, chunk: bytes) -> int:
         """The events of a read in CRLF framing that the learned layouts' CRLF forms match,
@@ -1002,6 +1068,7 @@ class CallDecoder:
         if self.ended is None:
             try:
                 if self._sse is not None:
+                    self._unskip()  # (a repeat the body ended in: the parser says what it was)
                     if self._cr:
                         self._cr = False
                         self._feed_sse(b"\n")

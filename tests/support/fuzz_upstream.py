@@ -6,7 +6,8 @@ atheris (libFuzzer) and, through tests/wire/test_upstream_decoders.py, hypothesi
 The first byte of an input picks a provider and a framing (SSE or JSON); the rest is either
 garbage as it is, or a documented sample of that provider (tests/wire/test_upstream_decoders.py's
 ``SAMPLES``) mutated by the input (bytes overwritten, cut short, doubled) and cut into
-chunks. What must hold, failing open: ``feed`` and ``close`` never raise, the decoder
+chunks (and a read built for wire/fastread.py's one-delta read, its C twin held to its
+definition: :func:`target_fastread`). What must hold, failing open: ``feed`` and ``close`` never raise, the decoder
 never claims a finish the bytes do not hold (a result is always well formed), and any
 chunking of the same bytes gives the same result as one chunk. The decoder never sees the
 bytes it is not given back: the caller forwards them unchanged (the addon's stream
@@ -26,7 +27,9 @@ for p in (HERE.parents[1], HERE):
 if __name__ == "__main__":  # coverage for libFuzzer: the decoders only
     import atheris
 
-    with atheris.instrument_imports(include=["streamfix.wire.upstream_decoders", "streamfix.wire.upstream_call"]):
+    with atheris.instrument_imports(
+        include=["streamfix.wire.upstream_decoders", "streamfix.wire.upstream_call", "streamfix.wire.fastread"]
+    ):
         import streamfix.wire.upstream_decoders  # noqa: F401
 
 from streamfix.wire.upstream_call import CallResult
@@ -87,7 +90,42 @@ def _body(data: bytes) -> tuple[str, str, bytes, list[int]]:
     return provider, ctype, rest, list(rest[:8])
 
 
+LAYOUTS = (
+    (b'data: {"type":"response.output_text.delta","sequence_number":', (b',"delta":"',), b'"}\n\n'),
+    (b'data: {"id":"c","choices":[{"index":0,"delta":{"content":"', (), b'"}}]}\n\n'),
+    (b'data: {"a":', (b',"b":', b',"s":"'), b'","z":[]}\n\n'),
+)
+"""Delta layouts for :func:`target_fastread` (first piece, pieces after the integer holes, last)."""
+
+
+def target_fastread(data: bytes) -> None:
+    """wire/fastread.py's read and its C twin (the compiled core) on a read built from
+    ``data``: a layout, its digits and a string's raw bytes from the rest, the read cut or
+    grown; the twin answers the definition's bytes or leaves the read to it, never raises."""
+    from streamfix.wire import fastread
+
+    if not data:
+        return
+    first, mids, last = LAYOUTS[data[0] % len(LAYOUTS)]
+    rest = data[1:]
+    parts = [first]
+    for mid in mids:
+        k = rest.find(b",")
+        digits, rest = (rest[:k], rest[k + 1 :]) if k >= 0 else (b"7", rest)
+        parts += [digits, mid]
+    read = b"".join(parts) + rest + last
+    for chunk in (read, read[: len(read) // 2], read + read[:7]):
+        want = fastread.read(chunk, first, mids, last)
+        assert fastread.event_string(chunk, first, mids, last) == want
+        if fastread.native():
+            from streamfix.wire import _fastread  # type: ignore[attr-defined]
+
+            got = _fastread.event_string(chunk, first, mids, last)
+            assert got is False or got == want, (chunk, got, want)
+
+
 def target_decoder(data: bytes) -> None:
+    target_fastread(data)
     provider, ctype, body, cuts = _body(data)
     whole = decode(provider, ctype, [body])
     points = sorted({c * len(body) // 256 for c in cuts})

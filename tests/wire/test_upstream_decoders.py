@@ -762,8 +762,8 @@ def test_responses_repeats_are_counted_not_parsed():
     """The ``*.done`` events of the bench's Responses stream (5 items, a text part, four
     calls' arguments): every one counted, none parsed (one with its JSON broken inside is
     not among the bad), the facts those of the decoder that parses them; a repeat cut
-    across reads is not read either (the parser ends it, the full path counts it); with
-    its type not its SSE name's, or not its first key, it is parsed and read."""
+    across reads is not read either (skipped to its end: the next test); with its type
+    not its SSE name's, or not its first key, it is parsed and read."""
     from streamfix import bench
 
     events = per_event(bench.claude_responses_stream())
@@ -789,6 +789,54 @@ def test_responses_repeats_are_counted_not_parsed():
     first = broken[repeats[0]].replace(b'data: {"type"', b'data: {"x":1,"type"')
     got = _feed(decoder_for("responses", CTYPE["sse"]), [*events[: repeats[0]], first, *events[repeats[0] + 1 :]])
     assert got == dataclasses.replace(full, bad=1)
+
+
+def test_a_repeat_cut_across_reads_is_skipped_to_its_end_with_the_parsers_facts():
+    """A ``*.done`` repeat whose ``data:`` line runs past its read (every big one does: a
+    whole item's arguments) is skipped to its end without the parser, wherever the reads
+    cut it (inside the line, at its LF, between the LF and the blank line, after it), and
+    gives what parsing it gives; a CR in a later read, another line before the blank one,
+    or the body ending inside it hand the bytes kept to the parser: the same facts as
+    ever (a body ending inside the event is cut)."""
+    from streamfix import bench
+
+    events = per_event(bench.claude_responses_stream())
+    i = max(range(len(events)), key=lambda k: len(events[k]) if b".done\n" in events[k][:60] else 0)
+    big = events[i]
+    assert big.startswith(b"event: response.") and len(big) > 30_000 and big.endswith(b"}\n\n")
+    before, after = events[:i], events[i + 1 :]
+    full = _feed(_no_repeats("responses"), events)
+    head = big.index(b'"', big.index(b'"type":"') + 8) + 1  # event: NAME, data: {"type":"NAME"
+    inside = [*before, big[: head - 3], big[head - 3 :], *after]  # the head itself cut: the parser reads it
+    assert _feed(decoder_for("responses", CTYPE["sse"]), inside) == full
+    for cut in sorted({head, head + 1, len(big) // 2, len(big) - 3, len(big) - 2, len(big) - 1,
+                       *range(head + 60, len(big), 4999)}):  # fmt: skip
+        d = decoder_for("responses", CTYPE["sse"])
+        for e in before:
+            d.feed(e)
+        d.feed(big[:cut])
+        assert d._skip is not None and d._sse.idle(), cut  # skipped, the parser given nothing
+        assert _feed(d, [big[cut:], *after]) == full, cut
+        for k in (7, 5000):  # the rest in reads of k bytes, the next events in the last of them
+            rest = big[cut:] + b"".join(after)
+            assert _feed(_fed(before, big[:cut]), [rest[j : j + k] for j in range(0, len(rest), k)]) == full, (cut, k)
+    # the ways out to the parser: what parsing all along gives
+    half = len(big) // 2
+    crlf = [*before, big[:half], big[half:-2] + b"\r\n\r\n", *after]
+    lined = [*before, big[:half], big[half:-1] + b"id: 7\n\n", *after]
+    for pieces in (crlf, lined):
+        assert _feed(decoder_for("responses", CTYPE["sse"]), pieces) == _feed(_no_repeats("responses"), pieces)
+    ended = _feed(decoder_for("responses", CTYPE["sse"]), [*before, big[:half]])
+    assert ended == _feed(_no_repeats("responses"), [*before, big[:half]]) and ended.ended == "cut"
+    whole_line = _feed(decoder_for("responses", CTYPE["sse"]), [*before, big[:half], big[half:-1]])
+    assert whole_line == _feed(_no_repeats("responses"), [*before, big[:half], big[half:-1]])
+
+
+def _fed(pieces: list[bytes], last: bytes):
+    d = decoder_for("responses", CTYPE["sse"])
+    for p in [*pieces, last]:
+        d.feed(p)
+    return d
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None)
