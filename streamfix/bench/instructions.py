@@ -5,7 +5,9 @@
     python -m streamfix.bench.instructions --against ../other-checkout   # A/B of two checkouts, same run
 
 CPU time on a shared 2-core machine moves by 10-30 % between runs of the same code;
-instruction counts do not (within about 1 %, whatever else the machine does). Each proxy
+instruction counts move far less (within about 1 % on an idle machine; run it on one: with
+the cores busy the proxies run slower, asyncio suspends and resumes more per read, and the
+upstream leg read 1.047x where it reads 1.035x idle, docs/benchmarks.md). Each proxy
 is a mitmdump in reverse mode in front of the replay upstream, run under
 ``valgrind --tool=callgrind --instr-atstart=no``: nothing is counted until
 ``callgrind_control -i on PID``, which is sent after one warm-up request of the same
