@@ -60,7 +60,7 @@ def test_an_edit_to_wire_runs_the_pure_build_not_the_old_compiled_one(tmp_path: 
     (tmp_path / "wire").mkdir()
     for p in (ROOT / "wire").glob("*.py"):
         shutil.copy2(p, tmp_path / "wire" / p.name)
-    for p in (ROOT / "wire").glob("*.proto"):
+    for p in [*(ROOT / "wire").glob("*.proto"), *(ROOT / "wire").glob("*.c")]:
         shutil.copy2(p, tmp_path / "wire" / p.name)
     (tmp_path / "streamfix").mkdir()  # a checkout: streamfix/ beside wire/ and addons/
     shutil.copy2(ROOT / "streamfix" / "__init__.py", tmp_path / "streamfix" / "__init__.py")
@@ -69,10 +69,18 @@ def test_an_edit_to_wire_runs_the_pure_build_not_the_old_compiled_one(tmp_path: 
     said, sse_file = probe(tmp_path)  # the copy, unchanged: its build matches
     assert said.startswith("compiled"), said
     sse = tmp_path / "wire" / "sse.py"
-    sse.write_text(sse.read_text() + "\n# an edit\n")
+    original = sse.read_text()
+    sse.write_text(original + "\n# an edit\n")
     said, sse_file = probe(tmp_path)
     assert said.startswith("pure (the compiled build is of other sources"), said
     assert sse_file == str(sse)
+    sse.write_text(original)
+    assert probe(tmp_path)[0].startswith("compiled"), "the edit undone: the build matches again"
+    for c in core.NATIVE:  # a C twin's source is one of the sources too
+        src = tmp_path / "wire" / f"{c}.c"
+        src.write_text(src.read_text() + "\n/* an edit */\n")
+        said, _ = probe(tmp_path)
+        assert said.startswith("pure (the compiled build is of other sources"), (c, said)
 
 
 def test_no_c_compiler_says_so_and_carries_on(tmp_path: Path) -> None:
