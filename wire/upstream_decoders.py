@@ -42,7 +42,7 @@ from ijson.common import ObjectBuilder  # type: ignore[import-untyped]
 
 from .encoding import Decoder
 from .fastread import event_string
-from .skim import Layout, Skim
+from .skim import MAX_MISSES, Layout, Skim
 from .sse import Event, SseParser
 from .upstream_call import CallResult, Ending
 from .verdict import HASH_BATCH, Outcome, UpstreamUsage
@@ -304,10 +304,12 @@ class _Fast:
     (:attr:`tail`: an LF in it, then :meth:`search` is the layout's next step)."""
 
     __slots__ = (
+        "body",
         "caching",
         "first",
         "kind",
         "last",
+        "lf",
         "mids",
         "misses",
         "nlast",
@@ -338,6 +340,13 @@ class _Fast:
         """The piece after each integer hole (:func:`wire.fastread.event_string`'s layout)."""
         self.last = pieces[-1]
         self.nlast = len(pieces[-1])
+        self.lf = self.last.endswith(BLANK_LF)
+        """The layout ends LF LF (else CR LF CR LF, Google's framing: then :meth:`search`,
+        which looks for the first LF LF as the layout's match does, can never find the
+        last piece ending there, and fails at once instead of across the read)."""
+        self.body = self.last[: -len(BLANK_LF if self.lf else BLANK_CRLF)]
+        """:attr:`last` without the blank line that ends it (the event's end once a read is
+        split at its blank lines: :meth:`CallDecoder._run_of`)."""
         self.top = top
         """The integer holes (the string is hole ``top``)."""
         self.stop = 0
@@ -432,9 +441,15 @@ class _Fast:
     def search(self, chunk: bytes, i: int) -> int:
         """The layout's way when the string (from ``i``) does not end the read, or holds an
         LF: the event ends at the first blank line after ``i``, with the last piece."""
-        e = chunk.find(b"\n\n", i)
+        if not self.lf:
+            return FAST_NO
+        e = chunk.find(b"\n", i)  # (one byte: memchr, where two search byte by byte)
         if e < 0:
             return FAST_NO
+        if e + 1 >= len(chunk) or chunk[e + 1] != 10:  # an LF alone first: the blank line is further
+            e = chunk.find(b"\n\n", e)
+            if e < 0:
+                return FAST_NO
         j = e + 2 - self.nlast
         if j < i or chunk[j : e + 2] != self.last:
             return FAST_NO
@@ -443,6 +458,10 @@ class _Fast:
         return i
 
 
+BLANK_LF: Final = b"\n\n"
+"""The line end and blank line that end an event, LF framing."""
+BLANK_CRLF: Final = b"\r\n\r\n"
+"""The same in CRLF framing (Google's)."""
 FAST_NO: Final = -1
 """:meth:`_Fast.match`: the layout does not match."""
 REPEAT_ON: Final = -1
@@ -593,8 +612,20 @@ class CallDecoder:
             return
         if self._cr or 13 in chunk:
             self._crs = True  # (a stream with CRs, Google's: its reads go the CR way first)
-            if not self._cr and self.skimming and self._skim.active:
-                pos = self._skim_crlf(chunk)
+            if self.skimming and self._skim.active:
+                pos = 0
+                parser = self._sse
+                assert parser is not None
+                if self._cr or not parser.idle():
+                    # the read ends an event begun before it (every read but the first of a
+                    # stream whose reads are not its events): that much the LF way, the
+                    # rest skimmed in CRLF as a read of whole events is
+                    e = chunk.find(b"\r\n\r\n")
+                    if 0 <= e and e + 4 < len(chunk):
+                        pos = e + 4
+                        self._feed_lf(self._lf(chunk[:pos]))  # (no CR left over: it ends CR LF)
+                if not self._cr:
+                    pos = self._skim_crlf(chunk, pos)
                 if pos:
                     if pos >= len(chunk):
                         return
@@ -608,93 +639,118 @@ class CallDecoder:
                 chunk = self._lf(chunk)
                 if not chunk:
                     return
+        self._feed_lf(chunk)
+
+    def _feed_lf(self, chunk: bytes) -> None:
+        """A read in LF framing (:meth:`_feed_sse`'s, CR line ends made LF): each event
+        a learned layout reads, read without a parse, any other through the full path."""
         parser = self._sse
         assert parser is not None
         skim = self._skim
-        if self.skimming and skim.active and parser.fast():
-            n = len(chunk)
-            pos = 0
-            if not parser.idle():  # an event begun in an earlier read: the parser ends it first
-                pos = parser.seam(chunk)
-                if pos < 0 or pos >= n:
-                    self._parse(chunk)
-                    return
-                self._parse(chunk[:pos])
-                if not parser.idle() or not parser.fast():
-                    self._parse(chunk[pos:])
-                    return
-            layouts = skim.layouts
-            while pos < n:
-                # Skim.match's loop, its Skimmed left out (the decoder reads one string)
-                layout: Layout | None = None
-                spans: list[int] | None = None
-                span: bytes | None = None
-                start = -1
-                stop = 0
-                kind = 0
-                for known in layouts:
-                    r0: _Read | None = known.info
-                    f = r0.fast if r0 is not None else None
-                    if f is not None:
-                        start = f.take(chunk, pos)
-                        if start < 0:
-                            continue
-                        span = f.span
-                        kind = f.kind
-                        stop = f.stop
-                        layout = known
-                        break
-                    spans = known.match(chunk, pos)
-                    if spans is not None:
-                        layout = known
-                        break
-                if layout is None:
-                    if self.repeats:
-                        end = self._repeat(chunk, pos)
-                        if end > 0:
-                            self.events += 1  # (what _frame does of it)
-                            pos = end
-                            continue
-                        if end < 0 and not self._crs:  # it goes on past this read: skipped to its end
-                            self._skip = [chunk]  # (kept by reference: the parser's if the skip ends otherwise)
-                            self._skip_at = pos
-                            self._skip_lf = end == REPEAT_LF
-                            return
+        # event by event once a layout is learned, and in the first read, whose first
+        # events teach the layouts that serve the rest of it (a 16 KiB read holds ~100):
+        # an event no layout reads goes the full way alone, so that a layout learned on
+        # it serves the next (the parser makes the same events of bytes in any cuts)
+        if not self.skimming or not (parser.fast() and skim.active or parser.start(chunk)):
+            self._parse(chunk)
+            return
+        n = len(chunk)
+        pos = 0
+        if not parser.idle():  # an event begun in an earlier read: the parser ends it first
+            pos = parser.seam(chunk)
+            if pos < 0 or pos >= n:
+                self._parse(chunk)
+                return
+            self._parse(chunk[:pos])
+        layouts = skim.layouts
+        misses = 0
+        split = False
+        while pos < n:
+            if not parser.idle():  # off the fast path (a CR): the parser takes the rest
+                self._parse(chunk[pos:])
+                return
+            # Skim.match's loop, its Skimmed left out (the decoder reads one string)
+            layout: Layout | None = None
+            spans: list[int] | None = None
+            span: bytes | None = None
+            start = -1
+            stop = 0
+            kind = 0
+            for known in layouts:
+                r0: _Read | None = known.info
+                f = r0.fast if r0 is not None else None
+                if f is not None:
+                    start = f.take(chunk, pos)
+                    if start < 0:
+                        continue
+                    span = f.span
+                    kind = f.kind
+                    stop = f.stop
+                    layout = known
                     break
+                spans = known.match(chunk, pos)
+                if spans is not None:
+                    layout = known
+                    break
+            if layout is not None:
                 layout.hits += 1
                 r: _Read | None = layout.info
                 if span is not None and r is not None:  # the fused match: one string, chunk[start:stop]
-                    if not self._read_string(r, chunk, start, stop, span, kind):
-                        break  # the full path fails on it the same way (a bad event, counted)
-                    if r.model is not None:
-                        self.model = r.model
-                    self.events += 1
-                    self.skimmed += 1
-                    pos = stop + len(layout.pieces[-1])  # the event's end
-                    continue
-                if spans is None:
-                    break
-                if r is not None:
-                    try:
-                        for other in r.others:  # the strings not read, decoded as a check
-                            _hole(chunk, spans, other)
-                        slot = r.slot
-                        if slot >= 0:
-                            raw = _hole(chunk, spans, slot)
-                            if raw:
-                                (self._args if r.args else self._text).add(raw)
-                    except ValueError:
-                        break  # the full path fails on it the same way (a bad event, counted)
-                    if r.model is not None:
-                        self.model = r.model
-                self.events += 1
-                self.skimmed += 1
-                pos = spans[-1] + len(layout.pieces[-1])  # the event's end
-            if pos:
-                if pos >= n:
+                    if self._read_string(r, chunk, start, stop, span, kind):
+                        if r.model is not None:
+                            self.model = r.model
+                        self.events += 1
+                        self.skimmed += 1
+                        misses = 0
+                        pos = stop + len(layout.pieces[-1])  # the event's end
+                        if not split and pos < n and layout is layouts[0] and r.fast is not None:
+                            split = True  # (once a read: a split that serves no event is not made again)
+                            pos = self._run_of(chunk, pos, layout, r, r.fast, BLANK_LF)
+                        continue
+                elif spans is not None:
+                    ok = True
+                    if r is not None:
+                        try:
+                            for other in r.others:  # the strings not read, decoded as a check
+                                _hole(chunk, spans, other)
+                            slot = r.slot
+                            if slot >= 0:
+                                raw = _hole(chunk, spans, slot)
+                                if raw:
+                                    (self._args if r.args else self._text).add(raw)
+                        except ValueError:
+                            ok = False
+                        if ok and r.model is not None:
+                            self.model = r.model
+                    if ok:
+                        self.events += 1
+                        self.skimmed += 1
+                        misses = 0
+                        pos = spans[-1] + len(layout.pieces[-1])  # the event's end
+                        continue
+                # a string the check refused: the full path fails on it the same way (a bad event, counted)
+            else:
+                if self.repeats:
+                    end = self._repeat(chunk, pos)
+                    if end > 0:
+                        self.events += 1  # (what _frame does of it)
+                        pos = end
+                        continue
+                    if end < 0 and not self._crs:  # it goes on past this read: skipped to its end
+                        self._skip = [chunk]  # (kept by reference: the parser's if the skip ends otherwise)
+                        self._skip_at = pos
+                        self._skip_lf = end == REPEAT_LF
+                        return
+                misses += 1
+                if misses > MAX_MISSES:  # events that keep no layout: the parser takes the rest
+                    self._parse(chunk[pos:] if pos else chunk)
                     return
-                chunk = chunk[pos:]
-        self._parse(chunk)
+            end = parser.seam(chunk, pos)  # this one event the full way
+            if end < 0 or end >= n:
+                self._parse(chunk[pos:] if pos else chunk)
+                return
+            self._parse(chunk[pos:end])
+            pos = end
 
     def _one(self, chunk: bytes) -> bool:
         """The read is one event of the newest layout, in LF framing, its string holding no
@@ -787,18 +843,19 @@ class CallDecoder:
             kept[0] = kept[0][self._skip_at :]
             self._parse(b"".join(kept))
 
-    def _skim_crlf(self, chunk: bytes) -> int:
+    def _skim_crlf(self, chunk: bytes, pos: int) -> int:
         """The events of a read in CRLF framing that the learned layouts' CRLF forms match,
         read off the raw bytes as the LF loop of :meth:`_feed_sse` reads them once CR LF
-        is LF (the same layouts in the same order, the same checks), without the copy;
-        the offset after the last one (0: none). An event whose string fails its check
+        is LF (the same layouts in the same order, the same checks), without the copy,
+        from ``pos`` (where the parser is between events): the offset after the last one
+        (``pos``: none). An event whose string fails its check
         is left to the LF way, which reads it as before (its match not counted here)."""
         parser = self._sse
         if parser is None or not parser.fast() or not parser.idle():
-            return 0
+            return pos
         n = len(chunk)
-        pos = 0
         layouts = self._skim.layouts
+        split = False
         while pos < n:
             layout: Layout | None = None
             spans: list[int] | None = None
@@ -825,7 +882,20 @@ class CallDecoder:
                     layout = known
                     break
             if layout is None:
-                return pos
+                # the fused match's search is LF's: an event of a CRLF read that does not end
+                # the read is read here only by a split at its blank lines (once a read)
+                r1: _Read | None = layouts[0].info if layouts and not split else None
+                f1 = r1.crfast if r1 is not None else None
+                if r1 is None or f1 is None:
+                    return pos
+                split = True
+                at = self._run_of(chunk, pos, layouts[0], r1, f1, BLANK_CRLF)
+                if at == pos:
+                    return pos
+                if r1.model is not None:
+                    self.model = r1.model
+                pos = at
+                continue
             r: _Read | None = layout.info
             assert r is not None
             if span is not None:  # the fused match: one string, chunk[start:stop]
@@ -837,6 +907,9 @@ class CallDecoder:
                 self.events += 1
                 self.skimmed += 1
                 pos = stop + len(r.cr.pieces[-1])
+                if not split and pos < n and layout is layouts[0] and r.crfast is not None:
+                    split = True
+                    pos = self._run_of(chunk, pos, layout, r, r.crfast, BLANK_CRLF)
                 continue
             if spans is None:
                 return pos
@@ -854,6 +927,38 @@ class CallDecoder:
             self.events += 1
             self.skimmed += 1
             pos = spans[-1] + len(r.cr.pieces[-1])
+        return pos
+
+    def _run_of(self, chunk: bytes, pos: int, layout: Layout, r: _Read, f: _Fast, blank: bytes) -> int:
+        """The events from ``pos`` (the parser between events, the one before of ``layout``,
+        the newest) that are each the usual event of ``layout`` (``f``: its fused match in
+        this framing, ``blank`` its blank line): the read split once at its blank lines
+        (one call, where a search per event costs a method call's argument parsing), each
+        part read by :func:`~wire.fastread.event_string` as :meth:`_one` reads a read
+        (a part is the event without its blank line, which holds no other: the same
+        string, the same answer); the offset after the last one read (``pos``: none). The
+        first part it does not read goes the loop's way, as does the unfinished tail."""
+        parts = chunk[pos:].split(blank)
+        first = f.first
+        mids = f.mids
+        body = f.body
+        digest = self._args if r.args else self._text
+        hashed = r.slot >= 0
+        k = len(blank)
+        got = 0
+        for i in range(len(parts) - 1):  # (the last part: what follows the read's last blank line)
+            part = parts[i]
+            raw = event_string(part, first, mids, body)
+            if raw is None:
+                break
+            if raw and hashed:
+                digest.add(raw)
+            pos += len(part) + k
+            got += 1
+        if got:
+            layout.hits += got
+            self.events += got
+            self.skimmed += got
         return pos
 
     def _read_string(self, r: _Read, chunk: bytes, start: int, end: int, span: bytes, kind: int) -> bool:
