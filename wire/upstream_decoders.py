@@ -23,9 +23,10 @@ skipped; an internal error stops the reading (:attr:`CallDecoder.stopped`, one l
 for the caller) and the bytes still go on. Cost: the common deltas are skimmed (matched
 against a learned layout, ``wire/skim.py``, in LF or Google's CRLF framing: no SSE parse,
 no JSON parse, the one string read hashed from the raw bytes; a read that is one usual
-delta by ``wire/fastread.py``, in C in the compiled core; the usual delta layout in a read
-of several by a fused match, :class:`_Fast`), any other event one SSE parse and one
-``orjson.loads``;
+delta by ``wire/fastread.py``, in C in the compiled core; in a read of several, the first
+of the newest layout by a fused match, :class:`_Fast`, and the rest of the read split once
+at its blank lines, each part read by ``wire/fastread.py`` too), any other event one SSE
+parse and one ``orjson.loads``, alone (a layout learned on it serves the next);
 memory: one event (SSE) or one item (JSON).
 """
 
