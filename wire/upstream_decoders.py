@@ -469,6 +469,9 @@ REPEAT_ON: Final = -1
 """:meth:`CallDecoder._repeat`: a repeat whose ``data:`` line goes on past the read."""
 REPEAT_LF: Final = -2
 """:meth:`CallDecoder._repeat`: a repeat whose ``data:`` line ends with the read."""
+SEAMED_MAX: Final = 65536
+""":meth:`CallDecoder._seamed`: an unfinished event longer than this is left to the parser
+(joined once there too; no usual delta is near it)."""
 SEEN_MISSES: Final = 3
 """:attr:`_Fast.misses`: after this many changed values in a row an integer hole is read
 digit by digit only."""
@@ -659,10 +662,13 @@ class CallDecoder:
         pos = 0
         if not parser.idle():  # an event begun in an earlier read: the parser ends it first
             pos = parser.seam(chunk)
-            if pos < 0 or pos >= n:
+            if pos < 0:
                 self._parse(chunk)
                 return
-            self._parse(chunk[:pos])
+            if not self._seamed(chunk, pos):
+                self._parse(chunk[:pos] if pos < n else chunk)
+            if pos >= n:
+                return
         layouts = skim.layouts
         misses = 0
         split = False
@@ -752,6 +758,46 @@ class CallDecoder:
                 return
             self._parse(chunk[pos:end])
             pos = end
+
+    def _seamed(self, chunk: bytes, pos: int) -> bool:
+        """The event the parser holds unfinished, which ``chunk[:pos]`` ends (:meth:`SseParser.seam`),
+        read as :meth:`_one` reads a read when it is the newest layout's usual event (its
+        bytes joined once, up to :data:`SEAMED_MAX`): True, and the parser is between
+        events again, as after it (:meth:`SseParser.taken`); False: nothing done (the
+        parser ends it). Every read of many events but the first cuts one."""
+        parser = self._sse
+        layouts = self._skim.layouts
+        if parser is None or not layouts or parser.buffered + pos > SEAMED_MAX:
+            return False
+        layout = layouts[0]
+        r: _Read | None = layout.info
+        if r is None:
+            return False
+        event = parser.pending(chunk, pos)
+        f = r.fast
+        if f is not None:
+            raw = event_string(event, f.first, f.mids, f.last)
+            if raw is None:
+                return False
+        else:  # (fused off: Layout.match's way, as the loop's)
+            spans = layout.match(event, 0)
+            if spans is None or spans[-1] + len(layout.pieces[-1]) != len(event):
+                return False
+            try:
+                for other in r.others:
+                    _hole(event, spans, other)
+                raw = _hole(event, spans, r.slot) if r.slot >= 0 else b""
+            except ValueError:
+                return False
+        parser.taken()
+        layout.hits += 1
+        if raw and r.slot >= 0:
+            (self._args if r.args else self._text).add(raw)
+        if r.model is not None:
+            self.model = r.model
+        self.events += 1
+        self.skimmed += 1
+        return True
 
     def _one(self, chunk: bytes) -> bool:
         """The read is one event of the newest layout, in LF framing, its string holding no
