@@ -25,8 +25,9 @@ against a learned layout, ``wire/skim.py``, in LF or Google's CRLF framing: no S
 no JSON parse, the one string read hashed from the raw bytes; a read that is one usual
 delta by ``wire/fastread.py``, in C in the compiled core; in a read of several, the first
 of the newest layout by a fused match, :class:`_Fast`, and the rest of the read split once
-at its blank lines, each part read by ``wire/fastread.py`` too), any other event one SSE
-parse and one ``orjson.loads``, alone (a layout learned on it serves the next);
+at its blank lines, each part read by ``wire/fastread.py`` too, as is the event a read
+cuts once the next read ends it), any other event one SSE parse and one
+``orjson.loads``, alone (a layout learned on it serves the next);
 memory: one event (SSE) or one item (JSON).
 """
 
