@@ -791,14 +791,7 @@ class CallDecoder:
             except ValueError:
                 return False
         parser.taken()
-        layout.hits += 1
-        if raw and r.slot >= 0:
-            (self._args if r.args else self._text).add(raw)
-        if r.model is not None:
-            self.model = r.model
-        self.events += 1
-        self.skimmed += 1
-        return True
+        return self._took(layout, r, raw)
 
     def _one(self, chunk: bytes) -> bool:
         """The read is one event of the newest layout, in LF framing, its string holding no
@@ -819,6 +812,11 @@ class CallDecoder:
         raw = event_string(chunk, f.first, f.mids, f.last)
         if raw is None:
             return False  # (the whole way reads it, and fails on it as the full path does)
+        return self._took(layout, r, raw)
+
+    def _took(self, layout: Layout, r: _Read, raw: bytes) -> bool:
+        """One event of ``layout`` read whole (:meth:`_one`, :meth:`_seamed`), ``raw`` its
+        string's UTF-8: counted and hashed as the loop does. True."""
         layout.hits += 1
         if raw and r.slot >= 0:
             (self._args if r.args else self._text).add(raw)
