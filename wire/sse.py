@@ -221,6 +221,13 @@ _GENERAL: Final = 2
 """The parser's modes (constants: the compiled core inlines them)."""
 
 
+SEAMED_MAX: Final = 65536
+"""The largest event, begun in an earlier read, that :meth:`SseParser.pending` joins for a
+reader to match in the read ending it (its bytes are joined to be matched, and joined
+again by the parser if they are not): deltas are far smaller; a large item or terminal
+event goes the full way anyway."""
+
+
 class SseParser:
     """Feed bytes, get complete :class:`Event` objects; ``close()`` returns the rest."""
 
@@ -413,9 +420,12 @@ class SseParser:
         self._first = False
         return True
 
-    def pending(self, chunk: bytes, end: int) -> bytes:
+    def pending(self, chunk: bytes, end: int) -> bytes | None:
         """The unfinished event completed by ``chunk[:end]`` (:meth:`seam`'s offset): its
-        bytes, the parser unchanged (:meth:`taken` says it was handled elsewhere)."""
+        bytes, the parser unchanged (:meth:`taken` says it was handled elsewhere); None when
+        they would be over :data:`SEAMED_MAX` (the parser then ends it, joining it once)."""
+        if self.buffered + end > SEAMED_MAX:
+            return None
         return b"".join(self._pend) + chunk[:end]
 
     def taken(self) -> None:

@@ -9,7 +9,7 @@ out as it came, and :attr:`StreamRepair.error` says why. Nothing is lost.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -18,11 +18,6 @@ from .fired import Fired
 from .foreign import foreign
 from .skim import Skim, Skimmed
 from .sse import Event, SseParser, cr_cut
-
-SEAMED_MAX: Final = 65536
-"""The largest event, begun in an earlier read, that the read ending it may skim (its
-bytes are joined to be matched, and joined again by the parser if they are not): deltas
-are far smaller; a large item or terminal event goes the full way anyway."""
 
 try:
     from mypy_extensions import mypyc_attr
@@ -295,7 +290,7 @@ class StreamRepair:
             pos = parser.seam(chunk)
             if pos < 0:
                 return self._run(parser.feed(chunk), eof=False)
-            out = None if self.quiet or parser.buffered + pos > SEAMED_MAX else self._seamed(chunk, pos, skim, parser)
+            out = None if self.quiet else self._seamed(chunk, pos, skim, parser)
             if out is None:  # not skimmed: the parser ends it (failed over: the loop sends the rest)
                 outs.append(self._run(parser.feed(chunk[:pos]), eof=False))
             elif self.parser is None:  # the repairer failed on it: this is all of the read, raw
@@ -337,8 +332,11 @@ class StreamRepair:
         """The event the parser holds unfinished, which ``chunk[:pos]`` ends, skimmed if it
         has a learned layout and the repairer takes it that way (else None: the parser
         ends it). Its bytes are the parser's and this read's, joined once; they hold one
-        blank line, at their end, so a match is all of them."""
+        blank line, at their end, so a match is all of them (up to
+        :data:`wire.sse.SEAMED_MAX`: a larger one is the parser's)."""
         raw = parser.pending(chunk, pos)
+        if raw is None:
+            return None
         s = skim.match(raw, 0)
         if s is None:
             skim.missed()

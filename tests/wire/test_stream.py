@@ -450,7 +450,7 @@ def test_a_large_event_a_read_completes_goes_the_full_way():
     """An event begun in earlier reads is joined to be matched only up to SEAMED_MAX bytes
     (else the parser would join it a second time): a larger one of a learned layout takes
     the full path, a small one cut the same way is skimmed."""
-    from streamfix.wire.stream import SEAMED_MAX
+    from streamfix.wire.sse import SEAMED_MAX
 
     def ev(n, size):
         return b'data: {"n":%d,"s":"%s"}\n\n' % (n, b"x" * size)
