@@ -205,6 +205,15 @@ def _hole(src: bytes, spans: list[int], slot: int) -> bytes:
     return _string(src, start, end, src[start:end])
 
 
+def _holes(src: bytes, spans: list[int], r: _Read) -> bytes:
+    """Layout.match's way of reading an event (``spans`` in ``src``) as :class:`_Read` ``r``
+    says: the strings not read decoded as a check, then the UTF-8 of the one read (b"":
+    none); a ValueError where the full path's parse fails."""
+    for other in r.others:
+        _hole(src, spans, other)
+    return _hole(src, spans, r.slot) if r.slot >= 0 else b""
+
+
 def _string(src: bytes, start: int, end: int, span: bytes) -> bytes:
     """:func:`_hole` of the string at ``src[start:end]`` (``span``, already sliced)."""
     if span.translate(_SPECIAL) == span:  # no control byte, quote or backslash
@@ -445,13 +454,9 @@ class _Fast:
         LF: the event ends at the first blank line after ``i``, with the last piece."""
         if not self.lf:
             return FAST_NO
-        e = chunk.find(b"\n", i)  # (one byte: memchr, where two search byte by byte)
+        e = chunk.find(b"\n\n", i)
         if e < 0:
             return FAST_NO
-        if e + 1 >= len(chunk) or chunk[e + 1] != 10:  # an LF alone first: the blank line is further
-            e = chunk.find(b"\n\n", e)
-            if e < 0:
-                return FAST_NO
         j = e + 2 - self.nlast
         if j < i or chunk[j : e + 2] != self.last:
             return FAST_NO
@@ -470,9 +475,6 @@ REPEAT_ON: Final = -1
 """:meth:`CallDecoder._repeat`: a repeat whose ``data:`` line goes on past the read."""
 REPEAT_LF: Final = -2
 """:meth:`CallDecoder._repeat`: a repeat whose ``data:`` line ends with the read."""
-SEAMED_MAX: Final = 65536
-""":meth:`CallDecoder._seamed`: an unfinished event longer than this is left to the parser
-(joined once there too; no usual delta is near it)."""
 SEEN_MISSES: Final = 3
 """:attr:`_Fast.misses`: after this many changed values in a row an integer hole is read
 digit by digit only."""
@@ -647,8 +649,9 @@ class CallDecoder:
         self._feed_lf(chunk)
 
     def _feed_lf(self, chunk: bytes) -> None:
-        """A read in LF framing (:meth:`_feed_sse`'s, CR line ends made LF): each event
-        a learned layout reads, read without a parse, any other through the full path."""
+        """A read in LF framing holding no CR (:meth:`_feed_sse`'s, CR line ends made LF, so
+        the parser stays on its fast path): each event a learned layout reads, read
+        without a parse, any other through the full path."""
         parser = self._sse
         assert parser is not None
         skim = self._skim
@@ -674,9 +677,6 @@ class CallDecoder:
         misses = 0
         split = False
         while pos < n:
-            if not parser.idle():  # off the fast path (a CR): the parser takes the rest
-                self._parse(chunk[pos:])
-                return
             # Skim.match's loop, its Skimmed left out (the decoder reads one string)
             layout: Layout | None = None
             spans: list[int] | None = None
@@ -719,13 +719,9 @@ class CallDecoder:
                     ok = True
                     if r is not None:
                         try:
-                            for other in r.others:  # the strings not read, decoded as a check
-                                _hole(chunk, spans, other)
-                            slot = r.slot
-                            if slot >= 0:
-                                raw = _hole(chunk, spans, slot)
-                                if raw:
-                                    (self._args if r.args else self._text).add(raw)
+                            raw = _holes(chunk, spans, r)
+                            if raw:
+                                (self._args if r.args else self._text).add(raw)
                         except ValueError:
                             ok = False
                         if ok and r.model is not None:
@@ -757,24 +753,24 @@ class CallDecoder:
             if end < 0 or end >= n:
                 self._parse(chunk[pos:] if pos else chunk)
                 return
-            self._parse(chunk[pos:end])
+            self._parse(chunk[pos:end])  # (the parser between events after it: the read holds no CR)
             pos = end
 
     def _seamed(self, chunk: bytes, pos: int) -> bool:
         """The event the parser holds unfinished, which ``chunk[:pos]`` ends (:meth:`SseParser.seam`),
         read as :meth:`_one` reads a read when it is the newest layout's usual event (its
-        bytes joined once, up to :data:`SEAMED_MAX`): True, and the parser is between
+        bytes joined once, up to :data:`wire.sse.SEAMED_MAX`): True, and the parser is between
         events again, as after it (:meth:`SseParser.taken`); False: nothing done (the
         parser ends it). Every read of many events but the first cuts one."""
         parser = self._sse
         layouts = self._skim.layouts
-        if parser is None or not layouts or parser.buffered + pos > SEAMED_MAX:
+        if parser is None or not layouts:
             return False
         layout = layouts[0]
         r: _Read | None = layout.info
-        if r is None:
+        event = parser.pending(chunk, pos) if r is not None else None
+        if r is None or event is None:
             return False
-        event = parser.pending(chunk, pos)
         f = r.fast
         if f is not None:
             raw = event_string(event, f.first, f.mids, f.last)
@@ -785,9 +781,7 @@ class CallDecoder:
             if spans is None or spans[-1] + len(layout.pieces[-1]) != len(event):
                 return False
             try:
-                for other in r.others:
-                    _hole(event, spans, other)
-                raw = _hole(event, spans, r.slot) if r.slot >= 0 else b""
+                raw = _holes(event, spans, r)
             except ValueError:
                 return False
         parser.taken()
@@ -938,8 +932,6 @@ class CallDecoder:
                 at = self._run_of(chunk, pos, layouts[0], r1, f1, BLANK_CRLF)
                 if at == pos:
                     return pos
-                if r1.model is not None:
-                    self.model = r1.model
                 pos = at
                 continue
             r: _Read | None = layout.info
@@ -952,17 +944,12 @@ class CallDecoder:
                     self.model = r.model
                 self.events += 1
                 self.skimmed += 1
-                pos = stop + len(r.cr.pieces[-1])
-                if not split and pos < n and layout is layouts[0] and r.crfast is not None:
-                    split = True
-                    pos = self._run_of(chunk, pos, layout, r, r.crfast, BLANK_CRLF)
+                pos = stop + len(r.cr.pieces[-1])  # (the read's end: a CRLF match has no search)
                 continue
             if spans is None:
                 return pos
             try:
-                for other in r.others:
-                    _hole(chunk, spans, other)
-                raw = _hole(chunk, spans, r.slot) if r.slot >= 0 else b""
+                raw = _holes(chunk, spans, r)
             except ValueError:
                 return pos
             layout.hits += 1
@@ -976,14 +963,14 @@ class CallDecoder:
         return pos
 
     def _run_of(self, chunk: bytes, pos: int, layout: Layout, r: _Read, f: _Fast, blank: bytes) -> int:
-        """The events from ``pos`` (the parser between events, the one before of ``layout``,
-        the newest) that are each the usual event of ``layout`` (``f``: its fused match in
-        this framing, ``blank`` its blank line): the read split once at its blank lines
-        (one call, where a search per event costs a method call's argument parsing), each
-        part read by :func:`~wire.fastread.event_string` as :meth:`_one` reads a read
-        (a part is the event without its blank line, which holds no other: the same
-        string, the same answer); the offset after the last one read (``pos``: none). The
-        first part it does not read goes the loop's way, as does the unfinished tail."""
+        """The run of events from ``pos`` (the parser between events) that are each the usual
+        event of ``layout``, the newest (``f``: its fused match in this framing, ``blank``
+        its blank line): the rest of the read split once at its blank lines (one call,
+        where a search per event costs a method call's argument parsing), each part read
+        by :func:`~wire.fastread.event_string` as :meth:`_one` reads a read (a part is the
+        event without its blank line, which holds no other: the same string, the same
+        answer). The offset after the run (``pos``: none); the first part it does not
+        read goes the caller's way, as does the unfinished tail."""
         parts = chunk[pos:].split(blank)
         first = f.first
         mids = f.mids
@@ -1005,6 +992,8 @@ class CallDecoder:
             layout.hits += got
             self.events += got
             self.skimmed += got
+            if r.model is not None:
+                self.model = r.model
         return pos
 
     def _read_string(self, r: _Read, chunk: bytes, start: int, end: int, span: bytes, kind: int) -> bool:
