@@ -60,11 +60,18 @@ _ENDINGS: dict[str, dict[str, str]] = {
         "messages": "pause_turn",
         "gemini": "MAX_TOKENS",
     },
+    # the budget ran out right after a whole call (its arguments parse): still a cut turn
+    "cap_call": {
+        "responses": "incomplete:max_output_tokens",
+        "chat": "length",
+        "messages": "max_tokens",
+        "gemini": "MAX_TOKENS",
+    },
 }
 _OPENAI_REFUSAL = {"responses": "completed", "chat": "stop", "messages": "refusal", "gemini": "SAFETY"}
 """An OpenAI refusal (Codex's refusal content part, chat's ``refusal`` delta) ends a turn
 normally in OpenAI's own APIs; Messages and Gemini say a refusal with their stop values."""
-_FAILED = ("inband_error", "error_first", "no_finish", "cut_body")
+_FAILED = ("inband_error", "error_first", "no_finish", "cut_body", "done_no_finish")
 
 
 def truth(path: str, api: str, turn: str) -> str:

@@ -153,14 +153,15 @@ class Got:
     without one) or ``open`` (nothing for :data:`WS_WAIT` s)."""
 
 
-def post(base: str, api: str, body: dict[str, Any]) -> Got:
-    """One streamed request; a body cut by the peer is kept as far as it came."""
+def post(base: str, api: str, body: dict[str, Any], headers: dict[str, str] = HEADERS, path: str = "") -> Got:
+    """One streamed request (to ``path``, default the API's); a body cut by the peer is kept
+    as far as it came."""
     import httpx
 
     chunks: list[bytes] = []
     with (
         httpx.Client(http1=True, http2=False, timeout=TIMEOUT, trust_env=False) as client,
-        client.stream("POST", base + HTTP_PATHS[api], content=orjson.dumps(body), headers=HEADERS) as r,
+        client.stream("POST", base + (path or HTTP_PATHS[api]), content=orjson.dumps(body), headers=headers) as r,
     ):
         ended = "clean"
         try:

@@ -103,7 +103,8 @@ class Script:
     :data:`SUPPORTS` says which provider has no word for which."""
     ending: str = "clean"
     """How the body ends (``frames.ENDINGS``): ``clean``; ``no_finish`` (after the last content
-    delta the provider closes the body cleanly, without its finish); ``cut`` (the last
+    delta the provider closes the body cleanly, without its finish); ``done_no_finish`` (the
+    same, then the provider's end-of-stream marker: chat's ``[DONE]``); ``cut`` (the last
     content frame is cut in half and the connection dropped inside the HTTP body)."""
     groups: tuple[int, ...] = ()
     """Calls per provider chunk where the provider groups them (Gemini's parts: ``(1, 2)``
@@ -114,6 +115,10 @@ class Script:
     vendor: bool = False
     """The Codex backend's own events around the turn (``codex.rate_limits``,
     ``codex.response.metadata``, ``keepalive``): provider_responses.py only."""
+    joined: bool = False
+    """Gemini: the finish (``finishReason``, the whole ``usageMetadata``) rides on the chunk
+    with the last parts, as Gemini sends a turn that ends in a call, instead of a chunk of
+    its own."""
     reasoning_tokens: int | None = None
     """Reasoning tokens to report where the provider splits them out (default: the
     thinking's characters / 4); the output tokens include them."""
@@ -279,14 +284,26 @@ SCRIPTS: dict[str, Script] = {
     "cut_body": Script(text=("Two chunks ", "and then the wire"), ending="cut"),
     "zero_items": Script(),
     "vendor": Script(text=("Hello ", "from the Codex backend."), vendor=True),
+    # --- the gateway matrix's two more turns (tests/support/gateway_matrix.py)
+    "done_no_finish": Script(text=("Two chunks ", "and then the end marker"), ending="done_no_finish"),
+    "cap_call": Script(
+        text=("Writing the essay.",),
+        calls=(Call("call_fakecap0001", "write_file", ('{"path":', '"essay.md"}')),),
+        cut=True,
+        joined=True,
+    ),
 }
 TURNS = ("text_tool", "thoughts", "parallel", "max_tokens", "safety", "refusal", "context_window", "pause",
          "inband_error", "error_first", "no_finish", "cut_body", "zero_items", "vendor")  # fmt: skip
 """The turn kinds of the real-CPA matrix, each a script of :data:`SCRIPTS`."""
-TURN_CAPS = {"max_tokens": 16}
+TURN_CAPS = {"max_tokens": 16, "cap_call": 10}
 """The output cap a client asks for on a turn (the budget the provider reports it ran out of)."""
 _NO_PAUSE = "only Anthropic pauses a turn (stop_reason pause_turn, a server-tool loop)"
 _NO_VENDOR = "the Codex backend's own events (codex.rate_limits, ...) come only from provider_responses.py"
+_NO_MARKER = (
+    "the stream has no end-of-stream marker of its own after the finish: it ends with the body (that is the "
+    "no_finish turn)"
+)
 SUPPORTS: dict[str, dict[str, str]] = {
     # provider API -> script -> why the provider has no such turn (absent: it has)
     "anthropic": {
@@ -312,8 +329,9 @@ SUPPORTS: dict[str, dict[str, str]] = {
         "context_window": "an overlong input is an HTTP 400 (INVALID_ARGUMENT) before any chunk, not a finishReason",
         "pause": _NO_PAUSE,
         "vendor": _NO_VENDOR,
+        "done_no_finish": _NO_MARKER,
     },
-    "responses": {"pause": _NO_PAUSE},
+    "responses": {"pause": _NO_PAUSE, "done_no_finish": _NO_MARKER},
 }
 """What a provider cannot say: ``SUPPORTS[api][script]`` is why (a turn not listed is played)."""
 SUPPORTS["antigravity"] = SUPPORTS["gemini"]  # the Code Assist envelope of Gemini's chunks

@@ -6,7 +6,9 @@ many of them carry the turn's content (through its last content delta); the rest
 the provider says the turn finished (a block's stop, the finish reason, usage, the
 terminal event, a ``[DONE]``). The server plays a script's ``ending`` from it
 (:func:`ended`): the whole body (``clean``), the content only and a clean end of the body
-(``no_finish``: the provider's connection closed without a finish), or the content with
+(``no_finish``: the provider's connection closed without a finish), the content and the
+provider's end-of-stream marker without the finish before it (``done_no_finish``: chat's
+``data: [DONE]``, Anthropic's ``message_stop``; the body's last frame), or the content with
 its last frame cut in half and the connection dropped inside the HTTP body (``cut``).
 """
 
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-ENDINGS = ("clean", "no_finish", "cut")
+ENDINGS = ("clean", "no_finish", "done_no_finish", "cut")
 
 
 class Frames(list):
@@ -40,6 +42,8 @@ def ended(frames: list[bytes], content_end: int, ending: str) -> tuple[list[byte
     head = frames[:content_end]
     if ending == "no_finish":
         return head, False
+    if ending == "done_no_finish":
+        return head + frames[-1:], False
     if ending == "cut":
         if not head:
             return [], True

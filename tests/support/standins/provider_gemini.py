@@ -141,6 +141,14 @@ def gemini_chunks(s: Any, model: str, cut: bool, out_tokens: int, rid: str) -> F
     last: dict[str, Any] = {"candidates": [cand], "modelVersion": model, "responseId": rid}
     if s.usage:
         last["usageMetadata"] = usage(s, out_tokens)
+    if s.joined and pieces and stop != "safety":  # the finish on the chunk with the last parts
+        ev[-1]["candidates"][0]["finishReason"] = cand["finishReason"]
+        if s.usage:
+            ev[-1]["usageMetadata"] = last["usageMetadata"]
+        else:
+            ev[-1].pop("usageMetadata", None)
+        ev.content_end = len(ev) - 1
+        return ev
     ev.append(last)
     return ev
 
@@ -162,11 +170,14 @@ def code_assist_frames(chunks: list[dict[str, Any]], trace: str) -> list[bytes]:
 
 def gemini_array(chunks: list[dict[str, Any]]) -> list[bytes]:
     """Chunks as the JSON array ``:streamGenerateContent`` answers without ``alt=sse``, in
-    the pieces it streams in (``[``, the chunks separated by ``,``, ``]``)."""
+    the pieces it streams in, framed as Google's servers frame it: each chunk pretty-printed
+    (LF line ends, two-space indent), ``\\n,\\r\\n`` between two, ``[`` before the first and
+    ``\\n]`` after the last. (A reader that splits at CRLF, as Portkey's Gemini reader does,
+    gets one chunk per piece, with a ``[``, a trailing ``,`` or a ``\\n]`` to strip.)"""
     out = [b"["]
     for i, c in enumerate(chunks):
-        out.append((b",\r\n" if i else b"") + orjson.dumps(c))
-    out.append(b"]")
+        out.append((b"\n,\r\n" if i else b"") + orjson.dumps(c, option=orjson.OPT_INDENT_2))
+    out.append(b"\n]")
     return out
 
 
