@@ -1274,7 +1274,10 @@ class GeminiDecoder(CallDecoder):
     model_key = "modelVersion"
     envelopes: tuple[str, ...] = ("response.",)
     sse_envelope = True
-    item_starts: tuple[str, ...] = ("candidates.item",)
+    item_starts: tuple[str, ...] = ("candidates.item", "item")
+    """A candidate's start (counted), and an element's of the JSON array that
+    ``:streamGenerateContent`` answers without ``alt=sse`` (each element a chunk of its own,
+    whose candidates are counted from 0 again)."""
     json_items: tuple[str, ...] = (
         "candidates.item.content.parts.item",
         "candidates.item.finishReason",
@@ -1380,7 +1383,7 @@ class GeminiDecoder(CallDecoder):
         )
 
     def on_json_start(self, path: str) -> None:
-        self._candidate += 1
+        self._candidate = -1 if path == "item" else self._candidate + 1
 
     def on_json(self, path: str, value: Any) -> None:
         if path == "candidates.item.content.parts.item":

@@ -215,6 +215,10 @@ SAMPLES: dict[tuple[str, str, str], bytes] = {
         {"content": {"parts": [{"text": "two"}], "role": "model"}, "finishReason": "STOP", "index": 1}],
         "usageMetadata": {"promptTokenCount": 3, "candidatesTokenCount": 4, "totalTokenCount": 7}}),
     ("gemini", "json", "cut"): orjson.dumps({"candidates": [{"content": {"parts": [{"text": "The opposite"}]}}]})[:45],
+    # :streamGenerateContent without alt=sse (Portkey calls it so): a JSON array of the
+    # chunks, framed as Google frames it (pretty objects, LF-comma-CRLF between, LF ] at the end)
+    ("gemini", "json", "array_stream"): b"[" + b"\n,\r\n".join(orjson.dumps(o, option=orjson.OPT_INDENT_2)
+                                                                for o in G_PARALLEL) + b"\n]",
     ("interactions", "sse", "completed"): _isse([*I_EVENTS, _completed("requires_action", I_USAGE)]),
     ("interactions", "sse", "incomplete"): _isse([*I_EVENTS[:7], _completed("incomplete", I_USAGE)]),
     ("interactions", "sse", "error"): _isse([*I_EVENTS[:7], ("error", {"event_type": "error", "error": {"code": 503, "message": "The model is overloaded."}})], done=False),
@@ -273,6 +277,7 @@ EXPECT: dict[tuple[str, str, str], tuple] = {
     ("gemini", "json", "envelope_safety"): ("SAFETY", "content_filter", "finish", 0, (9, 2, 0, 0, 11), 5, 0),
     ("gemini", "json", "two_candidates"): ("MAX_TOKENS", "max_tokens", "finish", 0, (3, 4, 0, 0, 7), 3, 0),
     ("gemini", "json", "cut"): (None, "failed", "cut", 0, None, 0, 0),
+    ("gemini", "json", "array_stream"): ("STOP", "complete", "finish", 0, (20, 12, 0, 0, 32), 14, 31),
     ("interactions", "sse", "completed"): ("requires_action", "complete", "finish", 0, (11, 10, 3, 2, 21), 7, 9),
     ("interactions", "sse", "incomplete"): ("incomplete", "max_tokens", "finish", 0, (11, 10, 3, 2, 21), 7, 0),
     ("interactions", "sse", "error"): (None, "failed", "no_finish", 1, None, 7, 0),
