@@ -105,15 +105,20 @@ class SharedResult:
     ``outcome``, ``detail()``, ``usage.counts()``): the same facts whatever the
     provider's own result type was."""
 
-    __slots__ = ("_detail", "digest", "outcome", "usage", "worker")
+    __slots__ = ("_detail", "digest", "meaning", "outcome", "usage", "worker")
 
-    def __init__(self, digest: Digest, outcome: str | None, detail: str, usage: SharedUsage | None, worker: str = ""):
+    def __init__(
+        self, digest: Digest, outcome: str | None, detail: str, usage: SharedUsage | None, worker: str = "",
+        meaning: str | None = None,
+    ):  # fmt: skip
         self.digest = digest
         self.outcome = outcome
         self._detail = detail
         self.usage = usage
         self.worker = worker
         """The worker that read the upstream call ("" when not told)."""
+        self.meaning = meaning
+        """What its stop value meant (``wire.upstream_call.CallResult.meaning``)."""
 
     def detail(self) -> str:
         return self._detail
@@ -129,13 +134,15 @@ def summary(result: Any, worker: str = "") -> SharedResult:
     both give ``digest``, ``outcome``, ``detail()`` and ``counts()``)."""
     counts = result.counts()
     digest = tuple(result.digest)
-    return SharedResult(digest, result.outcome, result.detail(), SharedUsage(counts) if counts else None, worker)  # type: ignore[arg-type]
+    return SharedResult(digest, result.outcome, result.detail(), SharedUsage(counts) if counts else None, worker,  # type: ignore[arg-type]
+                        getattr(result, "meaning", None))  # fmt: skip
 
 
 def _dump_result(r: SharedResult) -> bytes:
     u = r.usage.counts() if r.usage is not None else None
     return orjson.dumps({"digest": list(r.digest), "outcome": r.outcome, "detail": r.detail(),
-                         "usage": asdict(u) if u is not None else None, "worker": r.worker})  # fmt: skip
+                         "usage": asdict(u) if u is not None else None, "worker": r.worker,
+                         "meaning": r.meaning})  # fmt: skip
 
 
 def _load_result(raw: bytes | str) -> SharedResult | None:
@@ -144,8 +151,9 @@ def _load_result(raw: bytes | str) -> SharedResult | None:
         u = d.get("usage")
         usage = SharedUsage(UpstreamUsage(**u)) if isinstance(u, dict) else None
         dg = d["digest"]
+        m = d.get("meaning")
         return SharedResult((str(dg[0]), int(dg[1]), str(dg[2]), int(dg[3])), d.get("outcome"), str(d["detail"]),
-                            usage, str(d.get("worker") or ""))  # fmt: skip
+                            usage, str(d.get("worker") or ""), m if isinstance(m, str) else None)  # fmt: skip
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, IndexError):
         return None
 

@@ -36,7 +36,6 @@ from .verdict import Outcome, Verdict
 __all__ = ["HOLD_LIMIT", "ChatRepairer", "repair_chat_json"]
 
 _NATIVE: dict[str, Outcome] = {"length": "max_tokens", "content_filter": "content_filter"}
-_FINISH = {"max_tokens": "length", "content_filter": "content_filter"}
 
 
 def spec_finish(ch: dict[str, Any], rules: Rules) -> str | None:
@@ -772,12 +771,12 @@ class ChatRepairer(HoldingRepairer):
             rec.obj.clear()  # upstream leg: the finish chunk becomes the error chunk
             self._fail(rec, d.evidence[0].detail if d.evidence else "failed")
             return
-        if not d.truncated or d.native or self.rules.truncation == "off":
+        new = d.word("chat")
+        if new is None or d.native or self.rules.truncation == "off":
             return
         if len(self._choices) > 1:
             self.note(f"{d.receipt()}; not applied: the stream has {len(self._choices)} choices")
             return
-        new = _FINISH[d.outcome]
         for ch in finishing:
             if ch.get("finish_reason") != new:
                 ch["finish_reason"] = new
@@ -910,11 +909,10 @@ def repair_chat_json(
             changed = True
             if fired is not None:
                 fired["usage"] += 1
-    if d.truncated and not d.native and rules.truncation != "off" and len(dicts) == 1:
-        new = _FINISH[d.outcome]
-        if dicts[0].get("finish_reason") != new:
-            dicts[0]["finish_reason"] = new
-            changed = True
-            if fired is not None:
-                fired["truncation"] += 1
+    new = d.word("chat")
+    if new is not None and not d.native and rules.truncation != "off" and len(dicts) == 1 and dicts[0].get("finish_reason") != new:  # fmt: skip
+        dicts[0]["finish_reason"] = new
+        changed = True
+        if fired is not None:
+            fired["truncation"] += 1
     return changed

@@ -440,7 +440,7 @@ class Correlator:
         self.stats["resolved"] += 1
         r = rec.result
         detail = r.detail() + (", matched by prompt (content digest differs)" if rec.by_link else "")
-        verdict.upstream(r.outcome or "unknown", detail)
+        verdict.upstream(r.outcome or "unknown", detail, meaning=getattr(r, "meaning", None))
         report_usage = getattr(verdict, "upstream_usage", None)
         counts = r.counts()
         if counts is not None and report_usage is not None:

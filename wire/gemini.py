@@ -28,7 +28,6 @@ HOLD_LIMIT = 64
 
 _FILTER = ("SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY")
 _NOT_A_VERDICT = ("STOP", "FINISH_REASON_UNSPECIFIED")
-_FINISH = {"max_tokens": "MAX_TOKENS", "content_filter": "SAFETY"}
 
 
 def _native(verdict: Verdict, fr: Any) -> None:
@@ -310,11 +309,11 @@ class GeminiRepairer(ApiRepairer):
             for cand in finishing:
                 cand.pop("finishReason", None)
             return self._dump(ev, obj, True) + self._failure(d.evidence[0].detail if d.evidence else "failed", ev.eol)
-        if not d.truncated or d.native or self.rules.truncation == "off" or len(self._candidates) > 1:
-            if d.truncated and not d.native and self.rules.truncation != "off":
+        new = d.word("gemini")
+        if new is None or d.native or self.rules.truncation == "off" or len(self._candidates) > 1:
+            if new is not None and not d.native and self.rules.truncation != "off":
                 self.note(f"{d.receipt()}; not applied: the stream has several candidates")
             return self._dump(ev, obj, dirty)
-        new = _FINISH[d.outcome]
         for cand in finishing:
             if cand.get("finishReason") != new:
                 cand["finishReason"] = new
@@ -382,11 +381,11 @@ def repair_gemini_json(
     if filled and fired is not None:
         fired["usage"] += 1
     filled = filled or remapped
-    if not d.truncated or d.native or rules.truncation == "off" or len(cands) != 1:
+    new = d.word("gemini")
+    if new is None or d.native or rules.truncation == "off" or len(cands) != 1:
         return filled
     if cands[0].get("finishReason") is None:
         return filled  # no finish to correct: never invent one
-    new = _FINISH[d.outcome]
     if cands[0].get("finishReason") == new:
         return filled
     cands[0]["finishReason"] = new

@@ -38,7 +38,6 @@ _NATIVE: dict[str, Outcome] = {
     "model_context_window_exceeded": "max_tokens",
     "refusal": "content_filter",
 }
-_STOP = {"max_tokens": "max_tokens", "content_filter": "refusal"}
 _FALLBACK_ID = re.compile(r"toolu_(interactions|\d+)")
 _VALUE = {"text_delta": "text", "input_json_delta": "partial_json", "thinking_delta": "thinking"}
 """The deltas the common path serves (:meth:`MessagesRepairer._takes_delta`), by type: the
@@ -486,11 +485,10 @@ class MessagesRepairer(HoldingRepairer):
                 obj["usage"] = u
                 rec.mark("usage")
                 self.note(filled)
-        if d.truncated and not d.native and self.rules.truncation != "off":
-            new = _STOP[d.outcome]
-            if sr != new and isinstance(obj.get("delta"), dict):
-                obj["delta"]["stop_reason"] = new
-                rec.mark("truncation")
+        new = d.word("messages")
+        if new is not None and not d.native and self.rules.truncation != "off" and sr != new and isinstance(obj.get("delta"), dict):  # fmt: skip
+            obj["delta"]["stop_reason"] = new
+            rec.mark("truncation")
 
     # --- upstream leg: the provider's call failed -----------------------
     def _upstream_stop(self, rec: Rec) -> None:
@@ -624,11 +622,10 @@ def repair_messages_json(
             changed = True
             if fired is not None:
                 fired["usage"] += 1
-    if d.truncated and not d.native and rules.truncation != "off" and "stop_reason" in obj:
-        new = _STOP[d.outcome]
-        if sr != new:
-            obj["stop_reason"] = new
-            changed = True
-            if fired is not None:
-                fired["truncation"] += 1
+    new = d.word("messages")
+    if new is not None and not d.native and rules.truncation != "off" and "stop_reason" in obj and sr != new:
+        obj["stop_reason"] = new
+        changed = True
+        if fired is not None:
+            fired["truncation"] += 1
     return changed

@@ -33,7 +33,6 @@ __all__ = [
     "OUTPUT_INDEX_REQUIRED",
     "PART_ADDED",
     "PART_DONE",
-    "REASON",
     "SUCCESS_TERMINAL",
     "SUMMARY_DELTA",
     "SUMMARY_DONE",
@@ -64,8 +63,6 @@ CONTENT_EVENTS: Final = frozenset({TEXT_DELTA, TEXT_DONE, PART_ADDED, PART_DONE}
 SUMMARY_EVENTS: Final = frozenset({SUMMARY_PART_ADDED, SUMMARY_PART_DONE, SUMMARY_DELTA, SUMMARY_DONE})
 OUTPUT_INDEX_REQUIRED: Final = frozenset({ARGS_DELTA, ARGS_DONE})
 
-REASON: Final = {"max_tokens": "max_output_tokens", "content_filter": "content_filter"}
-"""A truncation verdict's outcome -> ``incomplete_details.reason``."""
 NATIVE: dict[Any, Outcome] = {"max_output_tokens": "max_tokens", "content_filter": "content_filter"}
 """A gateway's own ``incomplete_details.reason`` -> the outcome it says (native evidence)."""
 

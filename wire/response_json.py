@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 
 from . import stops, usage_math
-from .response_base import NATIVE, REASON
+from .response_base import NATIVE
 from .response_usage import as_int, fill_upstream_usage, fix_usage
 from .rules import FlowContext, Rules
 from .verdict import Decision, Verdict
@@ -111,9 +111,10 @@ def _repair_json(
             obj["usage"] = usage
             changed = True
             hit.add("usage")
-    if d is not None and d.truncated and not d.native and rules.truncation == "incomplete":
+    reason = d.word("responses") if d is not None else None
+    if d is not None and reason is not None and not d.native and rules.truncation == "incomplete":
         obj["status"] = "incomplete"
-        obj["incomplete_details"] = {"reason": REASON[d.outcome]}
+        obj["incomplete_details"] = {"reason": reason}
         changed = True
         hit.add("truncation")
     if fired is not None:

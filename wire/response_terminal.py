@@ -19,7 +19,7 @@ from typing import Any
 
 from . import stops, usage_math
 from .hidden import COMPLETED_WITHOUT_USAGE, failed_response, synthetic_completion
-from .response_base import NATIVE, REASON, SUCCESS_TERMINAL
+from .response_base import NATIVE, SUCCESS_TERMINAL
 from .response_items import Item
 from .response_skim import FastPath
 from .response_usage import as_int, fill_upstream_usage, fix_usage
@@ -171,10 +171,16 @@ class Terminals(FastPath):
             dirty = True
             self.fire("upstream_failure")
             self.note(f"terminal rewritten to response.failed ({d.evidence[0].detail if d.evidence else 'upstream'})")
-        if typ == "response.completed" and d.truncated and not d.native and self.rules.truncation == "incomplete":
+        reason = d.word("responses")
+        if (
+            typ == "response.completed"
+            and reason is not None
+            and not d.native
+            and self.rules.truncation == "incomplete"
+        ):
             obj["type"] = rename = "response.incomplete"
             resp["status"] = "incomplete"
-            resp["incomplete_details"] = {"reason": REASON[d.outcome]}
+            resp["incomplete_details"] = {"reason": reason}
             dirty = True
             self.fire("truncation")
             self.note(f"terminal rewritten to response.incomplete ({d.outcome})")

@@ -25,6 +25,12 @@ end: it is written as each API's word for an unfinished answer, ``length`` (chat
 so that every client treats the turn as not done (the AI SDK finish ``length``,
 openai-python's ``LengthFinishReasonError``, Codex fails the turn instead of ending it);
 the receipt names ``pause_turn``. ``model_context_window_exceeded`` likewise.
+
+``declined`` is no stop value: it is what the upstream leg reads when an OpenAI provider
+refused in its content (chat ``delta.refusal``, a Responses ``refusal`` part) and ended
+normally (``stop``, ``response.completed``), as OpenAI's APIs say a refusal. Chat and
+Responses clients read the refusal there and the normal end stays; Messages and Gemini
+say a refusal with their stop value only (``refusal``, ``SAFETY``).
 """
 
 from __future__ import annotations
@@ -39,10 +45,11 @@ __all__ = [
     "meaning",
     "native_disagrees",
     "outcome",
+    "says",
     "spec",
 ]
 
-Meaning = Literal["end", "tool", "length", "filter", "refusal", "context", "pause"]
+Meaning = Literal["end", "tool", "length", "filter", "refusal", "context", "pause", "declined"]
 
 OWN: Final[dict[str, frozenset[str]]] = {
     "chat": frozenset({"stop", "length", "tool_calls", "content_filter", "function_call"}),
@@ -137,6 +144,7 @@ _SPEC: Final[dict[str, dict[Meaning, str]]] = {
         "refusal": "refusal",
         "context": "model_context_window_exceeded",
         "pause": "pause_turn",
+        "declined": "refusal",
     },
     "gemini": {
         "end": "STOP",
@@ -146,6 +154,7 @@ _SPEC: Final[dict[str, dict[Meaning, str]]] = {
         "refusal": "SAFETY",
         "context": "MAX_TOKENS",
         "pause": "MAX_TOKENS",
+        "declined": "SAFETY",
     },
     "responses": {
         "length": "max_output_tokens",
@@ -166,7 +175,8 @@ def meaning(value: object) -> Meaning | None:
 
 def spec(api: str, m: Meaning) -> str | None:
     """``api``'s own value for meaning ``m`` (Responses: an ``incomplete_details.reason``;
-    a normal end there has none: None)."""
+    a normal end there has none: None; chat and Responses have none for ``declined``, whose
+    normal end they keep)."""
     return _SPEC[api].get(m)
 
 
@@ -196,9 +206,17 @@ def native_disagrees(finish: object, native: object) -> str | None:
 def outcome(value: object) -> Literal["max_tokens", "content_filter"] | None:
     """The verdict outcome a stop value says (``wire.verdict``), if it says the turn did
     not end normally."""
-    m = meaning(value)
+    return says(meaning(value))
+
+
+def says(m: Meaning | str | None) -> Literal["max_tokens", "content_filter"] | None:
+    """The verdict outcome a meaning says, if not a normal end."""
     if m in ("length", "context", "pause"):
         return "max_tokens"
-    if m in ("filter", "refusal"):
+    if m in ("filter", "refusal", "declined"):
         return "content_filter"
     return None
+
+
+DEFAULT: Final[dict[str, Meaning]] = {"max_tokens": "length", "content_filter": "filter"}
+"""The meaning a verdict outcome has when no stop value says more (``wire.verdict.Decision.word``)."""

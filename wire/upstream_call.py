@@ -18,9 +18,11 @@ Per call, from the provider's own stream as CPA reads it:
 
 :attr:`CallResult.outcome` turns that into the verdict's terms: an error, a cut body or a
 body that ended without a finish is ``failed``; a truncation is ``max_tokens``; a safety or
-refusal stop is ``content_filter``; a normal end is ``complete``; a reason that proves
-nothing (Gemini ``OTHER``, Claude ``pause_turn``) is ``unknown`` and the client leg's own
-rules decide. Nothing here holds content: text and tool-call arguments are only hashed
+refusal stop is ``content_filter``, and so is an OpenAI refusal said in content before a
+normal end (``declined``); a normal end is ``complete``; a reason that proves nothing
+(Gemini ``OTHER``) is ``unknown`` and the client leg's own rules decide.
+:attr:`CallResult.meaning` says which kind of unfinished or filtered end it was
+(:mod:`wire.stops`), for each client API's own word. Nothing here holds content: text and tool-call arguments are only hashed
 (:meth:`wire.verdict.Verdict.digest`'s hash), to match the client flow they served.
 """
 
@@ -29,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from . import stops
 from .verdict import Outcome, UpstreamUsage
 
 __all__ = ["PROVIDER_NAMES", "CallResult", "Ending"]
@@ -68,6 +71,9 @@ class CallResult:
     """Events (or the JSON body) that did not parse: skipped, the bytes went on."""
     framing: str = "sse"
     """``sse`` or ``json``."""
+    declined: bool = False
+    """An OpenAI refusal: refusal content (chat ``delta.refusal``, a Responses ``refusal``
+    part) before a normal finish (:data:`wire.stops.Meaning` ``declined``)."""
 
     @property
     def name(self) -> str:
@@ -81,7 +87,22 @@ class CallResult:
             return "failed"
         if self.finish is None:
             return "failed" if self.ended == "no_finish" else "unknown"
+        if self.declined and self.says == "complete":
+            return "content_filter"
         return self.says or "unknown"
+
+    @property
+    def meaning(self) -> str | None:
+        """What kind of unfinished or filtered end :attr:`outcome` is (a
+        :data:`wire.stops.Meaning`: ``length``, ``context``, ``pause``, ``filter``,
+        ``refusal``, ``declined``), from the raw stop value; None for any other outcome."""
+        out = self.outcome
+        if out not in ("max_tokens", "content_filter"):
+            return None
+        if self.declined and self.says == "complete":
+            return "declined"
+        m = stops.meaning((self.finish or "").rpartition("/")[2])
+        return m if stops.says(m) == out else None
 
     def detail(self) -> str:
         """For a receipt, a log line and the mitmweb comment: which frame said what,
@@ -94,6 +115,8 @@ class CallResult:
             parts.append(f"in-band error {self.errors[0]}{more}")
         if self.finish is not None:
             parts.append(f"{self.finish_field} {self.finish}")
+            if self.declined and self.says == "complete":
+                parts.append("after a refusal")
         if self.ended == "cut":
             parts.append("body cut")
         elif self.ended == "no_finish" and self.finish is None:

@@ -100,8 +100,11 @@ ANTHROPIC_STOP: dict[str, Outcome] = {
     "max_tokens": "max_tokens",
     "model_context_window_exceeded": "max_tokens",
     "refusal": "content_filter",
+    "pause_turn": "max_tokens",
 }
-"""Claude ``stop_reason``; ``pause_turn`` (a server-tool loop to continue) proves nothing."""
+"""Claude ``stop_reason``; ``pause_turn`` (a server-tool loop to continue) is an unfinished
+turn, told in each client API's word for one (:mod:`wire.stops`: ``length``,
+``max_output_tokens``, ``MAX_TOKENS``; Messages keeps ``pause_turn``)."""
 CHAT_FINISH: dict[str, Outcome] = {
     "stop": "complete",
     "tool_calls": "complete",
@@ -571,6 +574,8 @@ class CallDecoder:
         """The body ended inside an event (SSE) or a JSON value."""
         self.done = False
         """``[DONE]`` came: the provider's own end of stream."""
+        self.declined = False
+        """An OpenAI refusal came in content (:attr:`CallResult.declined`)."""
         self._text = _Digest()
         self._args = _Digest()
         self.skimming = True
@@ -1259,6 +1264,7 @@ class CallDecoder:
             events=self.events,
             bad=self.bad,
             framing=self.framing,
+            declined=self.declined,
         )
 
 
@@ -1628,6 +1634,8 @@ class ChatDecoder(CallDecoder):
                 d = ch.get("delta")
                 if isinstance(d, dict):
                     self.text(d.get("content"))
+                    if d.get("refusal"):  # (never a pure delta: not skimmed)
+                        self.declined = True
                     tcs = d.get("tool_calls")
                     if isinstance(tcs, list):
                         for tc in tcs:
@@ -1666,6 +1674,8 @@ class ChatDecoder(CallDecoder):
     def on_json(self, path: str, value: Any) -> None:
         if path == "choices.item.message" and isinstance(value, dict) and self._choice <= 0:
             self.text(value.get("content"))
+            if value.get("refusal"):
+                self.declined = True
             tcs = value.get("tool_calls")
             if isinstance(tcs, list):
                 for tc in tcs:
@@ -1710,6 +1720,8 @@ class ResponsesDecoder(CallDecoder):
             self.learn(t, obj, _RESPONSES_HOLES, ("delta",), True)
         elif isinstance(t, str) and t.startswith("response.reasoning") and t.endswith(".delta"):
             self.learn(t, obj, _RESPONSES_HOLES, None, False)
+        elif t == "response.refusal.delta":
+            self.declined = self.declined or bool(obj.get("delta"))
         elif t in ("response.completed", "response.incomplete", "response.failed", "response.done"):
             r = obj.get("response")
             if isinstance(r, dict):
@@ -1765,6 +1777,8 @@ class ResponsesDecoder(CallDecoder):
                 for c in value.get("content") or ():
                     if isinstance(c, dict) and c.get("type") == "output_text":
                         self.text(c.get("text"))
+                    elif isinstance(c, dict) and c.get("type") == "refusal" and c.get("refusal"):
+                        self.declined = True
             elif t == "function_call":
                 self.args(value.get("arguments"))
         elif path == "status" and isinstance(value, str):

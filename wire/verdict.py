@@ -4,8 +4,10 @@ Repairers and the upstream tap *report* evidence (:class:`Verdict`'s ``observe_*
 ``usage``, ``tool_args``, ``native``, ``upstream``); only :meth:`Verdict.decide` turns it
 into an :data:`Outcome`, with each piece naming its source (:data:`SOURCES`, each
 switchable: ``streamfix_evidence``), so a receipt can say why. A gateway's own signal
-always wins; a failure is never decided to be a success. What each source decides alone,
-how they combine and the usage == cap rule: docs/truncation.md.
+wins, unless it names an unfinished turn and the provider's own stream (the upstream leg)
+names another end that is not a normal one: the provider's is the truth. A failure is
+never decided to be a success. What each source decides alone, how they combine and the
+usage == cap rule: docs/truncation.md.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 import orjson
+
+from . import stops
 
 Outcome = Literal["complete", "max_tokens", "content_filter", "failed", "unknown"]
 """``failed``: only from the upstream leg (the provider's in-band error, a cut body, a body
@@ -184,6 +188,10 @@ class Evidence:
     says: Outcome
     detail: str
     """Short, for a log line: numbers and field names, never prompt or output text."""
+    meaning: str | None = None
+    """What the provider's stop value meant (a :data:`wire.stops.Meaning`: ``pause``,
+    ``context``, ``refusal``, ``declined``...), where the upstream leg read one: each API
+    then says it in its own word (:meth:`Decision.word`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +209,21 @@ class Decision:
     def failed(self) -> bool:
         """The upstream failed (its error, a cut body, no finish): end as a failure."""
         return self.outcome == "failed"
+
+    def word(self, api: str) -> str | None:
+        """The stop value ``api`` ends this turn with (chat ``finish_reason``, Messages
+        ``stop_reason``, Gemini ``finishReason``, Responses ``incomplete_details.reason``)
+        when the verdict is a truncation or a filtered answer; None: leave the gateway's
+        end as it is (a normal end, a failure, or an OpenAI refusal on chat and Responses,
+        which say it in content: :data:`wire.stops.DEFAULT`, ``declined``). The provider's
+        own stop meaning, when the upstream leg read one, picks the word (``pause_turn``
+        and ``model_context_window_exceeded`` on Messages), else the outcome's default."""
+        if not self.truncated:
+            return None
+        m = next((e.meaning for e in self.evidence if e.meaning is not None and e.says == self.outcome), None)
+        if m is None or stops.says(m) != self.outcome:
+            m = stops.DEFAULT[self.outcome]
+        return stops.spec(api, m)  # type: ignore[arg-type]
 
     def receipt(self) -> str:
         why = "; ".join(f"{e.source}: {e.detail}" for e in self.evidence) or "no evidence"
@@ -340,10 +363,11 @@ class Verdict:
         if self._on("native"):
             self._native = Evidence("native", says, detail)
 
-    def upstream(self, says: Outcome, detail: str, output_tokens: Any = None) -> None:
-        """The upstream's stop reason (and, optionally, its output token count)."""
+    def upstream(self, says: Outcome, detail: str, output_tokens: Any = None, meaning: str | None = None) -> None:
+        """The upstream's stop reason (and, optionally, its output token count and what
+        its stop value meant: :attr:`Evidence.meaning`)."""
         if self._on("upstream"):
-            self._upstream = Evidence("upstream", says, detail)
+            self._upstream = Evidence("upstream", says, detail, meaning)
             if output_tokens is not None:
                 self.upstream_usage(output_tokens)
 
@@ -373,10 +397,17 @@ class Verdict:
     def decide(self) -> Decision:
         """The outcome from the evidence so far (cheap; may be called more than once)."""
         self._resolve()
-        if self._native is not None:
-            return Decision(self._native.says, (self._native,), native=True)
-        if self._upstream is not None and self._upstream.says != "unknown":
-            return Decision(self._upstream.says, (self._upstream,))
+        up = self._upstream if self._upstream is not None and self._upstream.says != "unknown" else None
+        nat = self._native
+        if nat is not None:
+            if up is not None and up.says != nat.says and nat.says in _NOT_NORMAL and up.says in _DECISIVE:
+                # the gateway's word for an unfinished turn against the provider's own stream,
+                # which says another (LiteLLM: an OpenAI content_filter as max_tokens): the
+                # provider's is the truth, and the terminal is rewritten to say it
+                return Decision(up.says, (up, nat))
+            return Decision(nat.says, (nat,), native=True)
+        if up is not None:
+            return Decision(up.says, (up,))
         return self._heuristics()
 
     def _heuristics(self) -> Decision:
@@ -429,6 +460,10 @@ class Verdict:
         if "complete" in says:
             return Decision("complete", tuple(found))
         return Decision("unknown", tuple(found))
+
+
+_NOT_NORMAL: Final = frozenset({"max_tokens", "content_filter"})
+_DECISIVE: Final = frozenset({"max_tokens", "content_filter", "failed"})
 
 
 def _parses(text: str) -> bool:

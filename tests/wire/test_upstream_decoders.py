@@ -96,6 +96,31 @@ def test_any_chunking_gives_the_same_result(key, cuts):
     assert decode(provider, framing, pieces) == decode(provider, framing, [body])
 
 
+@pytest.mark.parametrize(
+    ("key", "meaning"),
+    [
+        (("openai_chat", "sse", "refusal"), "declined"),
+        (("responses", "sse", "refusal"), "declined"),
+        (("anthropic", "sse", "pause"), "pause"),
+        (("anthropic", "sse", "refusal"), "refusal"),
+        (("gemini", "sse", "thoughts_max"), "length"),
+        (("gemini", "sse", "safety"), "filter"),
+        (("responses", "sse", "content_filter"), "filter"),
+        (("openai_chat", "sse", "length"), "length"),
+        (("openai_chat", "sse", "done_no_finish"), None),
+        (("responses", "sse", "completed"), None),
+    ],
+)
+def test_the_meaning_of_the_stop(key, meaning):
+    """What the provider's stop meant, for each client API's own word (wire/stops.py):
+    an OpenAI refusal is said in content before a normal end (``declined``), Anthropic's
+    ``pause_turn`` is an unfinished turn."""
+    r = decode(key[0], key[1], [SAMPLES[key]])
+    assert r.meaning == meaning
+    if meaning == "declined":
+        assert r.detail().endswith("after a refusal")
+
+
 def test_the_digest_is_the_client_legs():
     """The text and arguments hashed upstream are hashed as the client leg hashes what it
     is told (CPA copies them): the correlator matches the two by it."""

@@ -237,6 +237,61 @@ def test_native_beats_upstream_and_heuristics():
     assert d.outcome == "content_filter" and d.native
 
 
+@pytest.mark.parametrize(
+    ("native", "upstream", "outcome", "is_native"),
+    [
+        # LiteLLM: OpenAI's incomplete content_filter reaches /v1/messages as max_tokens
+        ("max_tokens", "content_filter", "content_filter", False),
+        ("content_filter", "max_tokens", "max_tokens", False),
+        ("max_tokens", "failed", "failed", False),  # the provider failed: never an unfinished turn
+        ("max_tokens", "max_tokens", "max_tokens", True),  # they agree: the gateway's own word stays
+        ("max_tokens", "complete", "max_tokens", True),  # a normal end proves nothing against it
+        ("max_tokens", "unknown", "max_tokens", True),
+        ("unknown", "content_filter", "unknown", True),
+    ],
+)
+def test_a_gateways_unfinished_word_yields_to_the_providers_other_one(native, upstream, outcome, is_native):
+    ver = v()
+    ver.native(native, "stop_reason 'max_tokens'")
+    ver.upstream(upstream, "Responses status incomplete/content_filter")
+    d = ver.decide()
+    assert (d.outcome, d.native) == (outcome, is_native)
+    if not is_native:
+        assert sources(d) == ["upstream", "native"]
+
+
+@pytest.mark.parametrize(
+    ("says", "meaning", "words"),
+    [
+        # each API's own word for what the provider's stop meant (wire/stops.py)
+        ("max_tokens", None, ("length", "max_tokens", "MAX_TOKENS", "max_output_tokens")),
+        ("max_tokens", "pause", ("length", "pause_turn", "MAX_TOKENS", "max_output_tokens")),
+        ("max_tokens", "context", ("length", "model_context_window_exceeded", "MAX_TOKENS", "max_output_tokens")),
+        ("content_filter", None, ("content_filter", "refusal", "SAFETY", "content_filter")),
+        ("content_filter", "refusal", ("content_filter", "refusal", "SAFETY", "content_filter")),
+        # an OpenAI refusal (said in content, then a normal end): chat and Responses keep their end
+        ("content_filter", "declined", (None, "refusal", "SAFETY", None)),
+        # a meaning that does not go with the outcome is not used
+        ("max_tokens", "refusal", ("length", "max_tokens", "MAX_TOKENS", "max_output_tokens")),
+        ("complete", None, (None, None, None, None)),
+        ("failed", None, (None, None, None, None)),
+    ],
+)
+def test_each_api_says_the_providers_meaning_in_its_own_word(says, meaning, words):
+    ver = v()
+    ver.upstream(says, "x", meaning=meaning)
+    d = ver.decide()
+    assert tuple(d.word(api) for api in ("chat", "messages", "gemini", "responses")) == words
+
+
+def test_the_heuristics_word_is_the_outcomes_default():
+    ver = v()
+    ver.request({"max_tokens": 10})
+    ver.usage(10)
+    d = ver.decide()
+    assert (d.outcome, d.word("messages"), d.word("chat")) == ("max_tokens", "max_tokens", "length")
+
+
 def test_native_switched_off():
     ver = v("native")
     ver.native("max_tokens", "finish_reason 'length'")
