@@ -224,3 +224,15 @@ def _ready(port: int, path: str, proc: Proc, timeout: float) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"{path} on port {port} not ready after {timeout}s:\n{proc.tail()}")
         time.sleep(0.2)
+
+
+def require(name: str) -> None:
+    """Skip the running test, saying why, when gateway ``name`` is not installed; in CI
+    (``CI=true``), where scripts/test installs it, fail instead."""
+    import pytest
+
+    if installed(name):
+        return
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        pytest.fail(missing_reason(name) + "; in CI the test command must install it")
+    pytest.skip(missing_reason(name))

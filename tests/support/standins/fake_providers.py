@@ -700,6 +700,8 @@ class FakeProviders:
         """Write ``frames`` as one streamed body, the way the script's ``ending`` says
         (``frames.ended``); ``rec`` (the request's record) gets the bytes written."""
         frames, drop = ended(frames, content_end, ending)
+        if rec is not None:
+            rec["content_type"] = content_type
         resp = web.StreamResponse(headers={"content-type": content_type, "cache-control": "no-cache"})
         await resp.prepare(request)
         written: list[bytes] = []
@@ -727,6 +729,7 @@ class FakeProviders:
     def _json(self, rec: dict[str, Any], obj: Any, status: int = 200) -> web.Response:
         body = _dumps(obj)
         rec["response"], rec["status"], rec["done"] = body, status, True
+        rec["content_type"] = "application/json"
         return web.Response(body=body, status=status, content_type="application/json")
 
     async def _read(self, request: web.Request, api: str) -> tuple[dict, dict, str, Script, bool, int]:
