@@ -37,7 +37,9 @@ def _ids(cells: list[gr.Cell]) -> list[str]:
 
 def test_the_captures_cover_the_matrix():
     want, got = set(gm.cells()), set(BY_KEY)
-    assert not (want - got), f"cells not captured: {sorted(want - got)[:20]} (python tests/support/gateway_matrix.py capture)"
+    assert not (want - got), (
+        f"cells not captured: {sorted(want - got)[:20]} (python tests/support/gateway_matrix.py capture)"
+    )
     assert not (got - want), f"captures of cells the matrix does not have: {sorted(got - want)[:20]}"
     assert {c.key[0] for c in CELLS} == set(rg.GATEWAYS)
 
@@ -120,4 +122,6 @@ def test_no_stream_the_gateway_got_right_is_made_wrong():
 
 
 def test_the_docs_matrix_is_generated_from_the_captures():
-    assert gr.section() in gr.DOC.read_text(), "docs/gateways.md's matrix is stale: python tests/support/gateway_matrix.py docs"
+    assert gr.section() in gr.DOC.read_text(), (
+        "docs/gateways.md's matrix is stale: python tests/support/gateway_matrix.py docs"
+    )

@@ -118,8 +118,12 @@ def meta_of(c: dict[str, Any], info: dict[str, Any], root: Path, d: Path) -> dic
         "tests/support/standins/fake_providers.py by `python tests/support/gateway_matrix.py capture`",
         "cell": {"gateway": g, "provider": p, "api": api, "turn": t},
         "gateway": info,
-        "request": {"method": "POST", "path": gm.path(g, p, api), "headers": {"content-type": "application/json"},
-                    "body": c["request"]},  # fmt: skip
+        "request": {
+            "method": "POST",
+            "path": gm.path(g, p, api),
+            "headers": {"content-type": "application/json"},
+            "body": c["request"],
+        },
         "response": {"status": raw.status, "headers": {k: v for k, v in raw.headers.items() if k in KEPT_HEADERS}},
         "transport": "http",
         "ended": raw.ended,
@@ -274,7 +278,7 @@ def section(root: Path = ROOT) -> str:
         "",
     ]
     untold: list[str] = []
-    for g in by:
+    for g, cells_of in by.items():
         out.append(f"### {g} {gateways(root)[g]['version']}")
         out.append("")
         for p in gm.PROVIDERS:
@@ -288,7 +292,7 @@ def section(root: Path = ROOT) -> str:
             for t in gm.TURNS:
                 row, any_cell = [t], False
                 for a in apis:
-                    c = by[g].get((p, a, t))
+                    c = cells_of.get((p, a, t))
                     if c is None:
                         row.append("")
                         continue
