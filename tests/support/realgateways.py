@@ -26,7 +26,7 @@ variable is dropped from their environment. With ``proxy`` set, their provider c
 through that HTTP proxy (the sidecar's upstream listener): LiteLLM reads the standard
 ``HTTP_PROXY`` / ``HTTPS_PROXY`` (its aiohttp and httpx clients trust the environment);
 Portkey runs on Node, whose ``fetch`` reads no proxy variable, so it is started with
-``--import`` of ``gateways/portkey/proxy.mjs``, which installs undici's
+``--import`` of ``deploy/portkey-proxy.mjs`` (copied beside its node_modules), which installs undici's
 ``EnvHttpProxyAgent`` as the global dispatcher (the same variables, then). Neither skips
 loopback unless ``NO_PROXY`` says so, and none is set.
 """

@@ -3,7 +3,9 @@
 // Python clients do: undici's EnvHttpProxyAgent becomes the global dispatcher, which Node's
 // own fetch uses too (the npm undici of the same major, 6, as Node 20's). `proxyTunnel:
 // false`: a plain http:// provider is asked in absolute form through the proxy (as curl
-// does), an https:// one through CONNECT. Portkey's code is not changed.
+// does), an https:// one through CONNECT. Portkey's code is not changed. Put this file
+// beside the node_modules that holds undici 6 (npm install undici@6) and start Portkey
+// with `node --import ./portkey-proxy.mjs .../start-server.js` (docs/gateways.md).
 import { EnvHttpProxyAgent, setGlobalDispatcher } from 'undici';
 
 const env = process.env;
