@@ -480,7 +480,7 @@ class MessagesRepairer(HoldingRepairer):
             return
         if self.rules.usage and self.verdict.upstream_counts is not None:
             u = usage if isinstance(usage, dict) else {}
-            filled = fill_messages_usage(u, self.verdict)
+            filled = fill_messages_usage(u, self.verdict, self._start_input)
             if filled:
                 obj["usage"] = u
                 rec.mark("usage")
@@ -549,17 +549,21 @@ class MessagesRepairer(HoldingRepairer):
         self._settle_delta()
 
 
-def fill_messages_usage(usage: dict[str, Any], verdict: Verdict) -> str | None:
+def fill_messages_usage(usage: dict[str, Any], verdict: Verdict, start_input: int = 0) -> str | None:
     """Fill missing or zero counts of a ``message_delta`` (or message) ``usage`` in place
     from the verdict's upstream counts, in Anthropic's terms: ``input_tokens`` is the
     input not read from a cache (Devin 7.2), ``cache_read_input_tokens`` the cache read
     (7.5), so that their sum is CPA's total input; ``output_tokens`` is 7.3. When the
     gateway already wrote a non-zero ``input_tokens`` (CPA writes its *total* input
     there), no cache read is added beside it: it would count the cached part twice.
+    ``start_input``: the stream's ``message_start`` ``input_tokens``; when it already said
+    the provider's input and this usage leaves input out (Anthropic's own ``message_delta``
+    does), the input is not restated here: a correct pass-through stays byte for byte.
     Returns the note for the receipt, or None when nothing was filled."""
     fields = {"output_tokens": "output_tokens"}
     c = verdict.upstream_counts
-    if not _count(usage.get("input_tokens")) or (c is not None and c.authoritative):
+    told = c is not None and "input_tokens" not in usage and start_input == c.uncached_input_tokens
+    if not told and (not _count(usage.get("input_tokens")) or (c is not None and c.authoritative)):
         fields = {"input_tokens": "uncached_input_tokens", "cache_read_input_tokens": "cached_tokens", **fields}
     filled = verdict.fill_usage(usage, fields)
     return verdict.upstream_counts.note(filled) if filled and verdict.upstream_counts else None

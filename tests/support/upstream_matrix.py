@@ -327,11 +327,15 @@ def truth(api: str, status: int, body: bytes, stream: bool = True) -> dict[str, 
             if isinstance(u, dict):
                 out, inp = u.get("completion_tokens"), u.get("prompt_tokens")
     elif api == "messages":
+        start: dict[str, Any] = {}  # message_start's usage: a client's input when message_delta leaves it out
         for ev, o in objs:
             if not isinstance(o, dict):
                 continue
             t = o.get("type")
-            if t == "message_delta":
+            if t == "message_start":
+                m0 = o.get("message")
+                start = (m0.get("usage") if isinstance(m0, dict) else None) or {}
+            elif t == "message_delta":
                 sr = (o.get("delta") or {}).get("stop_reason")
                 said = sr
                 ended = {"end_turn": "complete", "tool_use": "complete", "stop_sequence": "complete",
@@ -339,6 +343,8 @@ def truth(api: str, status: int, body: bytes, stream: bool = True) -> dict[str, 
                          "model_context_window_exceeded": "max_tokens"}.get(sr, "unknown") if sr else "no_finish"  # fmt: skip
                 u = o.get("usage") or {}
                 out = u.get("output_tokens")
+                if "input_tokens" not in u and isinstance(start, dict):
+                    u = {**start, **u}
                 inp = (u.get("input_tokens") or 0) + (u.get("cache_read_input_tokens") or 0) or None
             elif t == "error" or ev == "error":
                 said, ended = "error", "failed"

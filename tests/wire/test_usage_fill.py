@@ -178,10 +178,10 @@ def test_chat_json_usage_filled():
 
 
 # --- messages -------------------------------------------------------------------------------
-def messages_stream(delta_usage: Any) -> bytes:
+def messages_stream(delta_usage: Any, start_usage: Any = None) -> bytes:
     start = {"type": "message_start", "message": {"id": "interaction_1", "type": "message", "role": "assistant",
              "content": [], "model": "devin/swe-2", "stop_reason": None, "stop_sequence": None,
-             "usage": {"input_tokens": 0, "output_tokens": 0}}}  # fmt: skip
+             "usage": start_usage or {"input_tokens": 0, "output_tokens": 0}}}  # fmt: skip
     delta = {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None}}
     if delta_usage is not ...:
         delta["usage"] = delta_usage
@@ -211,6 +211,28 @@ def test_messages_stream_gateway_input_kept_without_double_counting():
     out, _ = run(MessagesRepairer, messages_stream({"input_tokens": 12850, "output_tokens": 0}), verdict=upstream())
     got = next(o for o in data(out) if o["type"] == "message_delta")["usage"]
     assert got == {"input_tokens": 12850, "output_tokens": 400}
+
+
+# an Anthropic provider's own counts (the upstream decoders' authoritative usage)
+ANTHROPIC = UpstreamUsage(input_tokens=42, output_tokens=26, total_tokens=68, source="message_delta",
+                          authoritative=True)  # fmt: skip
+
+
+def test_messages_stream_input_told_by_message_start_is_not_restated():
+    # Anthropic's own message_delta leaves the input to message_start: a gateway passing it
+    # on as it came passes byte for byte
+    body = messages_stream({"output_tokens": 26}, {"input_tokens": 42, "output_tokens": 1})
+    out, _ = run(MessagesRepairer, body, verdict=upstream(ANTHROPIC))
+    assert out == body
+
+
+@pytest.mark.parametrize(("start", "delta"), [(0, {"output_tokens": 26}), (40, {"output_tokens": 26}),
+                                              (42, {"input_tokens": 0, "output_tokens": 26})])  # fmt: skip
+def test_messages_stream_input_message_start_got_wrong_is_set_on_message_delta(start, delta):
+    body = messages_stream(delta, {"input_tokens": start, "output_tokens": 1})
+    out, _ = run(MessagesRepairer, body, verdict=upstream(ANTHROPIC))
+    got = next(o for o in data(out) if o["type"] == "message_delta")["usage"]
+    assert got == {"input_tokens": 42, "output_tokens": 26}
 
 
 def test_messages_json_usage_filled():
