@@ -3,8 +3,11 @@
 :class:`ChatRepairer` repairs a stream chunk by chunk, :func:`repair_chat_json` a whole
 body; rules ``tool_index`` (calls numbered 0..n-1 per choice), ``tool_header`` (a re-sent
 or late-named header), ``finish_reason`` (non-standard values mapped), ``replay`` (the
-text sent twice), ``usage_chunk`` and ``truncation`` (``finish_reason: "length"`` on a
-verdict). A chunk that waits for a decision (a nameless header, a finish without usage,
+text sent twice), ``usage_chunk``, ``truncation`` (``finish_reason: "length"`` on a
+verdict), ``error_finish`` (a finish_reason naming an error ends as an error chunk),
+``done_marker`` (the ``[DONE]`` a finished stream lacks), ``tool_finish`` (``stop``
+after whole tool calls is ``tool_calls``) and ``error_last`` (nothing but comments after
+an error chunk written here). A chunk that waits for a decision (a nameless header, a finish without usage,
 a possible repeat) is held with everything after it, in order, and bounded
 (:data:`HOLD_LIMIT`); an error is never turned into a success and no finish is ever
 synthesized. Each rule, why, and how clients fail without it: docs/chat.md.
