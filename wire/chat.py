@@ -68,6 +68,18 @@ def _error_word(fr: Any) -> bool:
     )
 
 
+def _carries_output(obj: dict[str, Any]) -> bool:
+    """Rule error_finish: a chunk whose choices stream something (content, reasoning, a
+    tool call) besides the finish."""
+    for ch in obj.get("choices") or ():
+        delta = ch.get("delta") if isinstance(ch, dict) else None
+        if isinstance(delta, dict) and any(
+            delta.get(k) for k in ("content", "reasoning_content", "reasoning", "tool_calls", "refusal")
+        ):
+            return True
+    return False
+
+
 def whole_calls(args: list[str]) -> bool:
     """Rule tool_finish: one call or more, each one's arguments a JSON object."""
     if not args:
@@ -727,9 +739,21 @@ class ChatRepairer(HoldingRepairer):
         if word is None or (self.rules.upstream_failure and self.verdict.upstream_failed()):
             return False
         why = f"the gateway ended the stream with finish_reason {word!r}"
-        rec.obj = {"error": {"message": f"The upstream provider failed: {why}.", "type": "server_error",
-                             "param": None, "code": None}}  # fmt: skip
-        rec.mark("error_finish")
+        err = {"error": {"message": f"The upstream provider failed: {why}.", "type": "server_error",
+                         "param": None, "code": None}}  # fmt: skip
+        if rec.obj is not None and _carries_output(rec.obj):
+            # what the chunk streamed stays the client's: the chunk without its finish, then
+            # the error chunk, as one queued event (its bytes final: no rule changes it now)
+            for ch in finishing:
+                ch["finish_reason"] = None
+            eol = rec.ev.eol
+            raw = rec.ev.with_data(orjson.dumps(rec.obj)) + format_event(orjson.dumps(err), eol=eol)
+            rec.ev, rec.obj, rec.dirty = Event(raw, eol=eol), None, False
+            self.count("error_finish", *rec.rules)
+            rec.rules = ()
+        else:
+            rec.obj = err
+            rec.mark("error_finish")
         self._errored = True
         self._error_at = rec
         self._withhold_done = why

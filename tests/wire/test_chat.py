@@ -824,3 +824,17 @@ def test_error_last_after_error_finish_and_hidden_failure():
     # a gateway's own error chunk is not this repairer's: what follows it passes
     err = sse({"error": {"message": "boom"}})
     assert run(ChatRepairer, head + err + sse(usage), REQ)[0] == head + err + sse(usage)
+
+
+def test_error_finish_keeps_what_its_chunk_streamed():
+    last = dict(BASE, choices=[{"index": 0, "delta": {"content": "the work"}, "finish_reason": "overloaded_error"}])
+    head = sse(chunk({"content": "Starting "}))
+    body = head + sse(last, DONE)
+    out, rep = run(ChatRepairer, body, REQ)
+    kept = dict(BASE, choices=[{"index": 0, "delta": {"content": "the work"}, "finish_reason": None}])
+    withheld = b": [DONE] withheld: the gateway ended the stream with finish_reason 'overloaded_error'\n\n"
+    assert out == head + sse(kept) + _err("overloaded_error") + withheld
+    assert rep.fired["error_finish"] == 2  # the chunk, the [DONE]
+    assert run(ChatRepairer, out, REQ)[0] == out
+    for cuts in (list(range(0, len(body), 5)), list(range(len(body)))):
+        assert run(ChatRepairer, body, REQ, cuts=cuts)[0] == out
