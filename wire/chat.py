@@ -3,8 +3,11 @@
 :class:`ChatRepairer` repairs a stream chunk by chunk, :func:`repair_chat_json` a whole
 body; rules ``tool_index`` (calls numbered 0..n-1 per choice), ``tool_header`` (a re-sent
 or late-named header), ``finish_reason`` (non-standard values mapped), ``replay`` (the
-text sent twice), ``usage_chunk`` and ``truncation`` (``finish_reason: "length"`` on a
-verdict). A chunk that waits for a decision (a nameless header, a finish without usage,
+text sent twice), ``usage_chunk``, ``truncation`` (``finish_reason: "length"`` on a
+verdict), ``error_finish`` (a finish_reason naming an error ends as an error chunk),
+``done_marker`` (the ``[DONE]`` a finished stream lacks), ``tool_finish`` (``stop``
+after whole tool calls is ``tool_calls``) and ``error_last`` (nothing but comments after
+an error chunk written here). A chunk that waits for a decision (a nameless header, a finish without usage,
 a possible repeat) is held with everything after it, in order, and bounded
 (:data:`HOLD_LIMIT`); an error is never turned into a success and no finish is ever
 synthesized. Each rule, why, and how clients fail without it: docs/chat.md.
@@ -55,6 +58,39 @@ def spec_finish(ch: dict[str, Any], rules: Rules) -> str | None:
         return None
     ch["finish_reason"] = new
     return fr
+
+
+def _error_word(fr: Any) -> bool:
+    """Rule error_finish: a finish_reason outside chat's vocabulary that names an error
+    (``error``, or ending ``_error``: Anthropic's error types passed as a finish)."""
+    return (
+        isinstance(fr, str) and fr not in stops.OWN["chat"] and (fr.lower() == "error" or fr.lower().endswith("_error"))
+    )
+
+
+def _carries_output(obj: dict[str, Any]) -> bool:
+    """Rule error_finish: a chunk whose choices stream something (content, reasoning, a
+    tool call) besides the finish."""
+    for ch in obj.get("choices") or ():
+        delta = ch.get("delta") if isinstance(ch, dict) else None
+        if isinstance(delta, dict) and any(
+            delta.get(k) for k in ("content", "reasoning_content", "reasoning", "tool_calls", "refusal")
+        ):
+            return True
+    return False
+
+
+def whole_calls(args: list[str]) -> bool:
+    """Rule tool_finish: one call or more, each one's arguments a JSON object."""
+    if not args:
+        return False
+    for a in args:
+        try:
+            if not isinstance(orjson.loads(a), dict):
+                return False
+        except orjson.JSONDecodeError:
+            return False
+    return True
 
 
 def _text(v: Any) -> str | None:
@@ -239,11 +275,17 @@ class ChatRepairer(HoldingRepairer):
         self._run: _Run | None = None  # rule replay: a run of deltas that may repeat the content
         self._noted_foreign = False
         self._upstream_failed = False  # rule upstream_failure: the finish became an error chunk
+        self._error_at: Rec | None = None  # rule error_last: the error chunk this repairer wrote
+        self._withhold_done: str | None = None  # rule error_finish: why the [DONE] is withheld
+        self._tail: dict[int, bool] = {}  # rule tool_finish: choice -> its last output was a call
+        self._by_choice: dict[int, list[_Call]] = {}  # rule tool_finish: choice -> its calls, in order
+        self._whole = True  # rule done_marker: the last event was whole (the stream ends at a boundary)
         self.skim = Skim()
 
     # --- EventRepairer -----------------------------------------------------------
     def event(self, ev: Event) -> list[bytes]:
         ev = self._foreign(ev)
+        self._whole = ev.complete
         if ev.data is not None:
             # the substring test first: no copy of every chunk's data by strip()
             self._done = self._done or (b"[DONE]" in ev.data and ev.data.strip() == b"[DONE]")
@@ -273,7 +315,28 @@ class ChatRepairer(HoldingRepairer):
             self._settle()  # [DONE] (or any other data) after the finish: no usage is coming
         if obj is None and self._done and ev.data is not None and ev.data.strip() == b"[DONE]":
             self._upstream_done(rec)
+            if self._withhold_done is not None:  # rule error_finish (after the error chunk it wrote)
+                rec.ev = Event(b": [DONE] withheld: " + self._withhold_done.encode() + rec.ev.eol + rec.ev.eol,
+                               eol=rec.ev.eol)  # fmt: skip
+                self.count("error_finish")
+                self._withhold_done = None
+        elif self._error_at is not None and self._error_at is not rec and ev.data is not None:
+            self._after_error(rec)
         return self._queue(rec)
+
+    def _after_error(self, rec: Rec) -> None:
+        """Rule error_last: a data chunk after the error chunk this repairer wrote goes out
+        as an SSE comment (LiteLLM's usage chunk after the failed finish): the failure is
+        the last thing the client reads."""
+        if not self.rules.error_last:
+            return
+        rec.ev = commented(rec.ev)
+        rec.obj = None
+        rec.dirty = False
+        rec.wait = None
+        self.count("error_last", *rec.rules)
+        rec.rules = ()
+        self.note("a data chunk after the error chunk withheld (an SSE comment)")
 
     # --- upstream leg: the provider's call failed -----------------------
     def _upstream_done(self, rec: Rec) -> None:
@@ -305,6 +368,7 @@ class ChatRepairer(HoldingRepairer):
         rec.obj = chat_error(detail)
         rec.mark("upstream_failure")
         self._upstream_failed = True
+        self._error_at = rec
         self.note(f"ended with an error chunk: the upstream failed ({detail})")
 
     # --- end upstream leg ---
@@ -389,6 +453,8 @@ class ChatRepairer(HoldingRepairer):
         do more (said beside it)."""
         if self._recs or self._run is not None or self._eol is None:
             return _NOT  # events held (a name, a possible repeat): it queues behind them
+        if self._error_at is not None:
+            return _NOT  # rule error_last: after the error chunk this repairer wrote
         if self._finish is not None and not self._settled:
             return _NOT  # a held finish: this chunk settles it
         said: _Said | None = None
@@ -408,6 +474,10 @@ class ChatRepairer(HoldingRepairer):
             if found is None:
                 return _NOT  # a new call: rule tool_index numbers it
         self._choices.add(ci)
+        if content:
+            self._tail[ci] = False  # rule tool_finish: content after the calls
+        elif found is not None:
+            self._tail[ci] = True
         if content and enc is not None:  # (enc: encoded above)
             if self.rules.replay:
                 if said is None:
@@ -482,7 +552,23 @@ class ChatRepairer(HoldingRepairer):
             out.append(format_event(orjson.dumps(err), eol=self._eol or b"\n"))
             self.count("eof_terminal")
             self.note("stream ended without a finish_reason: ended it with an error chunk")
+        elif self._ends_without_done():
+            eol = self._eol or b"\n"  # (set: _ends_without_done)
+            out.append(b"data: [DONE]" + eol + eol)
+            self.count("done_marker")
+            self.note("stream ended after its finish without data: [DONE]: added it")
         return out
+
+    def _ends_without_done(self) -> bool:
+        """Rule done_marker: a chat stream that had its finish, no error (its own or one
+        written here) and ended cleanly at an event boundary, without ``data: [DONE]``."""
+        return (
+            self.rules.done_marker
+            and self._eol is not None
+            and self._whole
+            and self._finished
+            and not (self._done or self._errored or self._upstream_failed or self._error_at is not None)
+        )
 
     def _hides_failure(self) -> bool:
         """Rule hidden_failure (:mod:`wire.hidden`): ``[DONE]`` ends a chat stream whose
@@ -494,6 +580,7 @@ class ChatRepairer(HoldingRepairer):
         as it came: the client sees the failure (openai-python raises APIError, the AI SDK
         finishes ``error``), never a finish."""
         self._errored = True
+        self._error_at = Rec(ev, None)  # rule error_last: nothing but comments after it
         self._release("a [DONE] without a finish_reason")
         out = self._flush()
         out.append(format_event(orjson.dumps(hidden.CHAT_ERROR), eol=self._eol or b"\n"))
@@ -613,11 +700,13 @@ class ChatRepairer(HoldingRepairer):
                         content = None
                     if content:
                         self.verdict.observe_text(content)
+                        self._tail[ci] = False
                     tcs = delta.get("tool_calls")
                     if isinstance(tcs, list):
                         for entry in tcs:
                             if isinstance(entry, dict):
                                 self._tool_entry(rec, ci, entry)
+                                self._tail[ci] = True
                 if ch.get("finish_reason") is not None:
                     finishing.append(ch)
         usage = obj.get("usage")
@@ -632,9 +721,45 @@ class ChatRepairer(HoldingRepairer):
             self._usage = (rec, usage)
         if self._finish is not None and not self._settled and rec.ev.data is not None:
             self._settle()  # the event after a held finish chunk (usage counted above)
+        if finishing and self._error_finish(rec, finishing):
+            return
         if finishing:
             self._finished = True
             self._on_finish(rec, finishing, has_usage)
+
+    def _error_finish(self, rec: Rec, finishing: list[dict[str, Any]]) -> bool:
+        """Rule error_finish: a finish_reason that names an error (``error``, ``..._error``:
+        Portkey's Anthropic in-band ``overloaded_error``) is a failure: the chunk becomes
+        the error chunk (the gateway's word in its message) and the ``[DONE]`` after it is
+        withheld. Left to rule upstream_failure when the upstream leg proves the failure
+        (its evidence is the better message)."""
+        if not self.rules.error_finish or self._errored:
+            return False
+        word = next((fr for ch in finishing if _error_word(fr := ch.get("finish_reason"))), None)
+        if word is None or (self.rules.upstream_failure and self.verdict.upstream_failed()):
+            return False
+        why = f"the gateway ended the stream with finish_reason {word!r}"
+        err = {"error": {"message": f"The upstream provider failed: {why}.", "type": "server_error",
+                         "param": None, "code": None}}  # fmt: skip
+        if rec.obj is not None and _carries_output(rec.obj):
+            # what the chunk streamed stays the client's: the chunk without its finish, then
+            # the error chunk, as one queued event (its bytes final: no rule changes it now)
+            for ch in finishing:
+                ch["finish_reason"] = None
+            eol = rec.ev.eol
+            raw = rec.ev.with_data(orjson.dumps(rec.obj)) + format_event(orjson.dumps(err), eol=eol)
+            rec.ev, rec.obj, rec.dirty = Event(raw, eol=eol), None, False
+            self.count("error_finish", *rec.rules)
+            rec.rules = ()
+        else:
+            rec.obj = err
+            rec.mark("error_finish")
+        self._errored = True
+        self._error_at = rec
+        self._withhold_done = why
+        self._release("an error finish_reason")
+        self.note(f"finish_reason {word!r} names an error: ended with an error chunk")
+        return True
 
     def _tool_entry(self, rec: Rec, ci: int, entry: dict[str, Any]) -> None:
         raw = entry.get("index")
@@ -679,6 +804,7 @@ class ChatRepairer(HoldingRepairer):
         self._ordinals[ci] = n + 1
         call = _Call(n, raw, _text(id_), _text(name))
         self._order.append(call)
+        self._by_choice.setdefault(ci, []).append(call)
         return call
 
     def _resent_header(
@@ -772,6 +898,8 @@ class ChatRepairer(HoldingRepairer):
             self._fail(rec, d.evidence[0].detail if d.evidence else "failed")
             return
         new = d.word("chat")
+        if new is None and not d.failed:
+            self._tool_finish(rec, finishing)
         if new is None or d.native or self.rules.truncation == "off":
             return
         if len(self._choices) > 1:
@@ -781,6 +909,22 @@ class ChatRepairer(HoldingRepairer):
             if ch.get("finish_reason") != new:
                 ch["finish_reason"] = new
                 rec.mark("truncation")
+
+    def _tool_finish(self, rec: Rec, finishing: list[dict[str, Any]]) -> None:
+        """Rule tool_finish: a choice finishing ``stop`` whose last output was whole tool
+        calls (no content after them, every call's arguments a JSON object) finishes
+        ``tool_calls`` (Portkey's Gemini STOP on a function-call turn)."""
+        if not self.rules.tool_finish:
+            return
+        for ch in finishing:
+            ci = ch.get("index", 0)
+            ci = ci if isinstance(ci, int) else 0
+            if ch.get("finish_reason") != "stop" or not self._tail.get(ci):
+                continue
+            if whole_calls([c.args.text() for c in self._by_choice.get(ci, ())]):
+                ch["finish_reason"] = "tool_calls"
+                rec.mark("tool_finish")
+                self.note(f"finish_reason 'stop' right after whole tool calls written as 'tool_calls' (choice {ci})")
 
     def _fill_usage(self, finish: Rec) -> None:
         """Missing or zero usage counts from the upstream's (``usage`` rule): in the usage
@@ -854,6 +998,8 @@ def repair_chat_json(
     - ``finish_reason``: a non-standard one mapped to the spec's, as for streams.
     - ``truncation``: as for streams; the finish_reason comes from the verdict (usage,
       the last call's arguments, a native ``length``/``content_filter``).
+    - ``tool_finish``: ``stop`` beside ``message.tool_calls`` whose arguments are all JSON
+      objects becomes ``tool_calls`` (never against a truncation verdict).
 
     ``fired`` (if given) counts each rule that changed the body once.
     """
@@ -915,4 +1061,29 @@ def repair_chat_json(
         changed = True
         if fired is not None:
             fired["truncation"] += 1
+    if rules.tool_finish and new is None and not d.failed:
+        tooled = False
+        for ch in dicts:
+            msg = ch.get("message")
+            tcs = msg.get("tool_calls") if isinstance(msg, dict) else None
+            if ch.get("finish_reason") == "stop" and isinstance(tcs, list) and _json_calls(tcs):
+                ch["finish_reason"] = "tool_calls"
+                tooled = True
+        if tooled:
+            changed = True
+            if fired is not None:
+                fired["tool_finish"] += 1
     return changed
+
+
+def _json_calls(tcs: list[Any]) -> bool:
+    """Rule tool_finish on a JSON body: every entry of ``message.tool_calls`` a call whose
+    arguments are a JSON object."""
+    args: list[str] = []
+    for tc in tcs:
+        fn = tc.get("function") if isinstance(tc, dict) else None
+        a = fn.get("arguments") if isinstance(fn, dict) else None
+        if not isinstance(a, str):
+            return False
+        args.append(a)
+    return whole_calls(args)

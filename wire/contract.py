@@ -101,6 +101,12 @@ RULES: dict[str, str] = {
     "chat.tool_header": "a tool call's name is announced once (a re-sent header doubles it in clients)",
     "chat.finish_once": "each choice gets one finish_reason",
     "chat.usage_chunk": "the usage chunk after the finish (stream_options.include_usage) has choices: []",
+    "chat.error_finish": "a failure is an error chunk, not a finish_reason that names an error ('error', "
+    "'overloaded_error'...)",
+    "chat.done": "a stream that finished without an error ends with data: [DONE]",
+    "chat.tool_finish": "a choice whose last output was whole tool calls (arguments JSON objects) does not "
+    "finish 'stop'",
+    "chat.error_last": "nothing but comments or [DONE] after an error chunk",
     # /v1/messages
     "messages.start": "message_start comes first",
     "messages.block_index": "content blocks are numbered 0, 1, 2 ... in order",
@@ -112,7 +118,7 @@ RULES: dict[str, str] = {
 }
 
 
-END_RULES = frozenset({"terminal.present"})
+END_RULES = frozenset({"terminal.present", "chat.done"})
 """Rules only a whole stream can satisfy (reported at its end): not checked in prefix mode."""
 
 
@@ -523,6 +529,20 @@ class _Responses(_Api):
 # --- /v1/chat/completions ---------------------------------------------------------------
 
 
+def _whole_calls(args: Any) -> bool:
+    """Rule chat.tool_finish: one call or more, each one's arguments a JSON object."""
+    args = list(args)
+    if not args:
+        return False
+    for a in args:
+        try:
+            if not isinstance(orjson.loads(a), dict):
+                return False
+        except orjson.JSONDecodeError:
+            return False
+    return True
+
+
 class _Chat(_Api):
     api = "chat"
 
@@ -538,6 +558,8 @@ class _Chat(_Api):
         self.chunks = False  # a chunk with choices came
         self.error = False
         self.normal_finish: Any = None  # a stop/tool_calls finish (terminal.truncated)
+        self.tail: dict[Any, bool] = {}  # choice -> its last output was a tool call (chat.tool_finish)
+        self.args: dict[Any, dict[Any, str]] = {}  # choice -> (index, id) -> its arguments so far
 
     def standard_name(self, name: str, obj: dict[str, Any] | None) -> bool:
         return False  # OpenAI's chat stream has no event: lines
@@ -560,6 +582,9 @@ class _Chat(_Api):
         pure = pure_content(obj)
         if self.run is not None and (pure is None or _k(pure[0]) != self.run[0]):
             self.run = None  # any other chunk ends a possible repeat (text.replay)
+        if self.error:
+            bad("chat.error_last", n, "a data chunk after the error chunk")
+            return
         if "error" in obj:
             self.ended = self.error = True
             return
@@ -585,6 +610,8 @@ class _Chat(_Api):
                 bad("chat.finish_once", n, f"choice {ci} gets content after its finish_reason")
             content = delta.get("content")
             self.ev.text(content)
+            if isinstance(content, str) and content:
+                self.tail[ci] = False
             if isinstance(content, str) and content:
                 text, k = self.text.get(ci, ("", 0))
                 if pure is None:  # only a pure chunk starts or continues a run; any may be a whole replay
@@ -612,6 +639,10 @@ class _Chat(_Api):
                         self.ev.arg((ci, i, tid), fn.get("arguments"))
                         continue
                 self.ev.arg((ci, i, self.call_ids.get((ci, i))), fn.get("arguments"))
+                self.tail[ci] = True
+                key = (i, self.call_ids.get((ci, i)))
+                calls = self.args.setdefault(ci, {})
+                calls[key] = calls.get(key, "") + (fn["arguments"] if isinstance(fn.get("arguments"), str) else "")
                 if i not in order:
                     if i != len(order):
                         bad("chat.tool_index", n, f"choice {ci}: tool_calls index {i!r}, expected {len(order)}")
@@ -634,6 +665,10 @@ class _Chat(_Api):
                     self.normal_finish = fr
                 if fr not in stops.OWN["chat"]:
                     bad("stop.reason", n, f"choice {ci}: finish_reason {fr!r} is not a chat finish reason")
+                    if isinstance(fr, str) and (fr.lower() == "error" or fr.lower().endswith("_error")):
+                        bad("chat.error_finish", n, f"choice {ci}: finish_reason {fr!r} names an error")
+                if fr == "stop" and self.tail.get(ci) and _whole_calls(self.args.get(ci, {}).values()):
+                    bad("chat.tool_finish", n, f"choice {ci}: finish_reason 'stop' right after whole tool calls")
                 elif stops.native_disagrees(fr, native) is not None:
                     bad(
                         "stop.reason",
@@ -644,6 +679,8 @@ class _Chat(_Api):
     def end(self) -> None:
         if not self.finished and not self.ended:
             self.bad("terminal.present", None, "no finish_reason, error or [DONE] before the end")
+        elif self.finished and not self.ended and not self.error:
+            self.bad("chat.done", None, "the stream finished but ended without data: [DONE]")
         if not self.ended:
             self._truncated(None)
 

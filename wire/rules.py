@@ -221,6 +221,42 @@ class Rules:
         contract=("stop.reason",),
         fast=NO_DELTA + "finish chunks, message_delta, Gemini's finishing chunk, the terminal (and JSON bodies)",
     )
+    error_finish: bool = rule(
+        "Chat: a finish_reason that names an error ('error' or '..._error': Portkey's Anthropic in-band "
+        "'overloaded_error', 'rate_limit_error', 'api_error') ends the stream as a failure: that chunk becomes an "
+        "error chunk keeping the gateway's word, the [DONE] after it is withheld (an SSE comment).",
+        recordings=("chat-portkey-anthropic-overloaded",),
+        contract=("chat.error_finish",),
+        fast=NO_DELTA + "finish chunks and [DONE]",
+    )
+    done_marker: bool = rule(
+        "Chat: a stream that had its finish_reason and ends cleanly (at an event boundary, no error) without "
+        "data: [DONE] gets one (Portkey's Gemini chat never sends it); never after a failure, never without a "
+        "finish (rule eof_terminal), never on a JSON body.",
+        recordings=("chat-portkey-gemini-text-tool",),
+        contract=("chat.done",),
+        fast=NO_DELTA + "the end of the stream",
+    )
+    tool_finish: bool = rule(
+        "Chat: a choice that finishes 'stop' right after whole tool calls (every call's arguments a JSON object, "
+        "no content after the last) finishes 'tool_calls' (Portkey writes Gemini's STOP on a function-call turn "
+        "as 'stop', and clients that loop on 'tool_calls' end the turn without running the calls); a JSON body: "
+        "message.tool_calls with such arguments and 'stop' likewise. Never against a truncation verdict.",
+        recordings=("chat-portkey-gemini-text-tool", "chat-portkey-gemini-parallel"),
+        contract=("chat.tool_finish",),
+        fast=NO_DELTA + "finish chunks (ChatRepairer._takes records whether a choice's last output was content "
+        "or a call)",
+    )
+    error_last: bool = rule(
+        "Chat: after an error chunk this repairer wrote (rules upstream_failure, hidden_failure, error_finish), "
+        "the gateway's later data chunks (LiteLLM's usage chunk) are withheld as SSE comments: the failure is the "
+        "last thing the client reads.",
+        recordings=(),
+        unrecorded="the error chunk a gateway's later chunks follow comes from the upstream leg's verdict (rule "
+        "upstream_failure: LiteLLM's usage chunk after the failed finish) or a finish chunk no gateway follows "
+        "with data; tests/wire/test_chat.py holds it on and off",
+        fast=GUARDED + "after an error chunk no chunk is taken",
+    )
     # failures a gateway reported as success, usage that does not add up, vendors' events
     hidden_failure: bool = rule(
         "Every API: end a failure the gateway reported as a success as the API's failure: Responses "

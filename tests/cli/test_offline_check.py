@@ -150,13 +150,21 @@ NEW_CLASSES = [
     "messages-empty-stream",
     "gemini-empty-stream",
     "chat-litellm-usage-choices",
+    "chat-portkey-anthropic-overloaded",
+    "chat-portkey-gemini-text-tool",
+    "chat-portkey-gemini-parallel",
 ]
 
 
 def test_new_defect_classes_violate_raw_and_not_repaired(tmp_path, capsys):
     """The new defect classes: ``python -m streamfix.check`` reports each raw
     stream and nothing on its repaired one (the hand-checked expected.body)."""
-    want = {"chat-litellm-usage-choices": "chat.usage_chunk"}
+    want = {
+        "chat-litellm-usage-choices": "chat.usage_chunk",
+        "chat-portkey-anthropic-overloaded": "chat.error_finish",
+        "chat-portkey-gemini-text-tool": "chat.tool_finish",
+        "chat-portkey-gemini-parallel": "chat.tool_finish",
+    }
     for name in NEW_CLASSES:
         rec = load(name)
         raw, fixed = tmp_path / f"{name}.sse", tmp_path / f"{name}.fixed.sse"

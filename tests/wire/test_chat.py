@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import orjson
 import pytest
 from openai.lib.streaming.chat._completions import ChatCompletionStreamState
 from openai.types.chat import ChatCompletionChunk
@@ -427,8 +428,10 @@ def test_stream_without_finish_ends_with_an_error_chunk():
         b'"type":"server_error","param":null,"code":null}}\n\n'
     )
     assert any("ended it with an error chunk" in n for n in rep.notes)
-    for end in (sse({"error": {"message": "x"}}), sse(chunk({}, "stop"))):
-        assert run(ChatRepairer, body + end, REQ)[0] == body + end
+    end = sse({"error": {"message": "x"}})
+    assert run(ChatRepairer, body + end, REQ)[0] == body + end
+    end = sse(chunk({}, "stop"))  # (rule done_marker adds the [DONE] it lacks)
+    assert run(ChatRepairer, body + end, REQ)[0] == body + end + b"data: [DONE]\n\n"
 
 
 def test_done_without_finish_is_a_failure():
@@ -462,7 +465,7 @@ def test_crlf_events_keep_their_line_ends():
 
 
 # --- non-stream -----------------------------------------------------------------------------------
-def completion(tool_calls, finish_reason="tool_calls", completion_tokens=58):
+def completion(tool_calls, finish_reason="tool_calls", completion_tokens=58, content=None):
     return {
         "id": "interaction_1",
         "object": "chat.completion",
@@ -471,7 +474,7 @@ def completion(tool_calls, finish_reason="tool_calls", completion_tokens=58):
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": None, "tool_calls": tool_calls},
+                "message": {"role": "assistant", "content": content, "tool_calls": tool_calls},
                 "finish_reason": finish_reason,
             }
         ],
@@ -560,6 +563,10 @@ def test_recording_any_chunking(rec):
     chunking_property(rec, ChatRepairer, repair_chat_json)()
 
 
+ASSEMBLES = {"chat-portkey-gemini-text-tool", "chat-portkey-gemini-parallel"}
+"""Buggy recordings whose defect is not in the calls' deltas (a finish_reason, a missing [DONE])."""
+
+
 @pytest.mark.parametrize("rec", [r for r in CHAT if r.streaming and b'"tool_calls":[' in r.body], ids=lambda r: r.name)
 def test_recording_assembles_in_openai_python(rec):
     out = repair_recording(rec, ChatRepairer, repair_chat_json)
@@ -567,7 +574,7 @@ def test_recording_assembles_in_openai_python(rec):
     assert calls
     headers = [tc for tc in tool_entries(events(out)) if "id" in tc]
     assert [(tc.id, tc.function.name) for tc in calls] == [(h["id"], h["function"]["name"]) for h in headers]
-    if rec.kind == "buggy":  # unrepaired, the helper cannot even assemble it
+    if rec.kind == "buggy" and rec.name not in ASSEMBLES:  # unrepaired, the helper cannot even assemble it
         with pytest.raises(IndexError):
             openai_assemble(rec.body)
 
@@ -623,3 +630,211 @@ def test_finish_written_before_the_upstream_trailer_waits_for_done():
     assert finish_reasons(evs) == ["content_filter"] and evs[-1] == DONE
     (fin,) = [e for e in evs if isinstance(e, dict) and e["choices"][0]["finish_reason"]]
     assert fin["usage"]["prompt_tokens"] == 40 and fin["usage"]["completion_tokens"] == 4
+
+
+# --- error_finish, done_marker, tool_finish, error_last (Portkey, LiteLLM) ----------------------
+def _overloaded(word="overloaded_error"):
+    obj = dict(BASE)
+    obj["choices"] = [{"finish_reason": word, "delta": {"content": ""}}]  # Portkey: no choice index
+    return obj
+
+
+def _err(word):
+    return (
+        b'data: {"error":{"message":"The upstream provider failed: the gateway ended the stream with finish_reason '
+        + f"'{word}'".encode()
+        + b'.","type":"server_error","param":null,"code":null}}\n\n'
+    )
+
+
+@pytest.mark.parametrize("word", ["overloaded_error", "rate_limit_error", "api_error", "error"])
+def test_error_finish_becomes_an_error_chunk_and_done_is_withheld(word):
+    """Rule error_finish (Portkey 1.15.2's Anthropic in-band error as the finish_reason)."""
+    head = sse(chunk({"content": "Starting "}))
+    body = head + sse(_overloaded(word), DONE)
+    out, rep = run(ChatRepairer, body, REQ)
+    withheld = f": [DONE] withheld: the gateway ended the stream with finish_reason '{word}'\n\n".encode()
+    assert out == head + _err(word) + withheld
+    assert "error_finish" in rep.fired and finish_reasons(events(out)) == []
+    assert run(ChatRepairer, out, REQ)[0] == out  # idempotent
+    for cuts in ([7], list(range(0, len(body), 5)), list(range(len(body)))):
+        assert run(ChatRepairer, body, REQ, cuts=cuts)[0] == out
+    off, rep_off = run(ChatRepairer, body, REQ, Rules(error_finish=False))
+    assert off == body and "error_finish" not in rep_off.fired
+
+
+def test_error_finish_leaves_known_foreign_words_to_rule_finish_reason():
+    for word, want in (("max_tokens", "length"), ("safety", "content_filter"), ("refusal", "content_filter")):
+        evs, rep, _ = fix(chunk({"content": "x"}), chunk(finish=word), DONE, request={"messages": []})
+        assert finish_reasons(evs) == [want] and evs[-1] == DONE and "error_finish" not in rep.fired
+    evs, _, _ = fix(chunk({"content": "x"}), chunk(finish="malformed_function_call"), DONE)
+    assert finish_reasons(evs) == ["malformed_function_call"] and evs[-1] == DONE
+
+
+def test_error_finish_defers_to_the_upstream_legs_evidence():
+    v = Verdict(resolver=lambda ver: ver.upstream("failed", "Anthropic in-band error overloaded_error"))
+    out, rep = run(ChatRepairer, sse(chunk({"content": "a"}), _overloaded(), DONE), REQ, verdict=v)
+    assert b"Anthropic in-band error overloaded_error" in out and b": [DONE] withheld" in out
+    assert "upstream_failure" in rep.fired and "error_finish" not in rep.fired
+
+
+def test_done_marker_ends_a_finished_stream_without_done():
+    """Rule done_marker (Portkey 1.15.2's Gemini chat never sends data: [DONE])."""
+    body = sse(chunk({"content": "hi"}), finish("stop", 2))
+    out, rep = run(ChatRepairer, body, REQ)
+    assert out == body + b"data: [DONE]\n\n" and rep.fired == {"done_marker": 1}
+    assert run(ChatRepairer, out, REQ)[0] == out
+    for cuts in (list(range(0, len(body), 3)), list(range(len(body)))):
+        assert run(ChatRepairer, body, REQ, cuts=cuts)[0] == out
+    assert run(ChatRepairer, body, REQ, Rules(done_marker=False))[0] == body
+    crlf = sse(chunk({"content": "hi"}), finish("stop", 2), eol=b"\r\n")
+    assert run(ChatRepairer, crlf, REQ)[0] == crlf + b"data: [DONE]\r\n\r\n"
+
+
+def test_done_marker_never_after_a_failure_a_cut_or_without_a_finish():
+    text = sse(chunk({"content": "hi"}))
+    err = sse({"error": {"message": "boom"}})
+    assert run(ChatRepairer, text + err, REQ)[0] == text + err  # the gateway's error
+    out, _ = run(ChatRepairer, text, REQ)
+    assert b"[DONE]" not in out and b'"error"' in out  # no finish: rule eof_terminal's
+    cut = text + sse(finish("stop", 2)) + b'data: {"id":"x'
+    assert b"[DONE]" not in run(ChatRepairer, cut, REQ)[0]  # ended inside an event
+    out, _ = run(ChatRepairer, text + sse(_overloaded()), REQ)
+    assert out == text + _err("overloaded_error")  # after an error chunk written here
+    v = Verdict(resolver=lambda ver: ver.upstream("failed", "cut"))
+    out, _ = run(ChatRepairer, text + sse(finish("stop", 2)), REQ, verdict=v)
+    assert b"[DONE]" not in out and b"The upstream provider failed: cut" in out
+    done = text + sse(finish("stop", 2), DONE)
+    assert run(ChatRepairer, done, REQ)[0] == done
+
+
+def _portkey_call(i, id_, cmd):
+    fn = {"name": "exec_command", "arguments": orjson.dumps({"cmd": cmd}).decode()}
+    return {"index": i, "id": id_, "type": "function", "function": fn}
+
+
+def test_tool_finish_stop_after_whole_calls_becomes_tool_calls():
+    """Rule tool_finish (Portkey 1.15.2 writes Gemini's STOP on a function-call turn as stop)."""
+    body = sse(
+        chunk({"content": "I'll list the files."}),
+        chunk({"tool_calls": [_portkey_call(0, "a", "ls")]}),
+        chunk({"tool_calls": [_portkey_call(1, "b", "pwd")]}),
+        finish("stop", 11),
+        DONE,
+    )
+    out, rep = run(ChatRepairer, body, REQ)
+    assert finish_reasons(events(out)) == ["tool_calls"] and "tool_finish" in rep.fired
+    assert out == body.replace(b'"finish_reason":"stop"', b'"finish_reason":"tool_calls"')
+    assert run(ChatRepairer, out, REQ)[0] == out
+    for cuts in (list(range(0, len(body), 4)), list(range(len(body)))):
+        assert run(ChatRepairer, body, REQ, cuts=cuts)[0] == out
+    assert run(ChatRepairer, body, REQ, Rules(tool_finish=False))[0] == body
+
+
+def test_tool_finish_streamed_arguments_and_skimmed_deltas():
+    body = sse(header(0, "w1", "write_file"), args(0, '{"path":'), args(0, '"a"}'), finish("stop", 12), DONE)
+    evs, _, _ = fix(*events(body))
+    assert finish_reasons(evs) == ["tool_calls"]
+
+
+@pytest.mark.parametrize(
+    "objs",
+    [
+        # content after the last call
+        (header(0, args=WHOLE), chunk({"content": "done."}), finish("stop", 12)),
+        # a call's arguments that do not parse, or are no object
+        (header(0, args=CUT), header(1, "w2", args=WHOLE), finish("stop", 12)),
+        (header(0, args="[1]"), finish("stop", 12)),
+        # no call at all
+        (chunk({"content": "hi"}), finish("stop", 2)),
+    ],
+    ids=["content-after", "cut-args", "not-object", "no-call"],
+)
+def test_tool_finish_leaves_stop_alone(objs):
+    evs, rep, _ = fix(*objs, DONE, request={"messages": []})
+    assert finish_reasons(evs) == ["stop"] and "tool_finish" not in rep.fired
+
+
+def _cut_verdict():
+    return Verdict(resolver=lambda ver: ver.upstream("max_tokens", "finishReason MAX_TOKENS"))
+
+
+def test_tool_finish_never_against_a_truncation_verdict():
+    # the upstream leg says the provider stopped at its cap: rule truncation writes length
+    evs, rep, _ = fix(header(0, args=WHOLE), finish("stop", 12), DONE, verdict=_cut_verdict())
+    assert finish_reasons(evs) == ["length"] and "tool_finish" not in rep.fired
+    evs, rep, _ = fix(header(0, args=WHOLE), finish("stop", 12), DONE, rules=Rules(truncation="off"),
+                      verdict=_cut_verdict())  # fmt: skip
+    assert finish_reasons(evs) == ["stop"] and "tool_finish" not in rep.fired
+
+
+def test_json_tool_finish():
+    changed, obj = repair_json(completion([call("a", WHOLE), call("b", "{}")], "stop", 12))
+    assert changed and obj["choices"][0]["finish_reason"] == "tool_calls"
+    assert repair_json(obj)[0] is False  # idempotent
+    changed, obj = repair_json(completion([call("a", WHOLE)], "stop", 12), Rules(tool_finish=False))
+    assert not changed and obj["choices"][0]["finish_reason"] == "stop"
+    changed, obj = repair_json(completion([call("a", CUT), call("b", WHOLE)], "stop", 12))
+    assert not changed and obj["choices"][0]["finish_reason"] == "stop"
+    changed, obj = repair_json(completion([call("a", WHOLE)], "stop", 12, content="Done."))
+    assert obj["choices"][0]["finish_reason"] == "tool_calls"  # (a JSON body: no order of content and calls)
+    for truncation, want in (("incomplete", "length"), ("off", "stop")):
+        obj = completion([call("a", WHOLE)], "stop", 12)
+        v = _cut_verdict()
+        v.request(REQ)
+        repair_chat_json(obj, Rules(truncation=truncation), FlowContext(request=REQ), v)
+        assert obj["choices"][0]["finish_reason"] == want
+
+
+def test_error_last_withholds_chunks_after_the_upstream_failure():
+    """Rule error_last (LiteLLM 1.108.7: its usage chunk follows the finish the upstream leg
+    proves failed): the chunk after the error chunk goes out as an SSE comment."""
+    usage = chunk(choices=[], usage={"prompt_tokens": 27, "completion_tokens": 5, "total_tokens": 32})
+    text = sse(chunk({"content": "Two chunks "}), chunk({"content": "and then nothing"}))
+    body = text + sse(chunk(finish="stop"), usage, DONE)
+
+    def verdict():
+        return Verdict(resolver=lambda ver: ver.upstream("failed", "OpenAI chat body ended without a finish_reason"))
+
+    out, rep = run(ChatRepairer, body, REQ, verdict=verdict())
+    err = (b'data: {"error":{"message":"The upstream provider failed: OpenAI chat body ended without a '
+           b'finish_reason.","type":"server_error","param":null,"code":null}}\n\n')  # fmt: skip
+    assert out == text + err + b":" + sse(usage) + b": [DONE] withheld: the upstream failed\n\n"
+    assert "error_last" in rep.fired
+    assert [e for e in events(out) if isinstance(e, dict)][-1]["error"]["type"] == "server_error"
+    for cuts in (list(range(0, len(body), 6)), list(range(len(body)))):
+        assert run(ChatRepairer, body, REQ, verdict=verdict(), cuts=cuts)[0] == out
+    off, rep_off = run(ChatRepairer, body, REQ, Rules(error_last=False), verdict=verdict())
+    assert off == text + err + sse(usage) + b": [DONE] withheld: the upstream failed\n\n"
+    assert "error_last" not in rep_off.fired
+
+
+def test_error_last_after_error_finish_and_hidden_failure():
+    usage = chunk(choices=[], usage={"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2})
+    head = sse(chunk({"content": "a"}))
+    out, rep = run(ChatRepairer, head + sse(_overloaded(), usage, DONE), REQ)
+    withheld = b": [DONE] withheld: the gateway ended the stream with finish_reason 'overloaded_error'\n\n"
+    assert out == head + _err("overloaded_error") + b":" + sse(usage) + withheld
+    assert {"error_finish", "error_last"} <= set(rep.fired)
+    assert run(ChatRepairer, out, REQ)[0] == out
+    off, _ = run(ChatRepairer, head + sse(_overloaded(), usage, DONE), REQ, Rules(error_last=False))
+    assert off == head + _err("overloaded_error") + sse(usage) + withheld
+    out, rep = run(ChatRepairer, head + sse(DONE, usage), REQ)  # (data after the [DONE])
+    assert out.endswith(b"data: [DONE]\n\n:" + sse(usage)) and "error_last" in rep.fired
+    # a gateway's own error chunk is not this repairer's: what follows it passes
+    err = sse({"error": {"message": "boom"}})
+    assert run(ChatRepairer, head + err + sse(usage), REQ)[0] == head + err + sse(usage)
+
+
+def test_error_finish_keeps_what_its_chunk_streamed():
+    last = dict(BASE, choices=[{"index": 0, "delta": {"content": "the work"}, "finish_reason": "overloaded_error"}])
+    head = sse(chunk({"content": "Starting "}))
+    body = head + sse(last, DONE)
+    out, rep = run(ChatRepairer, body, REQ)
+    kept = dict(BASE, choices=[{"index": 0, "delta": {"content": "the work"}, "finish_reason": None}])
+    withheld = b": [DONE] withheld: the gateway ended the stream with finish_reason 'overloaded_error'\n\n"
+    assert out == head + sse(kept) + _err("overloaded_error") + withheld
+    assert rep.fired["error_finish"] == 2  # the chunk, the [DONE]
+    assert run(ChatRepairer, out, REQ)[0] == out
+    for cuts in (list(range(0, len(body), 5)), list(range(len(body)))):
+        assert run(ChatRepairer, body, REQ, cuts=cuts)[0] == out

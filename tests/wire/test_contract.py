@@ -113,10 +113,10 @@ def test_chat():
         chunk({"tool_calls": [{**head, "index": 1, "id": "b"}]}),
         chunk({}, "tool_calls"),
     ]
-    body = b"".join(b"data: %s\n\n" % orjson.dumps(c) for c in ok)
+    body = b"".join(b"data: %s\n\n" % orjson.dumps(c) for c in ok) + b"data: [DONE]\n\n"
     assert check("chat", body) == []
     twice = ok[:1] + ok[:1] + ok[3:]
-    assert check("chat", b"".join(b"data: %s\n\n" % orjson.dumps(c) for c in twice)) == [
+    assert check("chat", b"".join(b"data: %s\n\n" % orjson.dumps(c) for c in twice) + b"data: [DONE]\n\n") == [
         "event 1: chat.tool_header: choice 0: tool call 0 announces its name again"
     ]
 
@@ -189,7 +189,13 @@ def test_chat_rules():
             chunk({}, "stop"),
         ]
     )
-    assert names("chat", body) == [("chat.tool_name", 1), ("chat.finish_once", 3), ("chat.finish_once", 4)]
+    assert names("chat", body) == [
+        ("chat.tool_name", 1),
+        ("chat.tool_finish", 2),  # 'stop' right after a whole call
+        ("chat.finish_once", 3),
+        ("chat.finish_once", 4),
+        ("chat.done", None),  # finished, no [DONE]
+    ]
     assert names("chat", b"data: %s\n\n" % orjson.dumps(chunk({"content": "a"}))) == [("terminal.present", None)]
     # [DONE] with no finish_reason: the upstream never finished (a failure reported as success)
     assert names("chat", b"data: %s\n\ndata: [DONE]\n\n" % orjson.dumps(chunk({"content": "a"}))) == [
@@ -258,4 +264,30 @@ def test_prefix_mode_checks_what_a_cut_stream_can_satisfy():
     assert check("chat", cut, prefix=True) == []
     bad = chunk.replace(b"IDX", b"1") + b'data: {"id"'
     assert [v.rule for v in check("chat", bad, prefix=True)] == ["chat.tool_index"]
-    assert END_RULES == {"terminal.present"}
+    assert END_RULES == {"terminal.present", "chat.done"}
+    finished = (
+        chunk.replace(b"IDX", b"0") + b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}\n\n'
+    )
+    assert [v.rule for v in check("chat", finished)] == ["chat.done"]
+    assert check("chat", finished, prefix=True) == []
+
+
+def test_chat_error_finish_done_tool_finish_error_last():
+    def body(*objs):
+        return b"".join(b"data: %s\n\n" % (o if isinstance(o, bytes) else orjson.dumps(o)) for o in objs)
+
+    text = chunk({"content": "a"})
+    err = {"error": {"message": "x", "type": "server_error"}}
+    over = {"choices": [{"finish_reason": "overloaded_error", "delta": {"content": ""}}]}
+    assert names("chat", body(text, over, b"[DONE]")) == [("stop.reason", 1), ("chat.error_finish", 1)]
+    assert names("chat", body(text, chunk({}, "stop"))) == [("chat.done", None)]
+    assert names("chat", body(text, err)) == []  # an error needs no [DONE]
+    usage = {"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+    assert names("chat", body(text, err, usage, b"[DONE]")) == [("chat.error_last", 2)]
+    call = {"index": 0, "id": "a", "type": "function", "function": {"name": "f", "arguments": '{"x":1}'}}
+    calls = chunk({"tool_calls": [call]})
+    assert names("chat", body(text, calls, chunk({}, "stop"), b"[DONE]")) == [("chat.tool_finish", 2)]
+    assert names("chat", body(text, calls, chunk({}, "tool_calls"), b"[DONE]")) == []
+    assert names("chat", body(calls, text, chunk({}, "stop"), b"[DONE]")) == []  # content after the call
+    cut = chunk({"tool_calls": [{**call, "function": {"name": "f", "arguments": '{"x":'}}]})
+    assert names("chat", body(cut, chunk({}, "stop"), b"[DONE]")) == [("terminal.truncated", 2)]  # not tool_finish
