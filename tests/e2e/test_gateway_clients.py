@@ -24,15 +24,16 @@ terms (matrix_truth.truth, outcomes.want):
 - cells expected to fail until pending rules land: :data:`PENDING` (each entry must still
   fail; one that passes is to be removed).
 
-Everything runs at once (both gateways, all legs, the AI SDK cases of one generation in one
-node process), once per module; each test reads its part.
+One test per gateway (pytest-xdist runs the two side by side); in it every case runs at once,
+all legs together: the AI SDK cases of one generation in node processes of 40, openai-python
+and Codex on threads, the matrix's own requests beside them. About 75 s for LiteLLM (its two
+instances' start, then mostly Codex) and 30 s for Portkey on 2 cores.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -46,7 +47,7 @@ import realcpa_matrix as m
 import realgateways as rg
 from outcomes import Case, outcome, run_cases, want
 from runners import CLIENT_LIST, CLIENTS, Client, installed
-from support import ROOT
+from support import ROOT, show_logs_on_failure
 
 pytestmark = [pytest.mark.e2e, pytest.mark.clients]
 
@@ -194,46 +195,24 @@ def _measure(st: gm.Stack, scratch: Path) -> dict[str, Any]:
         res = run_cases([k for cell in cs for leg in gm.LEGS for k in _cases(st, cell, leg)], TOOLS, scratch,
                         codex_threads=4)  # fmt: skip
         shown = dict(zip(checked, told))
-    print(f"{st.name}: {time.monotonic() - t0:.1f} s", file=sys.stderr)
     got = {(cell, leg, c.name): outcome(c, res[cid(cell, leg, c)]) for cell in cs for leg in gm.LEGS
            for c in BY_API[cell[2]]}  # fmt: skip
     return {"cells": cs, "shown": shown, "got": got, "raw": res, "seconds": round(time.monotonic() - t0, 1)}
 
 
-@pytest.fixture(scope="module")
-def measured(tmp_path_factory):
-    missing = [c.name for c in ALL if not installed(c)]
-    if missing:
-        pytest.fail(f"not installed in {CLIENTS}: {missing}; run scripts/install-clients")
-    live = gm.Live(tmp_path_factory.mktemp("gateway-clients"))
-    here = [g for g in rg.GATEWAYS if rg.installed(g)]
-    scratch = SCRATCH / "gateway-clients"
-    scratch.mkdir(parents=True, exist_ok=True)
-    try:
-        with ThreadPoolExecutor(max_workers=len(here) or 1) as pool:
-            for f in [pool.submit(live.get, g) for g in here]:
-                f.result()
-            with tempfile.TemporaryDirectory(prefix="gw-", dir=scratch) as tmp:
-                futs = {g: pool.submit(_measure, live.stacks[g], Path(tmp) / g) for g in here}
-                got = {g: f.result() for g, f in futs.items()}
-            _dump(got)
-            yield got
-    finally:
-        live.close()
-
-
-def _dump(measured: dict[str, Any]) -> None:
-    """With ``STREAMFIX_MEASURE_GATEWAY_CLIENTS=FILE``: every outcome and every runner's
-    result of this run into FILE (JSON lines), to read RAW and PENDING from."""
+def _dump(mg: dict[str, Any], gateway: str) -> None:
+    """With ``STREAMFIX_MEASURE_GATEWAY_CLIENTS=DIR``: every outcome and every runner's result
+    of this run into DIR/GATEWAY.jsonl, to read RAW and PENDING from."""
     out = os.environ.get("STREAMFIX_MEASURE_GATEWAY_CLIENTS")
     if not out:
         return
     rows = [{"cell": cell, "leg": leg, "client": c.name, "want": expected(cell, c),
              "got": mg["got"][(cell, leg, c.name)], "shown": mg["shown"].get((cell, leg)),
              "result": mg["raw"][cid(cell, leg, c)]}
-            for mg in measured.values() for cell in mg["cells"] for leg in gm.LEGS for c in BY_API[cell[2]]]  # fmt: skip
-    rows.append({"seconds": {g: mg["seconds"] for g, mg in measured.items()}})
-    Path(out).write_text("".join(json.dumps(r, default=str) + "\n" for r in rows))
+            for cell in mg["cells"] for leg in gm.LEGS for c in BY_API[cell[2]]]  # fmt: skip
+    rows.append({"seconds": mg["seconds"]})
+    Path(out).mkdir(parents=True, exist_ok=True)
+    (Path(out) / f"{gateway}.jsonl").write_text("".join(json.dumps(r, default=str) + "\n" for r in rows))
 
 
 def _table(mg: dict[str, Any]) -> str:
@@ -265,31 +244,38 @@ def _check(mg: dict[str, Any], leg: str, every: bool) -> tuple[list[str], list[s
     return wrong, stale
 
 
-@pytest.mark.parametrize("gateway", rg.GATEWAYS)
-def test_raw_outcomes_are_as_measured(measured, gateway, record_property):
-    rg.require(gateway)
-    mg = measured[gateway]
-    record_property("terminal_summary", f"real clients through {gateway} (+/-: the stream through the client leg, both legs "
-                                        f"tells the turn)\n{_table(mg)}")  # fmt: skip
+def _raw_diffs(mg: dict[str, Any]) -> list[str]:
     diffs = []
     for cell in mg["cells"]:
         for c in BY_API[cell[2]]:
             got, w = mg["got"][(cell, "raw", c.name)], RAW.get(cell, {}).get(c.name, expected(cell, c))
             if got != w:
-                diffs.append(f"{cell!r}: {{{c.name!r}: {got!r}}},  # listed: {w!r}")
-    assert not diffs, "\n".join(diffs)
+                diffs.append(f"raw {cell!r}: {{{c.name!r}: {got!r}}},  # listed: {w!r}")
+    return diffs
 
 
 @pytest.mark.parametrize("gateway", rg.GATEWAYS)
-def test_through_the_client_leg_every_client_tells_what_the_stream_shows(measured, gateway):
+def test_real_clients_through_the_gateway(gateway, tmp_path, request, record_property):
+    """Raw: the outcomes as measured; through the client leg: every client tells each turn
+    the sidecar's stream shows; through both legs: on LiteLLM every turn, on Portkey each
+    turn the stream shows; PENDING entries still wrong."""
     rg.require(gateway)
-    wrong, stale = _check(measured[gateway], "client", every=False)
-    assert not wrong and not stale, "\n".join(wrong + stale) + "\n" + _table(measured[gateway])
-
-
-@pytest.mark.parametrize("gateway", rg.GATEWAYS)
-def test_through_both_legs_every_client_tells_the_turn(measured, gateway):
-    """LiteLLM: every cell; Portkey: every cell its stream shows."""
-    rg.require(gateway)
-    wrong, stale = _check(measured[gateway], "both", every=gateway == "litellm")
-    assert not wrong and not stale, "\n".join(wrong + stale) + "\n" + _table(measured[gateway])
+    missing = [c.name for c in ALL if not installed(c)]
+    assert not missing, f"not installed in {CLIENTS}: {missing}; run scripts/install-clients"
+    live = gm.Live(tmp_path)
+    SCRATCH.mkdir(parents=True, exist_ok=True)
+    try:
+        st = live.get(gateway)
+        show_logs_on_failure(request, st.procs())
+        with tempfile.TemporaryDirectory(prefix=f"gw-{gateway}-", dir=SCRATCH) as tmp:
+            mg = _measure(st, Path(tmp))
+    finally:
+        live.close()
+    _dump(mg, gateway)
+    table = _table(mg)
+    record_property("terminal_summary", f"real clients through {gateway} ({mg['seconds']} s; +/-: the stream "
+                                        f"through the client leg, both legs tells the turn)\n{table}")  # fmt: skip
+    client_wrong, client_stale = _check(mg, "client", every=False)
+    both_wrong, both_stale = _check(mg, "both", every=gateway == "litellm")
+    problems = _raw_diffs(mg) + client_wrong + both_wrong + client_stale + both_stale
+    assert not problems, "\n".join(problems) + "\n" + table
