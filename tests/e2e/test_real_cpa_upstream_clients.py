@@ -8,7 +8,7 @@ through both legs of the sidecar.
 CPA's gemini-api-key path is the one whose translators lose the most (N1-N3, N5-N7): a
 cut body, an in-band error frame and a body that ends without a finish reach the clients
 as a success or as nothing; MAX_TOKENS and SAFETY as normal ends. Each client is run on
-each turn kind and its outcome read the way its users see it (:func:`outcome`): through
+each turn kind and its outcome read the way its users see it (outcomes.outcome): through
 both legs every client reports the failure as a failure and the truncation or safety
 stop in its API's terms; raw, the outcomes as measured on each build are asserted.
 """
@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 import realcpa
 import upstream_matrix as um
+from outcomes import outcome, want
 from runners import CLIENT_LIST, CLIENTS, installed, run_aisdk_batch, run_codex, run_openai_py
 from standins import fake_upstreams as fu
 from support import ROOT, show_logs_on_failure
@@ -36,57 +37,11 @@ CODEX = [c for c in CLIENT_LIST if c.name == "codex"]
 SCRATCH = ROOT / ".cache" / "clients-runs"
 
 
-def outcome(client, r: dict) -> str:
-    """``error`` (the client reports a failure), ``length``, ``content-filter``, ``ok`` (a
-    normal end), as its user sees it."""
-    if client.family == "aisdk":
-        if (
-            r.get("thrown")
-            or r.get("errors")
-            or r.get("finishReason") == "error"
-            or r.get("hung")
-            or r.get("probe_error")
-        ):
-            return "error"
-        fr = r.get("finishReason")
-        fr = fr.get("unified") if isinstance(fr, dict) else fr
-        return {"length": "length", "content-filter": "content-filter"}.get(
-            fr, "ok" if fr in ("stop", "tool-calls") else f"finish {fr}"
-        )
-    if client.family == "openai-py":
-        exc = r.get("exception")
-        if exc in ("LengthFinishReasonError",):
-            return "length"
-        if exc in ("ContentFilterFinishReasonError",):
-            return "content-filter"
-        if exc:
-            return "error"
-        fin = r.get("finish") or r.get("terminal") or r.get("status")
-        if fin in ("response.failed", "failed") or "error" in r.get("types", ()):  # an `error` event
-            return "error"
-        if fin in ("length",):
-            return "length"
-        if fin in ("content_filter",):
-            return "content-filter"
-        if fin in ("response.incomplete", "incomplete"):
-            return "incomplete"
-        return "ok" if fin in ("stop", "tool_calls", "response.completed", "completed") else f"finish {fin}"
-    failed = r.get("rc") != 0 or r.get("failures")
-    return "error" if failed else "ok"
-
-
 WANT_LEGS = {"error": "error", "no_finish": "error", "cut": "error", "max_tokens": "length", "safety": "content-filter"}
 
 
 def want_legs(client, kind: str) -> str:
-    w = WANT_LEGS[kind]
-    if client.name == "openai-py/responses.stream" and w in ("length", "content-filter"):
-        return "error"  # the helper raises "Didn't receive a `response.completed` event." on response.incomplete
-    if client.family == "openai-py" and client.api == "responses" and w in ("length", "content-filter"):
-        return "incomplete"  # raw events: response.incomplete (reason max_output_tokens / content_filter)
-    if client.family == "codex" and w != "error":
-        return "error"  # Codex fails a response.incomplete turn (docs/truncation.md)
-    return w
+    return want(client, WANT_LEGS[kind])
 
 
 def run_clients(base: str, kind: str, scratch: Path) -> dict[str, str]:

@@ -10,6 +10,8 @@
 //    "tools": [{"name", "description", "parameters": <JSON schema>}], "timeoutMs": 20000,
 //    "stream": true, "maxOutputTokens": 400, "prompt": "Do the task."}
 //
+// "model" (default "test-model"), "apiKey" (default "test-key") and "headers" (sent
+// with every request; a gateway's routing headers) say whom the case asks for what.
 // "stream": false runs generateText (a non-streamed request) instead of streamText.
 // "prompt" (default "Do the task.") is the user message (the full-chain tests put the
 // fake Devin's markers there); the result's `usage` is the SDK's unified usage.
@@ -63,21 +65,21 @@ function need(mod, name) {
 }
 
 function modelFor(c) {
+  const model = c.model ?? 'test-model';
+  const auth = { baseURL: c.baseURL, apiKey: c.apiKey ?? 'test-key', ...(c.headers ? { headers: c.headers } : {}) };
   if (c.api === 'anthropic') {
-    return need(anthropic, '@ai-sdk/anthropic').createAnthropic({ baseURL: c.baseURL, apiKey: 'test-key' })('test-model');
+    return need(anthropic, '@ai-sdk/anthropic').createAnthropic(auth)(model);
   }
   if (c.api === 'google') {
-    return need(google, '@ai-sdk/google').createGoogleGenerativeAI({ baseURL: c.baseURL, apiKey: 'test-key' })('test-model');
+    return need(google, '@ai-sdk/google').createGoogleGenerativeAI(auth)(model);
   }
   if (c.api === 'compatible') {
     if (!compatible) throw new Error('@ai-sdk/openai-compatible is not installed in ' + dir);
-    const p = compatible.createOpenAICompatible({
-      name: 'streamfix', baseURL: c.baseURL, apiKey: 'test-key', includeUsage: true,
-    });
-    return p.chatModel ? p.chatModel('test-model') : p('test-model');
+    const p = compatible.createOpenAICompatible({ name: 'streamfix', includeUsage: true, ...auth });
+    return p.chatModel ? p.chatModel(model) : p(model);
   }
-  const openai = createOpenAI({ baseURL: c.baseURL, apiKey: 'test-key' });
-  return c.api === 'chat' ? openai.chat('test-model') : openai.responses('test-model');
+  const openai = createOpenAI(auth);
+  return c.api === 'chat' ? openai.chat(model) : openai.responses(model);
 }
 
 async function runCase(c) {

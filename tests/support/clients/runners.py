@@ -171,12 +171,20 @@ def run_openai_py(
     stream: bool = True,
     cap: tuple[str, int] | None = None,
     timeout: float = CASE_TIMEOUT,
+    prompt: str = PROMPT,
+    model: str = "test-model",
+    api_key: str = "test-key",
+    headers: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """One request; ``stream=False`` uses ``create()`` (raw) or ``parse()`` (the helper);
-    ``cap`` is the recorded request's output-token limit (key, value), sent the same way."""
+    ``cap`` is the recorded request's output-token limit (key, value), sent the same way.
+    ``prompt`` is the user message, ``model`` the model asked for, ``api_key`` the key sent
+    and ``headers`` go with the request (a gateway's routing headers)."""
     import openai
 
-    oa = openai.OpenAI(base_url=base_url, api_key="test-key", max_retries=0, timeout=timeout)
+    oa = openai.OpenAI(
+        base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout, default_headers=headers or None
+    )
     out: dict[str, Any] = {"calls": [], "types": []}
     started = time.monotonic()
     try:
@@ -187,12 +195,13 @@ def run_openai_py(
                 if client.api == "responses"
                 else {cap[0] if cap[0] in ("max_tokens", "max_completion_tokens") else "max_tokens": cap[1]}
             )
+        ask = {"model": model, "prompt": prompt}
         if not stream:
-            _py_json(oa, client, tools, out, extra)
+            _py_json(oa, client, tools, out, extra, **ask)
         elif client.api == "responses":
-            _py_responses(oa, client.variant, tools, out, extra)
+            _py_responses(oa, client.variant, tools, out, extra, **ask)
         else:
-            _py_chat(oa, client.variant, tools, out, extra)
+            _py_chat(oa, client.variant, tools, out, extra, **ask)
     except Exception as e:  # noqa: BLE001 - the point: record what the client raised
         out["exception"] = type(e).__name__
         out["message"] = str(e)[:300]
@@ -217,10 +226,12 @@ def _chat_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def _py_json(oa, client: Client, tools: list[dict[str, Any]], out: dict[str, Any], extra: dict[str, Any]) -> None:
+def _py_json(
+    oa, client: Client, tools: list[dict[str, Any]], out: dict[str, Any], extra: dict[str, Any], model: str, prompt: str
+) -> None:
     helper = client.variant == "helper"
     if client.api == "responses":
-        kw = dict(model="test-model", input=PROMPT, tools=_responses_tools(tools), **extra)
+        kw = dict(model=model, input=prompt, tools=_responses_tools(tools), **extra)
         r = oa.responses.parse(**kw) if helper else oa.responses.create(**kw)
         out["status"] = r.status
         out["terminal"] = f"response.{r.status}"
@@ -230,7 +241,7 @@ def _py_json(oa, client: Client, tools: list[dict[str, Any]], out: dict[str, Any
     ctools = _chat_tools(tools)
     if helper:  # parse() only accepts strict function tools (it parses their arguments)
         ctools = [{"type": "function", "function": dict(t["function"], strict=True)} for t in ctools]
-    kw = dict(model="test-model", messages=[{"role": "user", "content": PROMPT}], tools=ctools, **extra)
+    kw = dict(model=model, messages=[{"role": "user", "content": prompt}], tools=ctools, **extra)
     r = oa.chat.completions.parse(**kw) if helper else oa.chat.completions.create(**kw)
     ch = r.choices[0]
     out["finish"] = ch.finish_reason
@@ -238,8 +249,10 @@ def _py_json(oa, client: Client, tools: list[dict[str, Any]], out: dict[str, Any
     out["text"] = ch.message.content or ""
 
 
-def _py_responses(oa, variant: str, tools: list[dict[str, Any]], out: dict[str, Any], extra: dict[str, Any]) -> None:
-    kw = dict(model="test-model", input=PROMPT, tools=_responses_tools(tools), **extra)
+def _py_responses(
+    oa, variant: str, tools: list[dict[str, Any]], out: dict[str, Any], extra: dict[str, Any], model: str, prompt: str
+) -> None:
+    kw = dict(model=model, input=prompt, tools=_responses_tools(tools), **extra)
     if variant == "raw":
         text = []
         for ev in oa.responses.create(stream=True, **kw):
@@ -261,8 +274,10 @@ def _py_responses(oa, variant: str, tools: list[dict[str, Any]], out: dict[str, 
     out["text"] = final.output_text
 
 
-def _py_chat(oa, variant: str, tools: list[dict[str, Any]], out: dict[str, Any], extra: dict[str, Any]) -> None:
-    kw = dict(model="test-model", messages=[{"role": "user", "content": PROMPT}], tools=_chat_tools(tools), **extra)
+def _py_chat(
+    oa, variant: str, tools: list[dict[str, Any]], out: dict[str, Any], extra: dict[str, Any], model: str, prompt: str
+) -> None:
+    kw = dict(model=model, messages=[{"role": "user", "content": prompt}], tools=_chat_tools(tools), **extra)
     if variant == "raw":
         # what straightforward user code does: merge tool_calls deltas by their index
         calls: dict[int, list[str]] = {}
@@ -298,7 +313,7 @@ def _py_chat(oa, variant: str, tools: list[dict[str, Any]], out: dict[str, Any],
 # --- Codex ----------------------------------------------------------------------------
 
 CODEX_CONFIG = """\
-model = "test-model"
+model = "{model}"
 model_provider = "streamfix"
 approval_policy = "never"
 sandbox_mode = "danger-full-access"
@@ -312,7 +327,7 @@ wire_api = "responses"
 request_max_retries = 0
 stream_max_retries = 0
 stream_idle_timeout_ms = {idle}
-http_headers = {{ "x-streamfix-run" = "{run_id}" }}
+http_headers = {{ {headers} }}
 """
 CODEX_WEBSOCKET = "supports_websockets = true\n"
 """Added to the provider for the ``codex-ws`` row: Codex then speaks Responses over a
@@ -321,28 +336,46 @@ WebSocket on ``<base_url>/responses`` (a ``generate: false`` prewarm, then one
 
 
 def run_codex(
-    base_url: str, scratch: Path, timeout: float = CODEX_TIMEOUT, websocket: bool = False, run_id: str = ""
+    base_url: str,
+    scratch: Path,
+    timeout: float = CODEX_TIMEOUT,
+    websocket: bool = False,
+    run_id: str = "",
+    prompt: str = PROMPT,
+    model: str = "test-model",
+    api_key: str = "test-key",
+    headers: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """``codex exec`` once; ``base_url`` should name a follow-up recording for turn 2.
 
     ``websocket``: the provider supports WebSockets (the ``codex-ws`` row). ``run_id`` goes
     out as the ``X-Streamfix-Run`` header of every request and handshake, so the replay
-    upstream's log shows which transport this run really used."""
+    upstream's log shows which transport this run really used. ``prompt`` is the task,
+    ``model`` the provider's model, ``api_key`` its key (sent as a bearer token) and
+    ``headers`` go with every request (a gateway's routing headers; an ``authorization``
+    among them is left to ``api_key``)."""
     binary = CLIENTS / "codex" / "node_modules" / ".bin" / "codex"
     run = Path(tempfile.mkdtemp(prefix="codex-", dir=scratch))
     home, work = run / "home", run / "work"
     home.mkdir()
     work.mkdir()
-    config = CODEX_CONFIG.format(base_url=base_url, idle=CODEX_IDLE_MS, run_id=run_id or run.name)
+    sent = {"x-streamfix-run": run_id or run.name}
+    sent.update((k, v) for k, v in (headers or {}).items() if k.lower() != "authorization")
+    config = CODEX_CONFIG.format(
+        base_url=base_url,
+        idle=CODEX_IDLE_MS,
+        model=model,
+        headers=", ".join(f"{json.dumps(k)} = {json.dumps(v)}" for k, v in sent.items()),
+    )
     (home / "config.toml").write_text(config + (CODEX_WEBSOCKET if websocket else ""))
-    env = dict(os.environ, CODEX_HOME=str(home), STREAMFIX_TEST_KEY="test-key", NO_COLOR="1")
+    env = dict(os.environ, CODEX_HOME=str(home), STREAMFIX_TEST_KEY=api_key, NO_COLOR="1")
     env.pop("OPENAI_API_KEY", None)
     last = run / "last.txt"
     out: dict[str, Any] = {"dir": str(run)}
     started = time.monotonic()
     try:
         p = subprocess.run(
-            [str(binary), "exec", "--json", "--skip-git-repo-check", "--ephemeral", "-o", str(last), PROMPT],
+            [str(binary), "exec", "--json", "--skip-git-repo-check", "--ephemeral", "-o", str(last), prompt],
             check=False,
             cwd=work,
             env=env,

@@ -291,6 +291,9 @@ SCRIPTS: dict[str, Script] = {
         calls=(Call("call_fakecap0001", "write_file", ('{"path":', '"essay.md"}')),),
         cut=True,
         joined=True,
+        # an agent told the turn ended normally runs the call and asks again (Codex: "unsupported
+        # call" as the tool's output); that second turn ends, so the agent does too
+        followup="done",
     ),
 }
 TURNS = ("text_tool", "thoughts", "parallel", "max_tokens", "safety", "refusal", "context_window", "pause",
@@ -604,10 +607,9 @@ def _has_tool_result(api: str, body: dict) -> bool:
         return False
     if api == "chat":
         return any(isinstance(m, dict) and m.get("role") == "tool" for m in body.get("messages") or [])
-    if api in ("gemini", "antigravity"):
-        return b'"functionResponse"' in orjson.dumps(
-            body.get("contents") or (body.get("request") or {}).get("contents")
-        )
+    if api in ("gemini", "antigravity"):  # proto3 JSON: either spelling of the field (LiteLLM sends snake_case)
+        raw = orjson.dumps(body.get("contents") or (body.get("request") or {}).get("contents"))
+        return b'"functionResponse"' in raw or b'"function_response"' in raw
     if api == "responses":
         return b'"function_call_output"' in orjson.dumps(body.get("input"))
     return b"function_result" in orjson.dumps(body.get("input"))
