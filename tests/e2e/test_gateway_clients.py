@@ -16,9 +16,8 @@ is read as its user sees it (outcomes.outcome) and held to the turn's truth in i
 terms (matrix_truth.truth, outcomes.want):
 
 - through the client leg: every client, on every cell whose truth the sidecar's client
-  stream shows (the matrix's own request on that leg, read by gateway_matrix.told; which
-  cells' streams cannot show it, and why, is gateway_truth.py's and
-  tests/addons/test_gateway_matrix.py's to keep);
+  stream shows (all but those gateway_truth.CLIENT_LEG lists, with why;
+  tests/addons/test_gateway_matrix.py keeps that list exact);
 - through both legs: the same on Portkey, and on LiteLLM every cell, shown or not;
 - raw: the outcomes as measured (:data:`RAW`);
 - cells expected to fail until pending rules land: :data:`PENDING` (each entry must still
@@ -36,14 +35,13 @@ import json
 import os
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import gateway_matrix as gm
+import gateway_truth
 import matrix_truth
 import pytest
-import realcpa_matrix as m
 import realgateways as rg
 from outcomes import Case, outcome, run_cases, want
 from runners import CLIENT_LIST, CLIENTS, Client, installed
@@ -143,18 +141,11 @@ not the API's: AI SDK 7 reads OpenAI's refusal (a refusal delta or content part,
 that ends stop / completed) as finishReason content-filter, wherever the refusal reaches it
 (LiteLLM's chat drops the delta: there it reads stop)."""
 
-PENDING: dict[tuple[str, str, str, str, str], str] = {
-    ("portkey", "anthropic", "chat", "inband_error", "client"): "Portkey's chunk with finish_reason "
-    "'overloaded_error' (and no index) is a failure only a rule for finish reasons no chat API has can read; "
-    "until it lands openai-python's raw iteration takes the turn as one with no finish",
-}
+PENDING: dict[tuple[str, str, str, str, str], str] = {}
 """(gateway, provider, client API, turn, leg) -> why some client is expected to be told wrong
 there until a pending rule lands; each entry must still fail (one whose every client is told
-right is to be removed). Measured on the failure turns here, the other pending rules show no
-client wrong: Portkey's Gemini chat without [DONE] and its tool turns ending stop only reach
-turns this file does not run (zero_items, text_tool, parallel: the outcomes here do not tell
-stop from tool-calls), and LiteLLM's messages block order is read right by AI SDK 7's
-Anthropic provider on every turn here."""
+right is to be removed). None now: Portkey's overloaded_error finish, the last, is rule
+error_finish's."""
 
 
 def expected(cell: Cell, client: Client) -> str:
@@ -179,22 +170,18 @@ def _cases(st: gm.Stack, cell: Cell, leg: str) -> list[Case]:
                  gw.model(p), key, headers, gm.cap(t)) for c in BY_API[api]]  # fmt: skip
 
 
-def _stream_told(st: gm.Stack, cell: Cell, leg: str) -> bool:
-    """Does the stream of the matrix's own request on ``leg`` tell the cell's truth?"""
-    base, gw = _leg(st, leg)
-    req, got = gm.send(base, gw, cell[1], cell[2], cell[3], gm.nonce(*cell, leg) + " stream")
-    return gm.told(*cell, m.outcome(cell[2], got.body, got.status, req), got.ended)
+def _shown(cell: Cell, leg: str) -> bool:
+    """Does the sidecar's stream on ``leg`` tell the cell's truth (every cell but those
+    gateway_truth lists, with why; tests/addons/test_gateway_matrix.py keeps the lists exact)?"""
+    return cell not in (gateway_truth.CLIENT_LEG if leg == "client" else gateway_truth.BOTH_LEGS)
 
 
 def _measure(st: gm.Stack, scratch: Path) -> dict[str, Any]:
     cs = cells(st.name)
     t0 = time.monotonic()
-    checked = [(c, leg) for c in cs for leg in CHECKED]
-    with ThreadPoolExecutor(max_workers=2) as pool:  # the streams beside the clients
-        told = pool.map(lambda k: _stream_told(st, *k), checked)
-        res = run_cases([k for cell in cs for leg in gm.LEGS for k in _cases(st, cell, leg)], TOOLS, scratch,
-                        codex_threads=4)  # fmt: skip
-        shown = dict(zip(checked, told))
+    shown = {(c, leg): _shown(c, leg) for c in cs for leg in CHECKED}
+    res = run_cases([k for cell in cs for leg in gm.LEGS for k in _cases(st, cell, leg)], TOOLS, scratch,
+                    codex_threads=4)  # fmt: skip
     got = {(cell, leg, c.name): outcome(c, res[cid(cell, leg, c)]) for cell in cs for leg in gm.LEGS
            for c in BY_API[cell[2]]}  # fmt: skip
     return {"cells": cs, "shown": shown, "got": got, "raw": res, "seconds": round(time.monotonic() - t0, 1)}
