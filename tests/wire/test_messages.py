@@ -607,3 +607,12 @@ def test_glued_event_glued_twice_is_split_twice():
     out, rep = run(MessagesRepairer, b, REQ)
     assert rep.fired["glued_event"] == 2
     assert not check("messages", out)
+
+
+def test_block_order_never_fires_on_a_merged_resent_header():
+    """Rule tool_header's held stop and dropped re-sent start: the merged block stays the
+    open one, so the text block after it starts with nothing open."""
+    b = body(*late_name(), nl=2)
+    out, rep = run(MessagesRepairer, b, REQ)
+    assert "block_order" not in rep.fired
+    assemble(out)
