@@ -34,7 +34,7 @@ from . import stops, usage_math
 from .foreign import foreign, vendor
 from .hidden import start_input, synthetic_completion, synthetic_delta
 from .replay import HOLD, PHRASE, REPEATED, START, WHOLE, pure_content, step
-from .sse import Event, SseParser, cr_cut
+from .sse import Event, SseParser, cr_cut, glued_at
 from .verdict import Decision, Verdict
 
 __all__ = [
@@ -60,6 +60,8 @@ RULES: dict[str, str] = {
     "sse.unterminated": "the stream ends inside an event (no blank line after it)",
     "sse.cr_end": "a CR-only stream does not end right after its last event's blank line (eventsource-parser, "
     "under every AI SDK, holds that CR back as a possible CRLF and drops the event)",
+    "sse.glued": "an event's lines run into the next one's (no blank line between): its data is not JSON and an "
+    "event: line follows a data: line (LiteLLM's ping or error after a cut provider line)",
     "sse.vendor": "a vendor's own event on /v1/responses (codex.rate_limits, codex.response.metadata, responsesapi.*): "
     "only its own client (Codex) reads it; a strict client of the API rejects it",
     # every API
@@ -937,6 +939,9 @@ class StreamChecker:
             obj = orjson.loads(data)
         except orjson.JSONDecodeError:
             obj = None
+        if obj is None and glued_at(ev.raw) is not None:
+            self._bad("sse.glued", n, "data is not JSON and an event: line follows a data: line (two events glued)")
+            return
         if not isinstance(obj, dict):
             self._bad("sse.not_json", n, f"data is not a JSON object ({len(data)} bytes)")
             return

@@ -24,7 +24,7 @@ from .foreign import commented
 from .holding import HOLD_LIMIT, HoldingRepairer, Rec
 from .rules import FlowContext, Rules
 from .skim import Layout, Skim, Skimmed
-from .sse import Event, SseParser, format_event
+from .sse import Event, SseParser, format_event, glued_at
 from .stream import Streamed
 from .toolcalls import unique_ids
 from .upstream_terminal import messages_error
@@ -81,7 +81,7 @@ def _parses(text: str) -> bool:
 
 
 class _Block:
-    __slots__ = ("args", "id", "name", "out", "start", "type")
+    __slots__ = ("args", "closed_by", "id", "name", "out", "start", "type")
 
     def __init__(self, out: int, type_: str, id_: Any, name: Any) -> None:
         self.out = out
@@ -90,6 +90,7 @@ class _Block:
         self.name = name
         self.args = Streamed()
         self.start: Rec | None = None  # its start event, while held for a name
+        self.closed_by: int | None = None  # rule block_order: stopped early, before this block (out index) started
 
 
 class MessagesRepairer(HoldingRepairer):
@@ -111,11 +112,17 @@ class MessagesRepairer(HoldingRepairer):
         self._hidden_delta: Rec | None = None  # rule hidden_failure: CPA's Antigravity end (hidden.synthetic_delta)
         self._start_input = 0  # message_start's input_tokens (hidden.synthetic_delta)
         self._line_end = b"\n"  # the stream's line end (an error event it ends with)
+        self._open: _Block | None = None  # the block the client sees open (rule block_order)
+        self._early: list[Rec] = []  # rule block_order: stops to send before this event
 
     # --- EventRepairer -----------------------------------------------------------
     def event(self, ev: Event) -> list[bytes]:
         if ev.data is None and self._passes_dataless():
             return [ev.raw]
+        if self.rules.glued_event and ev.data is not None and len(ev.fields) > 2:
+            at = self._glued(ev)
+            if at is not None:
+                return self._unglue(ev, at)
         if not ev.complete and self._fails_at_eof():
             # the stream stops inside an event and an error event follows (end): kept as a
             # comment, so that its half cannot glue onto the error or reach a parser
@@ -157,6 +164,12 @@ class MessagesRepairer(HoldingRepairer):
         elif kind == "error":
             self._errored = True
             self._release("an error event")
+        if self._early:  # rule block_order: the open block's stop, before this start
+            out: list[bytes] = []
+            for r in self._early:
+                out += self._queue(r)
+            self._early.clear()
+            return out + self._queue(rec)
         return self._queue(rec)
 
     def end(self) -> list[bytes]:
@@ -261,6 +274,45 @@ class MessagesRepairer(HoldingRepairer):
         self.count("hidden_failure")
         self.note(f"{why}: sent an error event in its place")
 
+    # --- rule glued_event: LiteLLM's event written onto a cut provider line ----------
+    @staticmethod
+    def _glued(ev: Event) -> int | None:
+        """Where a second event starts inside this one (:func:`wire.sse.glued_at`), when
+        its data is not JSON; None for every event that parses (one shared loads)."""
+        try:
+            ev.json()
+        except orjson.JSONDecodeError:
+            return glued_at(ev.raw)
+        return None
+
+    def _unglue(self, ev: Event, at: int) -> list[bytes]:
+        """Rule glued_event: the half event before ``at`` goes out as an SSE comment (kept
+        visible, never parsed; a blank line ends it), the rest is repaired as the event it
+        is (LiteLLM's ping or error), and whatever is glued onto that in turn."""
+        c = commented(Event(ev.raw[:at], eol=ev.eol))
+        comment = Rec(Event(c.raw + ev.eol, c.fields, ev.eol), None)
+        p = SseParser()
+        rest = p.feed(ev.raw[at:]) + p.close()
+        self.count("glued_event")
+        self.note("an event glued onto a half one (no blank line between): the half sent as a comment")
+        out = self._queue(comment)
+        for e in rest:
+            out += self.event(e)
+        return out
+
+    # --- rule block_order: one content block open at a time -------------------------
+    def _close_early(self, open_: _Block, new: _Block, eol: bytes) -> None:
+        """A block starts while ``open_`` is still open: its stop (at the index the client
+        saw) goes out before the start; the gateway's own stop for it, later, is withheld
+        (:meth:`_block_stop`)."""
+        open_.closed_by = new.out
+        p = SseParser()
+        data = orjson.dumps({"type": "content_block_stop", "index": open_.out})
+        stop = (p.feed(format_event(data, event="content_block_stop", eol=eol)) + p.close())[0]
+        self._early.append(Rec(stop, None))
+        self.count("block_order")
+        self.note(f"block {new.out} started while block {open_.out} was open: sent block {open_.out}'s stop first")
+
     # --- the rules -------------------------------------------------------------
     def _index(self, rec: Rec, obj: dict[str, Any]) -> _Block | None:
         raw = obj.get("index")
@@ -279,6 +331,9 @@ class MessagesRepairer(HoldingRepairer):
             return
         block = _Block(self._next_out, str(cb.get("type")), cb.get("id"), cb.get("name"))
         self._next_out += 1
+        if self._open is not None and self.rules.block_order:
+            self._close_early(self._open, block, rec.ev.eol)
+        self._open = block
         self._blocks[raw] = block
         self._order.append(block)
         self._index(rec, obj)
@@ -301,6 +356,7 @@ class MessagesRepairer(HoldingRepairer):
             return False  # the previous call is whole: this is a second call
         srec.drop = rec.drop = True
         self._blocks[raw] = prev
+        self._open = prev  # its stop is dropped: still open
         if prev.start is not None and not _blank(name):
             start = prev.start
             pcb = start.obj["content_block"] if start.obj is not None else None
@@ -332,7 +388,12 @@ class MessagesRepairer(HoldingRepairer):
             if skim is not None:
                 skim.learn(t, rec.ev.raw, rec.ev.data, rec.ev.event, obj, _SKIM_HOLES)
             return
-        self._observe(self._index(rec, obj), t, value)
+        block = self._index(rec, obj)
+        if block is not None and block.closed_by is not None:
+            # rule block_order closed it: passed as it came (dropped, the model's output
+            # would be lost; Anthropic's SDKs add a delta to content[index] either way)
+            self.note(f"a delta for block {block.out} after its stop (sent early): passed as it came")
+        self._observe(block, t, value)
 
     def _takes_delta(self, index: Any, t: str, value: Any, utf8: bytes | None = None) -> bool:
         """A delta (type ``t`` of :data:`_VALUE`, ``value`` its field there) of an open
@@ -351,7 +412,7 @@ class MessagesRepairer(HoldingRepairer):
         if type(index) is not int or type(value) is not str:
             return False
         block = self._blocks.get(index)
-        if block is None or block.out != index:
+        if block is None or block.out != index or block.closed_by is not None:
             return False
         self._observe(block, t, value, utf8)
         return True
@@ -420,7 +481,19 @@ class MessagesRepairer(HoldingRepairer):
         return t, islot, vslot, layout.strings(vslot)
 
     def _block_stop(self, rec: Rec, obj: dict[str, Any]) -> None:
+        raw = obj.get("index")
+        early = self._blocks.get(raw) if type(raw) is int else None
+        if early is not None and early.closed_by is not None:
+            # rule block_order: its stop went out before the next block started
+            eol = rec.ev.eol
+            why = f": content_block_stop {early.out} withheld: sent before block {early.closed_by} started"
+            rec.ev = Event(why.encode() + eol + eol, [(b"", why[2:].encode())], eol)
+            rec.obj, rec.dirty = None, False
+            self.count("block_order")
+            return
         block = self._index(rec, obj)
+        if block is not None and block is self._open:
+            self._open = None
         # held until the next data event, which may re-send this block's start; only a
         # block whose input is not yet whole JSON can be re-sent (see _resend), so a
         # finished call's stop is not held (a held event is lost if the upstream is cut)

@@ -196,6 +196,24 @@ class Rules:
         contract=("sse.cr_end",),
         fast=NO_DELTA + "the stream's last bytes (the driver adds them)",
     )
+    block_order: bool = rule(
+        "Messages: close a content block still open when the next one starts (LiteLLM's /v1/messages bridge "
+        "before 1.108.7 starts a tool_use block before it stops the text block): its content_block_stop, at the "
+        "index the client saw, goes out before the new start; the gateway's own late stop for it becomes an SSE "
+        "comment. A delta for a block so closed passes as it came (dropping it would lose the model's output).",
+        recordings=("messages-litellm-block-order",),
+        contract=("messages.block_order",),
+        fast=GUARDED + "a delta for a block the rule closed is not taken; starts and stops never are",
+    )
+    glued_event: bool = rule(
+        "Messages: split an event glued onto a half one (LiteLLM's Anthropic pass-through writes its ping or error "
+        "right after a cut provider line, no blank line between): an event whose data is not JSON and holds an "
+        "event: line after a data: line is cut at that line; the half before it becomes an SSE comment, the rest "
+        "is handled as its own event.",
+        recordings=("messages-litellm-glued-ping",),
+        contract=("sse.glued",),
+        fast=NO_DELTA + "events whose data is not JSON (a skimmed delta parses by its layout)",
+    )
     # /v1/chat/completions
     tool_index: bool = rule(
         "Chat: renumber tool_calls[].index 0..n-1 per choice by first appearance.",

@@ -29,7 +29,7 @@ from typing import Any, Final
 
 import orjson
 
-__all__ = ["Event", "SseParser", "cr_cut", "format_event", "whole_event"]
+__all__ = ["Event", "SseParser", "cr_cut", "format_event", "glued_at", "whole_event"]
 
 _EOL = re.compile(rb"\r\n|\r|\n")
 _BOM = b"\xef\xbb\xbf"
@@ -166,6 +166,24 @@ def format_event(data: bytes, event: str | None = None, eol: bytes = b"\n") -> b
     """A new event: optional ``event:`` line, ``data:`` lines, blank line."""
     head = b"event: " + event.encode() + eol if event is not None else b""
     return head + b"".join(b"data: " + line + eol for line in data.split(b"\n")) + eol
+
+
+_RAW_LINE = re.compile(rb"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
+
+
+def glued_at(raw: bytes) -> int | None:
+    """Where a second event starts inside this one's bytes: the offset of the first
+    ``event:`` line after a ``data:`` line (a gateway that wrote its own event right after
+    a cut line, no blank line between: rule glued_event, the contract's ``sse.glued``);
+    None if there is none. Only asked of an event whose data did not parse."""
+    seen_data = False
+    for m in _RAW_LINE.finditer(raw):
+        line = m.group()
+        if seen_data and (line.startswith(b"event:") or line.rstrip(b"\r\n") == b"event"):
+            return m.start()
+        if line.startswith(b"data:") or line.rstrip(b"\r\n") == b"data":
+            seen_data = True
+    return None
 
 
 def cr_cut(tail: bytes) -> bool:

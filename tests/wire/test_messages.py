@@ -6,6 +6,7 @@ import orjson
 import pytest
 from repairkit import chunking_property, error_cuts, recordings, repair_recording, run
 from streamfix.wire import messages
+from streamfix.wire.contract import check
 from streamfix.wire.messages import MessagesRepairer, repair_messages_json
 from streamfix.wire.rules import FlowContext, Rules
 from streamfix.wire.stream import StreamRepair
@@ -68,9 +69,19 @@ def body(*objs, nl=3):
     return b"".join(o if isinstance(o, bytes) else ev(o, nl) for o in objs)
 
 
-def datas(out: bytes) -> list[dict]:
+def datas(out: bytes, loose: bool = False) -> list[dict]:
+    """Every data line's JSON; ``loose``: skip the lines that are not JSON (a gateway's
+    input can hold a cut one: messages-litellm-glued-ping)."""
     lines = out.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")  # SSE line ends: any
-    return [orjson.loads(line[6:]) for line in lines if line.startswith(b"data: ")]
+    return [orjson.loads(line[6:]) for line in lines if line.startswith(b"data: ") and (not loose or _parses(line[6:]))]
+
+
+def _parses(b: bytes) -> bool:
+    try:
+        orjson.loads(b)
+    except orjson.JSONDecodeError:
+        return False
+    return True
 
 
 class ErrorEvent(Exception):
@@ -432,7 +443,10 @@ def test_recording_any_chunking(rec):
 def test_no_error_stream_becomes_success(rec):
     err = b'event: error\ndata: {"type":"error","error":{"type":"api_error","message":"stream_truncated"}}\n\n'
     error_cuts(
-        rec, MessagesRepairer, err, lambda b: sum(d["type"] in ("message_delta", "message_stop") for d in datas(b))
+        rec,
+        MessagesRepairer,
+        err,
+        lambda b: sum(d["type"] in ("message_delta", "message_stop") for d in datas(b, True)),
     )
 
 
@@ -446,3 +460,159 @@ def test_fail_open_when_the_verdict_raises_loses_and_duplicates_nothing():
         out = s.feed(b[:cut]) + s.feed(b[cut:]) + s.close()
         assert isinstance(s.error, RuntimeError)
         assert out == b
+
+
+# --- rule block_order: LiteLLM's bridge starts block 1 before it stops block 0 -------------------
+LATE_STOP0 = b": content_block_stop 0 withheld: sent before block 1 started\n\n"
+
+
+def early_tool(reason="tool_use"):
+    """LiteLLM's shape (before 1.108.7): tool_use block 1 starts while text block 0 is open,
+    then stop 1, then stop 0."""
+    return (
+        START,
+        block_start(0),
+        text(0, "Let me look."),
+        block_start(1, "tool_use", id="toolu_1", name="exec_command"),
+        part(1, '{"cmd":'),
+        part(1, '"ls"}'),
+        block_stop(1),
+        block_stop(0),
+        message_delta(reason),
+        STOP,
+    )
+
+
+def test_block_order_stops_the_open_block_before_the_next_starts():
+    out, rep = fix(*early_tool())
+    msg = assemble(out)  # the strict client: one block open at a time
+    assert [b["type"] for b in msg["content"]] == ["text", "tool_use"]
+    assert msg["content"][0]["text"] == "Let me look." and msg["content"][1]["_json"] == '{"cmd":"ls"}'
+    ds = datas(out)
+    assert [(d["type"], d.get("index")) for d in ds[1:6]] == [
+        ("content_block_start", 0),
+        ("content_block_delta", 0),
+        ("content_block_stop", 0),
+        ("content_block_start", 1),
+        ("content_block_delta", 1),
+    ]
+    assert sum(d["type"] == "content_block_stop" for d in ds) == 2
+    assert LATE_STOP0 in out  # the gateway's own late stop, withheld as a comment
+    assert rep.fired["block_order"] == 2  # the stop sent early, the late one withheld
+    assert not [v for v in check("messages", out) if v.rule == "messages.block_order"]
+
+
+@pytest.mark.parametrize("reason", ["tool_use", "max_tokens"])
+def test_block_order_off_passes_the_order_as_it_came(reason):
+    b = body(*early_tool(reason))
+    out, rep = run(MessagesRepairer, b, REQ, Rules(block_order=False))
+    assert out == b
+    assert "block_order" not in rep.fired
+    assert [v for v in check("messages", out) if v.rule == "messages.block_order"]
+
+
+def test_block_order_max_tokens_turn_keeps_its_stop_reason():
+    out, _ = fix(*early_tool("max_tokens"))
+    assert assemble(out)["stop_reason"] == "max_tokens"
+    assert LATE_STOP0 in out
+
+
+def test_block_order_any_byte_split_and_idempotent():
+    b = body(*early_tool())
+    whole, _ = run(MessagesRepairer, b, REQ)
+    for step in (1, 7, 40):
+        assert run(MessagesRepairer, b, REQ, cuts=list(range(0, len(b), step)))[0] == whole
+    assert run(MessagesRepairer, whole, REQ)[0] == whole
+
+
+def test_block_order_a_delta_for_a_closed_block_passes_as_it_came():
+    objs = list(early_tool())
+    late = text(0, " more")
+    objs.insert(5, late)  # a text delta for block 0 after block 1 started (and 0 was stopped)
+    out, rep = fix(*objs)
+    assert ev(late) in out  # kept: dropping it would lose the model's output
+    assert any("after its stop" in n for n in rep.notes)
+    assert LATE_STOP0 in out
+
+
+def test_block_order_leaves_a_correct_order_and_held_tool_stops_alone():
+    b = body(
+        START,
+        block_start(0),
+        text(0, "a"),
+        block_stop(0),
+        block_start(1, "tool_use"),
+        part(1, WHOLE),
+        block_stop(1),
+        message_delta(),
+        STOP,
+    )
+    out, rep = run(MessagesRepairer, b, REQ)
+    assert out == b and "block_order" not in rep.fired
+    # a re-sent tool_use header (rule tool_header) is still merged: its stop never counts as the open block's
+    lb = body(*late_name())
+    assert run(MessagesRepairer, lb, REQ)[0] == run(MessagesRepairer, lb, REQ, Rules(block_order=False))[0]
+
+
+# --- rule glued_event: LiteLLM's ping written onto a cut provider line -----------------------
+GLUED = (
+    b'event: message_start\ndata: {"type":"message_start","message":{"id":"m","type":"message","role":"assistant",'
+    b'"content":[],"model":"x","stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":4,"output_tokens":1}}}\n\n'
+    b'event: content_block_start\ndata: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}\n\n'
+    b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Two "}}\n\n'
+    b'event: content_block_delta\ndata: {"type":"content_block_delta","in\n'
+    b'event: ping\ndata: {"type": "ping"}\n\n'
+    b'event: error\ndata: {"type": "error", "error": {"type": "api_error", "message": "cut"}}\n\n'
+)
+UNGLUED_HALF = b':event: content_block_delta\n:data: {"type":"content_block_delta","in\n\nevent: ping\n'
+
+
+def test_glued_event_splits_the_half_off_as_a_comment():
+    out, rep = run(MessagesRepairer, GLUED, REQ)
+    assert out == GLUED.replace(
+        b'event: content_block_delta\ndata: {"type":"content_block_delta","in\nevent: ping\n', UNGLUED_HALF
+    )
+    assert rep.fired["glued_event"] == 1
+    assert not check("messages", out)
+    with pytest.raises(ErrorEvent):  # the gateway's error event still tells the failure
+        assemble(out)
+
+
+def test_glued_event_off_passes_it_and_the_contract_flags_it():
+    out, rep = run(MessagesRepairer, GLUED, REQ, Rules(glued_event=False))
+    assert out == GLUED
+    assert "glued_event" not in rep.fired
+    assert "sse.glued" in {v.rule for v in check("messages", out)}
+
+
+def test_glued_event_any_byte_split_and_idempotent():
+    whole, _ = run(MessagesRepairer, GLUED, REQ)
+    for step in (1, 5, 33):
+        assert run(MessagesRepairer, GLUED, REQ, cuts=list(range(0, len(GLUED), step)))[0] == whole
+    assert run(MessagesRepairer, whole, REQ)[0] == whole
+
+
+def test_glued_event_leaves_other_bad_json_and_valid_events_alone():
+    bad = b'event: content_block_delta\ndata: {"type":"content_block_delta","in\n\n'  # cut, but not glued
+    two_data = b'event: ping\ndata: {"type":\ndata: "ping"}\n\n'  # valid JSON over two data lines
+    for extra in (bad, two_data):
+        b = GLUED.split(b'event: content_block_delta\ndata: {"type":"content_block_delta","in')[0] + extra
+        out, rep = run(MessagesRepairer, b, REQ)
+        assert "glued_event" not in rep.fired
+        assert extra in out
+
+
+def test_glued_event_glued_twice_is_split_twice():
+    b = GLUED.replace(b'data: {"type": "ping"}\n\n', b'data: {"type": "pi\nevent: ping\ndata: {"type": "ping"}\n\n')
+    out, rep = run(MessagesRepairer, b, REQ)
+    assert rep.fired["glued_event"] == 2
+    assert not check("messages", out)
+
+
+def test_block_order_never_fires_on_a_merged_resent_header():
+    """Rule tool_header's held stop and dropped re-sent start: the merged block stays the
+    open one, so the text block after it starts with nothing open."""
+    b = body(*late_name(), nl=2)
+    out, rep = run(MessagesRepairer, b, REQ)
+    assert "block_order" not in rep.fired
+    assemble(out)
