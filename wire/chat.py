@@ -80,6 +80,12 @@ def _carries_output(obj: dict[str, Any]) -> bool:
     return False
 
 
+def forced_call(request: dict[str, Any] | None) -> bool:
+    """Rule tool_finish: the client named the function to call (``tool_choice`` an
+    object): OpenAI itself then finishes ``stop``, and that stream is left as it came."""
+    return isinstance(request, dict) and isinstance(request.get("tool_choice"), dict)
+
+
 def whole_calls(args: list[str]) -> bool:
     """Rule tool_finish: one call or more, each one's arguments a JSON object."""
     if not args:
@@ -914,7 +920,7 @@ class ChatRepairer(HoldingRepairer):
         """Rule tool_finish: a choice finishing ``stop`` whose last output was whole tool
         calls (no content after them, every call's arguments a JSON object) finishes
         ``tool_calls`` (Portkey's Gemini STOP on a function-call turn)."""
-        if not self.rules.tool_finish:
+        if not self.rules.tool_finish or forced_call(self.ctx.request):
             return
         for ch in finishing:
             ci = ch.get("index", 0)
@@ -1061,7 +1067,7 @@ def repair_chat_json(
         changed = True
         if fired is not None:
             fired["truncation"] += 1
-    if rules.tool_finish and new is None and not d.failed:
+    if rules.tool_finish and new is None and not d.failed and not forced_call(ctx.request):
         tooled = False
         for ch in dicts:
             msg = ch.get("message")

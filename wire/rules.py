@@ -259,7 +259,8 @@ class Rules:
         "Chat: a choice that finishes 'stop' right after whole tool calls (every call's arguments a JSON object, "
         "no content after the last) finishes 'tool_calls' (Portkey writes Gemini's STOP on a function-call turn "
         "as 'stop', and clients that loop on 'tool_calls' end the turn without running the calls); a JSON body: "
-        "message.tool_calls with such arguments and 'stop' likewise. Never against a truncation verdict.",
+        "message.tool_calls with such arguments and 'stop' likewise. Never against a truncation verdict, never "
+        "when the client named the function (tool_choice an object: OpenAI itself finishes 'stop' then).",
         recordings=("chat-portkey-gemini-text-tool", "chat-portkey-gemini-parallel"),
         contract=("chat.tool_finish",),
         fast=NO_DELTA + "finish chunks (ChatRepairer._takes records whether a choice's last output was content "

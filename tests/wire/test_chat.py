@@ -755,6 +755,17 @@ def test_tool_finish_leaves_stop_alone(objs):
     assert finish_reasons(evs) == ["stop"] and "tool_finish" not in rep.fired
 
 
+def test_tool_finish_leaves_a_forced_call_alone():
+    # the client named the function (tool_choice an object): OpenAI itself finishes stop then
+    forced = {"messages": [], "tool_choice": {"type": "function", "function": {"name": "exec_command"}}}
+    body = sse(header(0, args=WHOLE), finish("stop", 12), DONE)
+    out, rep = run(ChatRepairer, body, forced)
+    assert out == body and "tool_finish" not in rep.fired
+    obj = completion([call("a", WHOLE)], "stop", 12)
+    assert not repair_chat_json(obj, Rules(), FlowContext(request=forced), Verdict())
+    assert obj["choices"][0]["finish_reason"] == "stop"
+
+
 def _cut_verdict():
     return Verdict(resolver=lambda ver: ver.upstream("max_tokens", "finishReason MAX_TOKENS"))
 
