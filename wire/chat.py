@@ -32,7 +32,7 @@ from .rules import FlowContext, Rules
 from .skim import Layout, Skim, Skimmed
 from .sse import Event, format_event
 from .stream import Streamed
-from .toolcalls import unique_ids
+from .toolcalls import forced_call, unique_ids, whole_calls
 from .upstream_terminal import chat_error
 from .verdict import Outcome, Verdict
 
@@ -60,14 +60,6 @@ def spec_finish(ch: dict[str, Any], rules: Rules) -> str | None:
     return fr
 
 
-def _error_word(fr: Any) -> bool:
-    """Rule error_finish: a finish_reason outside chat's vocabulary that names an error
-    (``error``, or ending ``_error``: Anthropic's error types passed as a finish)."""
-    return (
-        isinstance(fr, str) and fr not in stops.OWN["chat"] and (fr.lower() == "error" or fr.lower().endswith("_error"))
-    )
-
-
 def _carries_output(obj: dict[str, Any]) -> bool:
     """Rule error_finish: a chunk whose choices stream something (content, reasoning, a
     tool call) besides the finish."""
@@ -78,25 +70,6 @@ def _carries_output(obj: dict[str, Any]) -> bool:
         ):
             return True
     return False
-
-
-def forced_call(request: dict[str, Any] | None) -> bool:
-    """Rule tool_finish: the client named the function to call (``tool_choice`` an
-    object): OpenAI itself then finishes ``stop``, and that stream is left as it came."""
-    return isinstance(request, dict) and isinstance(request.get("tool_choice"), dict)
-
-
-def whole_calls(args: list[str]) -> bool:
-    """Rule tool_finish: one call or more, each one's arguments a JSON object."""
-    if not args:
-        return False
-    for a in args:
-        try:
-            if not isinstance(orjson.loads(a), dict):
-                return False
-        except orjson.JSONDecodeError:
-            return False
-    return True
 
 
 def _text(v: Any) -> str | None:
@@ -741,7 +714,7 @@ class ChatRepairer(HoldingRepairer):
         (its evidence is the better message)."""
         if not self.rules.error_finish or self._errored:
             return False
-        word = next((fr for ch in finishing if _error_word(fr := ch.get("finish_reason"))), None)
+        word = next((fr for ch in finishing if stops.names_error(fr := ch.get("finish_reason"))), None)
         if word is None or (self.rules.upstream_failure and self.verdict.upstream_failed()):
             return False
         why = f"the gateway ended the stream with finish_reason {word!r}"

@@ -35,6 +35,7 @@ from .foreign import foreign, vendor
 from .hidden import start_input, synthetic_completion, synthetic_delta
 from .replay import HOLD, PHRASE, REPEATED, START, WHOLE, pure_content, step
 from .sse import Event, SseParser, cr_cut, glued_at
+from .toolcalls import forced_call, whole_calls
 from .verdict import Decision, Verdict
 
 __all__ = [
@@ -190,11 +191,12 @@ class _Evidence:
     gateway's own stop) with the request's output cap when the checker has the request.
     Keeps the arguments of the latest call only (the verdict reads the last one)."""
 
-    __slots__ = ("args", "key", "verdict")
+    __slots__ = ("args", "forced", "key", "verdict")
 
     def __init__(self, request: Any) -> None:
         self.verdict = Verdict()
         self.verdict.request(request)
+        self.forced = forced_call(request)  # rule chat.tool_finish: a named function finishes stop
         self.key: Any = None
         self.args: list[str] = []
 
@@ -531,20 +533,6 @@ class _Responses(_Api):
 # --- /v1/chat/completions ---------------------------------------------------------------
 
 
-def _whole_calls(args: Any) -> bool:
-    """Rule chat.tool_finish: one call or more, each one's arguments a JSON object."""
-    args = list(args)
-    if not args:
-        return False
-    for a in args:
-        try:
-            if not isinstance(orjson.loads(a), dict):
-                return False
-        except orjson.JSONDecodeError:
-            return False
-    return True
-
-
 class _Chat(_Api):
     api = "chat"
 
@@ -667,9 +655,14 @@ class _Chat(_Api):
                     self.normal_finish = fr
                 if fr not in stops.OWN["chat"]:
                     bad("stop.reason", n, f"choice {ci}: finish_reason {fr!r} is not a chat finish reason")
-                    if isinstance(fr, str) and (fr.lower() == "error" or fr.lower().endswith("_error")):
+                    if stops.names_error(fr):
                         bad("chat.error_finish", n, f"choice {ci}: finish_reason {fr!r} names an error")
-                if fr == "stop" and self.tail.get(ci) and _whole_calls(self.args.get(ci, {}).values()):
+                if (
+                    fr == "stop"
+                    and self.tail.get(ci)
+                    and not self.ev.forced
+                    and whole_calls(self.args.get(ci, {}).values())
+                ):
                     bad("chat.tool_finish", n, f"choice {ci}: finish_reason 'stop' right after whole tool calls")
                 elif stops.native_disagrees(fr, native) is not None:
                     bad(

@@ -43,6 +43,7 @@ __all__ = [
     "Meaning",
     "foreign",
     "meaning",
+    "names_error",
     "native_disagrees",
     "outcome",
     "says",
@@ -220,3 +221,9 @@ def says(m: Meaning | str | None) -> Literal["max_tokens", "content_filter"] | N
 
 DEFAULT: Final[dict[str, Meaning]] = {"max_tokens": "length", "content_filter": "filter"}
 """The meaning a verdict outcome has when no stop value says more (``wire.verdict.Decision.word``)."""
+
+
+def names_error(fr: object) -> bool:
+    """A chat finish_reason outside chat's words that names an error (``error``, or ending
+    ``_error``: Anthropic's error types passed on as a finish; rule error_finish)."""
+    return isinstance(fr, str) and fr not in OWN["chat"] and (fr.lower() == "error" or fr.lower().endswith("_error"))

@@ -288,6 +288,9 @@ def test_chat_error_finish_done_tool_finish_error_last():
     calls = chunk({"tool_calls": [call]})
     assert names("chat", body(text, calls, chunk({}, "stop"), b"[DONE]")) == [("chat.tool_finish", 2)]
     assert names("chat", body(text, calls, chunk({}, "tool_calls"), b"[DONE]")) == []
+    forced = {"messages": [], "tool_choice": {"type": "function", "function": {"name": "f"}}}
+    stopped = body(text, calls, chunk({}, "stop"), b"[DONE]")
+    assert contract.check("chat", stopped, request=forced) == []  # OpenAI's own stop for a named function
     assert names("chat", body(calls, text, chunk({}, "stop"), b"[DONE]")) == []  # content after the call
     cut = chunk({"tool_calls": [{**call, "function": {"name": "f", "arguments": '{"x":'}}]})
     assert names("chat", body(cut, chunk({}, "stop"), b"[DONE]")) == [("terminal.truncated", 2)]  # not tool_finish
