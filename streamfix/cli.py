@@ -137,9 +137,28 @@ def main(argv: list[str] | None = None) -> int:
     module_name, _, func = COMMANDS[cmd][0].partition(":")
     module = importlib.import_module(module_name)
     sys.argv[0] = f"streamfix {cmd}"
-    if cmd == "sidecar":
-        return module.main(rest, prog="streamfix sidecar")
-    return getattr(module, func or "main")(rest)
+    try:
+        if cmd == "sidecar":
+            return module.main(rest, prog="streamfix sidecar")
+        rc = getattr(module, func or "main")(rest)
+        sys.stdout.flush()  # here, not at exit, so that a closed pipe is caught below
+        return rc
+    except BrokenPipeError:
+        return _pipe_closed()
+
+
+SIGPIPE_EXIT = 141
+"""The exit status of a command whose reader went away (``streamfix check ... | head -3``):
+128 + SIGPIPE, as a shell reports a program the signal ended."""
+
+
+def _pipe_closed() -> int:
+    """The reader of standard output closed it: stop quietly (no traceback, and none at
+    exit when Python flushes stdout again: it now points at /dev/null)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return SIGPIPE_EXIT
 
 
 if __name__ == "__main__":  # python -m streamfix.cli: the subcommands see this module as streamfix.cli

@@ -145,3 +145,22 @@ def test_a_turn_log_under_home_is_where_the_check_looked(tmp_path: Path, monkeyp
         t.write({"time": "x"})
         t.done()
     assert (tmp_path / "turns.jsonl").read_text() == '{"time":"x"}\n'
+
+
+@pytest.mark.parametrize("argv", [["demo"], ["check", "--rules"]])
+def test_a_closed_pipe_ends_the_command_quietly(argv):
+    """``streamfix demo | head -1``: the reader goes away; no traceback, the status a shell
+    gives a program SIGPIPE ended (or 0 when all was written before the reader left)."""
+    from streamfix import cli
+
+    p = subprocess.Popen([sys.executable, "-m", "streamfix.cli", *argv], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, cwd=ROOT, env=child_env())  # fmt: skip
+    assert p.stdout is not None and p.stderr is not None
+    p.stdout.readline()
+    p.stdout.close()  # as head does after its line
+    err = p.stderr.read().decode()
+    rc = p.wait(timeout=60)
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
+    assert rc in (0, cli.SIGPIPE_EXIT)
+    if argv == ["demo"]:  # far more than a pipe's buffer: the reader leaves before the end
+        assert rc == cli.SIGPIPE_EXIT
