@@ -425,10 +425,21 @@ def main(argv: list[str] | None = None, prog: str = "scripts/sidecar") -> int:
             stop(redis)
 
 
+OWN_OPTIONS = ("--upstream", "--listen", "--upstream-proxy", "--upstream-proxy-auth", "--web", "--keep-bodies",
+               "--workers", "--redis", "--options")  # fmt: skip
+
+
 def unrecognized(prog: str, args: list[str]) -> str:
-    """argparse's "unrecognized arguments", with where mitmdump's options go."""
+    """argparse's "unrecognized arguments", with the option meant when one is misspelt
+    (``--listn``: did you mean ``--listen``?), and where mitmdump's options go."""
+    import difflib
+
     msg = f"unrecognized arguments: {' '.join(args)}"
-    if any(x.startswith("-") for x in args):
+    meant = [(x, m[0]) for x in args if x.startswith("--")
+             for m in [difflib.get_close_matches(x.split("=", 1)[0], OWN_OPTIONS, n=1, cutoff=0.75)] if m]  # fmt: skip
+    if meant:
+        msg += "; did you mean " + ", ".join(f"{m} (for {x.split('=', 1)[0]})" for x, m in meant) + "?"
+    if any(x.startswith("-") and x not in dict(meant) for x in args):
         msg += (
             f"; {prog}'s own options are --upstream, --listen, --upstream-proxy, --upstream-proxy-auth, --web, "
             f"--keep-bodies, --workers, --redis and --options: mitmdump's options (--set NAME=VALUE, -w FILE, ...) go after --, "

@@ -7,6 +7,7 @@ config.yaml checked before anything listens. Run through ``python -m streamfix.c
 
 from __future__ import annotations
 
+import re
 import socket
 import subprocess
 import sys
@@ -83,6 +84,17 @@ def test_set_before_the_double_dash_is_explained() -> None:
     assert "mitmdump's options (--set NAME=VALUE, -w FILE, ...) go after --" in r.stderr, r.stderr
     assert "e.g. streamfix sidecar -- --set streamfix_log=turns.jsonl -w x.flow" in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and r.stdout == "", r.stdout
+
+
+def test_a_misspelt_option_is_named() -> None:
+    r = streamfix("sidecar", "--listn", "127.0.0.1:1")
+    assert r.returncode == 2 and r.stdout == ""
+    assert "unrecognized arguments: --listn 127.0.0.1:1; did you mean --listen (for --listn)?" in r.stderr, r.stderr
+    assert "go after --" not in r.stderr  # no mitmdump option was meant
+    from streamfix import sidecar
+
+    helped = streamfix("sidecar", "--help").stdout.split("options:", 1)[1].split("mitmdump's own options")[0]
+    assert set(re.findall(r"^  (--[a-z][a-z-]+)", helped, re.MULTILINE)) - {"--help"} == set(sidecar.OWN_OPTIONS)
 
 
 @pytest.mark.e2e
