@@ -57,13 +57,23 @@ WEB_COLUMNS = ("icon", "method", "path", "status", "size", "time", "comment")
 
 BANNER = """\
 streamfix sidecar: clients -> http://{listen} -> {upstream}{demo}
+{try_}Point a client's base URL at http://{listen}/v1 . Ctrl-C stops; SIGTERM drains the streams in flight first.
+"""
+TRY_DEMO = """\
 Try:
   curl -sN http://{listen}/v1/responses -H 'content-type: application/json' \\
        -d '{{"model":"responses-devin-toolcall","stream":true,"input":"hi"}}'
   curl -sN http://{listen}/v1/chat/completions -H 'content-type: application/json' \\
        -d '{{"model":"chat-devin-truncated-toolcall","stream":true,"messages":[]}}'
-Point a client's base URL at http://{listen}/v1 . Ctrl-C stops; SIGTERM drains the streams in flight first.
 """
+TRY_GATEWAY = """\
+Try (with your gateway's key and one of its models):
+  curl -sN http://{listen}/v1/chat/completions -H 'content-type: application/json' \\
+       -H "authorization: Bearer $KEY" -d '{{"model":"MODEL","stream":true,"messages":[{{"role":"user","content":"hi"}}]}}'
+"""
+"""The banner's example: the demo's models for the built-in replay; for a real gateway
+(``--upstream``), a request that needs the operator's key and model (a gateway answers the
+demo's keyless request with an error)."""
 
 
 EPILOG = """\
@@ -379,6 +389,7 @@ def main(argv: list[str] | None = None, prog: str = "scripts/sidecar") -> int:
             listen=a.listen,
             upstream=upstream,
             demo=f" (built-in replay of recordings/; unrepaired streams straight from {upstream})" if replay else "",
+            try_=(TRY_DEMO if replay else TRY_GATEWAY).format(listen=a.listen),
         ),
         flush=True,
     )

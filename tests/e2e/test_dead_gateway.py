@@ -224,6 +224,8 @@ def test_a_sigterm_at_startup_leaves_no_mitmdump_behind(tmp_path: Path) -> None:
             assert line, seen
             seen += line
         assert b"nothing answers" in seen, seen
+        # a real gateway's banner asks for the operator's key and model, not the demo's
+        assert b"with your gateway's key" in seen and b"responses-devin-toolcall" not in seen, seen
         p.send_signal(signal.SIGTERM)  # while mitmdump starts (or just before)
         p.wait(60)
         deadline = time.monotonic() + 20
