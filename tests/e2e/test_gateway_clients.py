@@ -19,9 +19,7 @@ terms (matrix_truth.truth, outcomes.want):
   stream shows (all but those gateway_truth.CLIENT_LEG lists, with why;
   tests/addons/test_gateway_matrix.py keeps that list exact);
 - through both legs: the same on Portkey, and on LiteLLM every cell, shown or not;
-- raw: the outcomes as measured (:data:`RAW`);
-- cells expected to fail until pending rules land: :data:`PENDING` (each entry must still
-  fail; one that passes is to be removed).
+- raw: the outcomes as measured (:data:`RAW`).
 
 One test per gateway (pytest-xdist runs the two side by side); in it every case runs at once,
 all legs together: the AI SDK cases of one generation in node processes of 40, openai-python
@@ -141,12 +139,6 @@ not the API's: AI SDK 7 reads OpenAI's refusal (a refusal delta or content part,
 that ends stop / completed) as finishReason content-filter, wherever the refusal reaches it
 (LiteLLM's chat drops the delta: there it reads stop)."""
 
-PENDING: dict[tuple[str, str, str, str, str], str] = {}
-"""(gateway, provider, client API, turn, leg) -> why some client is expected to be told wrong
-there until a pending rule lands; each entry must still fail (one whose every client is told
-right is to be removed). None now: Portkey's overloaded_error finish, the last, is rule
-error_finish's."""
-
 
 def expected(cell: Cell, client: Client) -> str:
     """What ``client`` reports when it tells the cell's turn (outcomes.want, :data:`READS`)."""
@@ -179,22 +171,21 @@ def _shown(cell: Cell, leg: str) -> bool:
 def _measure(st: gm.Stack, scratch: Path) -> dict[str, Any]:
     cs = cells(st.name)
     t0 = time.monotonic()
-    shown = {(c, leg): _shown(c, leg) for c in cs for leg in CHECKED}
     res = run_cases([k for cell in cs for leg in gm.LEGS for k in _cases(st, cell, leg)], TOOLS, scratch,
                     codex_threads=4)  # fmt: skip
     got = {(cell, leg, c.name): outcome(c, res[cid(cell, leg, c)]) for cell in cs for leg in gm.LEGS
            for c in BY_API[cell[2]]}  # fmt: skip
-    return {"cells": cs, "shown": shown, "got": got, "raw": res, "seconds": round(time.monotonic() - t0, 1)}
+    return {"cells": cs, "got": got, "raw": res, "seconds": round(time.monotonic() - t0, 1)}
 
 
 def _dump(mg: dict[str, Any], gateway: str) -> None:
     """With ``STREAMFIX_MEASURE_GATEWAY_CLIENTS=DIR``: every outcome and every runner's result
-    of this run into DIR/GATEWAY.jsonl, to read RAW and PENDING from."""
+    of this run into DIR/GATEWAY.jsonl, to read RAW from."""
     out = os.environ.get("STREAMFIX_MEASURE_GATEWAY_CLIENTS")
     if not out:
         return
     rows = [{"cell": cell, "leg": leg, "client": c.name, "want": expected(cell, c),
-             "got": mg["got"][(cell, leg, c.name)], "shown": mg["shown"].get((cell, leg)),
+             "got": mg["got"][(cell, leg, c.name)], "shown": leg in CHECKED and _shown(cell, leg),
              "result": mg["raw"][cid(cell, leg, c)]}
             for cell in mg["cells"] for leg in gm.LEGS for c in BY_API[cell[2]]]  # fmt: skip
     rows.append({"seconds": mg["seconds"]})
@@ -205,7 +196,7 @@ def _dump(mg: dict[str, Any], gateway: str) -> None:
 def _table(mg: dict[str, Any]) -> str:
     lines = []
     for cell in mg["cells"]:
-        marks = "".join("+" if mg["shown"][(cell, leg)] else "-" for leg in CHECKED)
+        marks = "".join("+" if _shown(cell, leg) else "-" for leg in CHECKED)
         for c in BY_API[cell[2]]:
             w = expected(cell, c)
             got = [mg["got"][(cell, leg, c.name)] for leg in gm.LEGS]
@@ -214,21 +205,12 @@ def _table(mg: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _check(mg: dict[str, Any], leg: str, every: bool) -> tuple[list[str], list[str]]:
-    """(clients told wrong, PENDING entries told right) on ``leg``; ``every``: each cell,
-    else those whose stream on the leg tells the truth and those PENDING."""
-    wrong, stale = [], []
-    for cell in mg["cells"]:
-        pending = (*cell, leg) in PENDING
-        if not (every or pending or mg["shown"][(cell, leg)]):
-            continue
-        bad = [f"{' '.join(cell)} {leg} {c.name}: {got}, want {w}" for c in BY_API[cell[2]]
-               if (got := mg["got"][(cell, leg, c.name)]) != (w := expected(cell, c))]  # fmt: skip
-        if pending and not bad:
-            stale.append(f"{' '.join(cell)} {leg}: every client told right now; remove it from PENDING")
-        elif not pending:
-            wrong += bad
-    return wrong, stale
+def _check(mg: dict[str, Any], leg: str, every: bool) -> list[str]:
+    """The clients told wrong on ``leg``; ``every``: on each cell, else on those whose stream
+    on the leg tells the truth."""
+    return [f"{' '.join(cell)} {leg} {c.name}: {got}, want {w}" for cell in mg["cells"]
+            if every or _shown(cell, leg) for c in BY_API[cell[2]]
+            if (got := mg["got"][(cell, leg, c.name)]) != (w := expected(cell, c))]  # fmt: skip
 
 
 def _raw_diffs(mg: dict[str, Any]) -> list[str]:
@@ -245,7 +227,7 @@ def _raw_diffs(mg: dict[str, Any]) -> list[str]:
 def test_real_clients_through_the_gateway(gateway, tmp_path, request, record_property):
     """Raw: the outcomes as measured; through the client leg: every client tells each turn
     the sidecar's stream shows; through both legs: on LiteLLM every turn, on Portkey each
-    turn the stream shows; PENDING entries still wrong."""
+    turn the stream shows."""
     rg.require(gateway)
     missing = [c.name for c in ALL if not installed(c)]
     assert not missing, f"not installed in {CLIENTS}: {missing}; run scripts/install-clients"
@@ -262,7 +244,5 @@ def test_real_clients_through_the_gateway(gateway, tmp_path, request, record_pro
     table = _table(mg)
     record_property("terminal_summary", f"real clients through {gateway} ({mg['seconds']} s; +/-: the stream "
                                         f"through the client leg, both legs tells the turn)\n{table}")  # fmt: skip
-    client_wrong, client_stale = _check(mg, "client", every=False)
-    both_wrong, both_stale = _check(mg, "both", every=gateway == "litellm")
-    problems = _raw_diffs(mg) + client_wrong + both_wrong + client_stale + both_stale
+    problems = _raw_diffs(mg) + _check(mg, "client", every=False) + _check(mg, "both", every=gateway == "litellm")
     assert not problems, "\n".join(problems) + "\n" + table
