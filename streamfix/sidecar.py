@@ -452,8 +452,8 @@ def unrecognized(prog: str, args: list[str]) -> str:
         msg += "; did you mean " + ", ".join(f"{m} (for {x.split('=', 1)[0]})" for x, m in meant) + "?"
     if any(x.startswith("-") and x not in dict(meant) for x in args):
         msg += (
-            f"; {prog}'s own options are --upstream, --listen, --upstream-proxy, --upstream-proxy-auth, --web, "
-            f"--keep-bodies, --workers, --redis and --options: mitmdump's options (--set NAME=VALUE, -w FILE, ...) go after --, "
+            f"; {prog}'s own options are {', '.join(OWN_OPTIONS[:-1])} and {OWN_OPTIONS[-1]}: "
+            f"mitmdump's options (--set NAME=VALUE, -w FILE, ...) go after --, "
             f"e.g. {prog} -- {' '.join(args)}"
         )
     return msg

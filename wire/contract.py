@@ -602,7 +602,6 @@ class _Chat(_Api):
             self.ev.text(content)
             if isinstance(content, str) and content:
                 self.tail[ci] = False
-            if isinstance(content, str) and content:
                 text, k = self.text.get(ci, ("", 0))
                 if pure is None:  # only a pure chunk starts or continues a run; any may be a whole replay
                     whole = len(text) if k >= 2 and content == text else 0
