@@ -256,7 +256,7 @@ class ChatRepairer(HoldingRepairer):
         self._upstream_failed = False  # rule upstream_failure: the finish became an error chunk
         self._error_at: Rec | None = None  # rule error_last: the error chunk this repairer wrote
         self._withhold_done: str | None = None  # rule error_finish: why the [DONE] is withheld
-        self._tail: dict[int, bool] = {}  # rule tool_finish: choice -> its last output was a call
+        self._after_call: set[int] = set()  # rule tool_finish: the choices whose last output was a call
         self._by_choice: dict[int, list[_Call]] = {}  # rule tool_finish: choice -> its calls, in order
         self._whole = True  # rule done_marker: the last event was whole (the stream ends at a boundary)
         self.skim = Skim()
@@ -454,9 +454,10 @@ class ChatRepairer(HoldingRepairer):
                 return _NOT  # a new call: rule tool_index numbers it
         self._choices.add(ci)
         if content:
-            self._tail[ci] = False  # rule tool_finish: content after the calls
+            if self._after_call:  # (empty on a turn of text: one test per delta)
+                self._after_call.discard(ci)  # rule tool_finish: content after the calls
         elif found is not None:
-            self._tail[ci] = True
+            self._after_call.add(ci)
         if content and enc is not None:  # (enc: encoded above)
             if self.rules.replay:
                 if said is None:
@@ -679,13 +680,13 @@ class ChatRepairer(HoldingRepairer):
                         content = None
                     if content:
                         self.verdict.observe_text(content)
-                        self._tail[ci] = False
+                        self._after_call.discard(ci)
                     tcs = delta.get("tool_calls")
                     if isinstance(tcs, list):
                         for entry in tcs:
                             if isinstance(entry, dict):
                                 self._tool_entry(rec, ci, entry)
-                                self._tail[ci] = True
+                                self._after_call.add(ci)
                 if ch.get("finish_reason") is not None:
                     finishing.append(ch)
         usage = obj.get("usage")
@@ -898,7 +899,7 @@ class ChatRepairer(HoldingRepairer):
         for ch in finishing:
             ci = ch.get("index", 0)
             ci = ci if isinstance(ci, int) else 0
-            if ch.get("finish_reason") != "stop" or not self._tail.get(ci):
+            if ch.get("finish_reason") != "stop" or ci not in self._after_call:
                 continue
             if whole_calls([c.args.text() for c in self._by_choice.get(ci, ())]):
                 ch["finish_reason"] = "tool_calls"
