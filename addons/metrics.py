@@ -634,6 +634,12 @@ class Metrics:
             await writer.drain()
         except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
             pass
+        except asyncio.CancelledError:
+            # a drain or shutdown cancelled this request: end quietly. Re-raised, the task
+            # would end cancelled, and asyncio's own done-callback of start_server
+            # (StreamReaderProtocol, Python 3.12) calls task.exception() on it, which logs
+            # "Exception in callback ... CancelledError" with a Traceback
+            pass
         except Exception:
             logger.exception("streamfix: the metrics listener failed on a request")
         finally:

@@ -544,6 +544,8 @@ class Launcher:
             await writer.drain()
         except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
             pass
+        except asyncio.CancelledError:
+            pass  # cancelled by the drain or shutdown: end quietly (see addons/metrics.py, Metrics._handle)
         finally:
             writer.close()
 

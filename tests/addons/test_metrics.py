@@ -97,3 +97,40 @@ def test_a_turn_record_is_counted_as_it_reads():
     assert s[("streamfix_turn_duration_seconds_sum", (("api", "chat"), ("transport", "sse")))] == 1.5
     assert s[("streamfix_label_overflow_total", (("label", "key"),))] == 1
     assert s[("streamfix_label_overflow_total", (("label", "model"),))] == 1
+
+
+@pytest.mark.parametrize("which", ["worker", "launcher"])
+def test_a_request_cancelled_at_shutdown_ends_quietly(which):
+    """A drain (SIGTERM) cancels a health or metrics request in the middle: the handler
+    task must not end cancelled, or asyncio's start_server done-callback logs
+    "Exception in callback ... CancelledError" with a Traceback (Python 3.12)."""
+    import asyncio
+
+    from streamfix import workers
+
+    if which == "worker":
+        handler = metrics.Metrics()._handle
+    else:
+        launcher = workers.Launcher.__new__(workers.Launcher)
+        handler = launcher._metrics_handle
+    reported: list[dict] = []
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        loop.set_exception_handler(lambda _loop, context: reported.append(context))
+        server = await asyncio.start_server(handler, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        _r, w = await asyncio.open_connection("127.0.0.1", port)
+        w.write(b"GET /metrics HTTP/1.1\r\n")  # half a head: the handler waits for the rest
+        await w.drain()
+        await asyncio.sleep(0.05)
+        handlers = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        assert handlers, "the handler task is running"
+        for t in handlers:
+            t.cancel()
+        await asyncio.sleep(0.05)
+        w.close()
+        server.close()
+
+    asyncio.run(main())
+    assert [c.get("message") for c in reported] == []
