@@ -115,7 +115,9 @@ def key_labels(specs: Sequence[str]) -> list[tuple[str, str]]:
 
 def check_log(path: str) -> None:
     """``streamfix_log`` names a file this process can create or append to; else
-    OptionsError saying what to do."""
+    OptionsError saying what to do. The file is opened for appending, as the addon will
+    (a path the checks below let through, ``/proc/x``, can still refuse it); one this
+    check created is removed again, so a failed start leaves nothing behind."""
     if not path:
         return
     p = Path(path).expanduser()
@@ -125,6 +127,11 @@ def check_log(path: str) -> None:
         )
     folder = p.parent
     if not folder.is_dir():
+        there = next((a for a in folder.parents if a.exists()), None) if not folder.exists() else folder
+        if there is not None and not there.is_dir():
+            raise exceptions.OptionsError(
+                f"streamfix_log={path}: {there} is a file, not a folder; give a path in a folder"
+            )
         raise exceptions.OptionsError(
             f"streamfix_log={path}: the folder {folder} does not exist; create it (mkdir -p {folder}) or give "
             "a file in an existing folder"
@@ -135,6 +142,19 @@ def check_log(path: str) -> None:
             f"streamfix_log={path}: {target} is not writable by this user (uid {os.getuid()}); "
             "give it write access or give another path"
         )
+    existed = p.exists()
+    try:
+        with open(p, "a"):
+            pass
+    except OSError as e:
+        raise exceptions.OptionsError(
+            f"streamfix_log={path}: cannot open it ({e.strerror or e}); give a file you can write"
+        ) from None
+    if not existed:
+        try:
+            p.unlink()
+        except OSError:
+            pass
 
 
 CHECKS = {"streamfix_log": check_log, "streamfix_key_labels": key_labels}

@@ -276,3 +276,29 @@ def test_responses_failure_terminal_is_an_upstream_error(logged):
     stream_through(r, rec_flow("responses-devin-toolcall"), body)
     (t,) = lines(path)
     assert t["ended"] == "upstream_error" and "failure" in t["error"]
+
+
+def test_a_log_path_under_a_file_says_so_not_mkdir(tmp_path):
+    """The folder of the log is a file (or under one): mkdir -p would fail there too, so
+    the check says what is in the way."""
+    from mitmproxy import exceptions
+
+    f = tmp_path / "notes.txt"
+    f.write_text("x")
+    for path in (f / "turns.jsonl", f / "deeper" / "turns.jsonl"):
+        with pytest.raises(exceptions.OptionsError) as e:
+            turnlog.check_log(str(path))
+        assert f"{f} is a file, not a folder" in str(e.value) and "mkdir" not in str(e.value)
+
+
+def test_the_log_check_opens_the_file_and_leaves_nothing_behind(tmp_path):
+    from mitmproxy import exceptions
+
+    log = tmp_path / "turns.jsonl"
+    turnlog.check_log(str(log))
+    assert not log.exists()  # created by the check's open, removed again
+    log.write_text("kept\n")
+    turnlog.check_log(str(log))
+    assert log.read_text() == "kept\n"  # appended to, never truncated
+    with pytest.raises(exceptions.OptionsError, match="cannot open it"):
+        turnlog.check_log("/proc/turns.jsonl")

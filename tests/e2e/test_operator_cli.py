@@ -176,3 +176,15 @@ def test_a_closed_pipe_ends_the_command_quietly(argv):
     assert rc in (0, cli.SIGPIPE_EXIT)
     if argv == ["demo"]:  # far more than a pipe's buffer: the reader leaves before the end
         assert rc == cli.SIGPIPE_EXIT
+
+
+@pytest.mark.e2e
+def test_a_turn_log_that_cannot_be_opened_is_said_before_anything_listens(tmp_path: Path) -> None:
+    """``/proc/turns.jsonl`` passes every look at the path (the folder exists and says it
+    is writable) and only refuses the open: the launcher opens it in its check, so the
+    operator gets one line and exit 2, not the banner, a Traceback and ``listening at``."""
+    r = streamfix("sidecar", "--", "--set", f"confdir={tmp_path}", "--set", "streamfix_log=/proc/turns.jsonl")
+    assert r.returncode == 2, r.stdout + r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "streamfix_log=/proc/turns.jsonl: cannot open it" in lines[0], r.stderr
+    assert "streamfix sidecar:" not in r.stdout and "listening at" not in r.stdout + r.stderr, r.stdout + r.stderr
