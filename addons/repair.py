@@ -35,6 +35,7 @@ from streamfix.addons import check as checkmode
 from streamfix.addons import redact as redact_addon
 from streamfix.addons.buffered import SSE, json_object
 from streamfix.addons.drain import Drain
+from streamfix.addons.flowlines import STREAMED, FlowLines
 from streamfix.addons.flowstream import ORIGINAL, FlowState, FlowStream
 from streamfix.addons.freeze import Freeze
 from streamfix.addons.gateway import Gateway
@@ -227,6 +228,8 @@ class Repair:
         else:
             self._repair_buffered(flow, st)
         if st is not None:
+            if isinstance(st.stream, FlowStream):  # mitmdump's flow line says what was streamed
+                flow.metadata[STREAMED] = (st.stream.repair.bytes_in, st.stream.repair.bytes_out)
             self._turn(flow, st)
             _let_go(flow, st)
 
@@ -376,6 +379,7 @@ addons = [
     Gateway(),  # a gateway that does not answer: a 502 in the API's error shape
     Metrics(),  # streamfix_metrics: Prometheus and health (no hooks while off)
     Drain(),  # SIGTERM: stop accepting, let the streams in flight finish
+    FlowLines(),  # mitmdump's flow line of a streamed flow: its size and receipt, not "(content missing)"
     Freeze(),  # after the others' running: the startup state frozen for the collector
     options.Guard(__file__),  # last: checks the --set values of the options the others registered
 ]
