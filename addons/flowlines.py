@@ -67,6 +67,6 @@ class FlowLines:
             try:
                 return line(flow)
             finally:
-                del dumper.echo  # the instance attribute: the class's method again
+                dumper.echo = echo
 
         dumper._echo_response_line = response_line

@@ -228,8 +228,6 @@ class Repair:
         else:
             self._repair_buffered(flow, st)
         if st is not None:
-            if isinstance(st.stream, FlowStream):  # mitmdump's flow line says what was streamed
-                flow.metadata[STREAMED] = (st.stream.repair.bytes_in, st.stream.repair.bytes_out)
             self._turn(flow, st)
             _let_go(flow, st)
 
@@ -345,6 +343,8 @@ def _let_go(flow: http.HTTPFlow, st: FlowState) -> None:
     not with it. mitmproxy reads ``response.stream`` no more after these hooks; ``True``
     still says the response was streamed."""
     resp = flow.response
+    if isinstance(st.stream, FlowStream):  # mitmdump's flow line (addons/flowlines.py), also of a flow cut short
+        flow.metadata[STREAMED] = (st.stream.repair.bytes_in, st.stream.repair.bytes_out)
     if resp is not None and st.stream is not None:
         on = resp.stream
         if on is st.stream or (isinstance(on, Reads) and on.owner is st.stream):

@@ -94,7 +94,9 @@ def start_replay(recordings: Path | None = None, timeout: float = START_TIMEOUT)
 
 
 def mitmdump_args(confdir: Path, *args: str, addons: Sequence[Path] = (REPAIR_ADDON,)) -> list[str]:
-    cmd = [tool("mitmdump"), "--set", f"confdir={confdir}", "--set", "flow_detail=0"]
+    cmd = [tool("mitmdump"), "--set", f"confdir={confdir}"]
+    if not any(a.startswith("flow_detail=") for a in args):  # mitmdump refuses an option given twice
+        cmd += ["--set", "flow_detail=0"]
     for a in addons:
         cmd += ["-s", str(a)]
     return cmd + list(args)
