@@ -127,7 +127,7 @@ def check_log(path: str) -> None:
         )
     folder = p.parent
     if not folder.is_dir():
-        there = next((a for a in folder.parents if a.exists()), None) if not folder.exists() else folder
+        there = next((a for a in (folder, *folder.parents) if a.exists()), None)  # the nearest that exists
         if there is not None and not there.is_dir():
             raise exceptions.OptionsError(
                 f"streamfix_log={path}: {there} is a file, not a folder; give a path in a folder"

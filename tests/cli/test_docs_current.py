@@ -23,10 +23,11 @@ def test_a_cited_mitmproxy_module_is_called_mitmproxys() -> None:
     ``addons/`` of its own): a doc that cites a file of mitmproxy's under its own path
     says whose it is."""
     for doc in sorted((ROOT / "docs").glob("*.md")):
-        for m in re.finditer(r"`(addons|proxy|tools)/[\w/]+\.py`", doc.read_text()):
+        text = doc.read_text()
+        for m in re.finditer(r"`(addons|proxy|tools)/[\w/]+\.py`", text):
             path = m.group(0).strip("`")
             if not (ROOT / path).exists():
-                before = doc.read_text()[max(0, m.start() - 40) : m.start()]
+                before = text[max(0, m.start() - 40) : m.start()]
                 assert "mitmproxy" in before, (
                     f"{doc.name}: {path} is not this project's and is not said to be mitmproxy's"
                 )
