@@ -12,10 +12,11 @@ from mitmproxy import http
 from streamfix.wire.apis import json_repairer, stream_repairer
 from streamfix.wire.rules import Rules
 from streamfix.wire.stream import StreamRepair
+from streamfix.wire.told import Told
 from streamfix.wire.upstream_terminal import json_failure
 
 from . import check as checkmode
-from . import receipts
+from . import receipts, shared
 from .flowstream import ORIGINAL, BodyRepair, FlowState
 
 logger = logging.getLogger("streamfix")
@@ -50,6 +51,8 @@ def repair(flow: http.HTTPFlow, st: FlowState, rules: Rules, keep: bool) -> str:
     if content is None:
         return ""
     try:
+        if shared.has_turn_sinks() and (ctype.startswith(SSE) or "json" in ctype):
+            st.said = Told.whole(st.api, content, not ctype.startswith(SSE))
         if ctype.startswith(SSE):
             s = StreamRepair(stream_repairer(st.api, rules, st.ctx, st.verdict))
             st.repairer = s.repairer

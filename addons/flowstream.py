@@ -16,7 +16,7 @@ from streamfix.wire.contract import StreamChecker
 from streamfix.wire.encoding import Decoder
 from streamfix.wire.rules import FlowContext
 from streamfix.wire.stream import EventRepairer, StreamRepair
-from streamfix.wire.told import UsageReader
+from streamfix.wire.told import Told
 from streamfix.wire.verdict import Verdict
 
 from .check import CheckStream, JsonCheck
@@ -43,7 +43,7 @@ class BodyRepair:
 class FlowState:
     """What the client leg knows of one flow from its request to its end."""
 
-    __slots__ = ("api", "checker", "ctx", "key", "repairer", "resolver", "stream", "verdict")
+    __slots__ = ("api", "checker", "ctx", "key", "repairer", "resolver", "said", "stream", "verdict")
 
     def __init__(self, api: str, ctx: FlowContext, verdict: Verdict) -> None:
         self.api = api
@@ -58,6 +58,8 @@ class FlowState:
         self.repairer: EventRepairer | BodyRepair | None = None
         self.checker: StreamChecker | JsonCheck | None = None
         """Check mode on a buffered body: its contract checker (for the turn record)."""
+        self.said: Told | None = None
+        """With a turn sink, a buffered body: what the gateway said, read before its repair."""
 
 
 class FlowStream:
@@ -78,6 +80,7 @@ class FlowStream:
         "original",
         "repair",
         "repaired",
+        "said",
         "salvaged",
         "shown",
         "told",
@@ -97,8 +100,10 @@ class FlowStream:
         self.shown = time.monotonic()
         self.first_at: float | None = None
         """When the first body bytes arrived (time.time()), for the turn log."""
-        self.told: UsageReader | None = None
-        """With a turn log: the usage the client is told (wire/told.py)."""
+        self.told: Told | None = None
+        """With a turn sink (turn log, metrics, traces): what the client is told (wire/told.py)."""
+        self.said: Told | None = None
+        """With a turn sink: what the gateway said (its ending, against the client's)."""
         self.salvaged = 0
         """Bytes sent by :meth:`salvage` after the upstream failed."""
 
@@ -116,11 +121,14 @@ class FlowStream:
         except Exception as e:  # noqa: BLE001 - decoding failed: nothing more can be repaired
             self.failed = e
             out = chunk if isinstance(chunk, bytes) else b""
-        if self.told is not None and out:
+        if self.told is not None:
             try:
-                self.told.feed(out)
+                if out:
+                    self.told.feed(out)
+                if chunk and self.said is not None:
+                    self.said.feed(chunk)
             except Exception:  # noqa: BLE001 - the turn log's numbers must never break the stream
-                self.told = None
+                self.told = self.said = None
         if self.keep:
             if chunk:
                 self.original.append(chunk)
@@ -155,6 +163,11 @@ class FlowStream:
             return []
         if out and self.keep:
             self.repaired.append(out)
+        if out and self.told is not None:
+            try:
+                self.told.feed(out)
+            except Exception:  # noqa: BLE001 - as in __call__
+                self.told = None
         self.salvaged = len(out)
         return [out] if out else []
 

@@ -54,7 +54,7 @@ from streamfix.wire.foreign import codex_client
 from streamfix.wire.rules import FlowContext, Rules
 from streamfix.wire.sse import SseParser
 from streamfix.wire.stream import Reads, StreamRepair
-from streamfix.wire.told import UsageReader
+from streamfix.wire.told import Told
 from streamfix.wire.verdict import SOURCES, Verdict
 
 logger = logging.getLogger("streamfix")
@@ -206,7 +206,7 @@ class Repair:
             lambda s: _show_progress(flow, s),
         )
         if shared.has_turn_sinks():
-            st.stream.told = UsageReader(st.api)
+            st.stream.told, st.stream.said = Told(st.api), Told(st.api)
         resp.stream = st.stream
         if decoder is None and st.stream.told is None and not self.keep_bodies:
             # a plain stream: reads after the first skip the interpreted callable

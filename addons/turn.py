@@ -16,10 +16,9 @@ from typing import Any
 
 from mitmproxy import http
 from streamfix.wire.contract import StreamChecker
-from streamfix.wire.told import UsageReader, usage_of
+from streamfix.wire.told import Told
 from streamfix.wire.verdict import Decision, Verdict
 
-from .buffered import json_object
 from .check import JsonCheck
 from .flowstream import ORIGINAL, FlowState, FlowStream
 
@@ -79,9 +78,10 @@ class Turn:
     ``transport``: ``sse``, ``json`` or ``websocket``; ``path`` as requested (the record
     drops its query); ``key``: :func:`addons.turnlog.client_label`; times are
     ``time.time()`` values; ``ended``/``error``: :func:`ending`'s; ``repairer``: the flow's
-    repairer (its ``fired`` and ``changed``), if any; ``client_tokens``: the usage the
-    client was told (:class:`wire.told.UsageReader`), else the verdict's client-leg output
-    count is used; ``checker``: check mode's contract checker (its violations by rule);
+    repairer (its ``fired`` and ``changed``), if any; ``told``: what the client was told
+    (:class:`wire.told.Told`: usage, ending, response id and model; without its usage the
+    verdict's client-leg output count is used), ``said``: what the gateway said (its
+    ending); ``server``: the gateway's (host, port); ``checker``: check mode's contract checker (its violations by rule);
     ``salvaged``: bytes addons/salvage.py delivered after the upstream failed mid-body."""
 
     flow_id: str
@@ -103,7 +103,9 @@ class Turn:
     bytes_in: int | None = None
     bytes_out: int | None = None
     events: int | None = None
-    client_tokens: dict[str, int] | None = None
+    told: Told | None = None
+    said: Told | None = None
+    server: tuple[str, int] | None = None
     checker: StreamChecker | JsonCheck | None = None
     salvaged: int | None = None
 
@@ -122,9 +124,20 @@ class Turn:
             "status": self.status,
             "ended": self.ended,
             "tokens": {
-                "client": self.client_tokens or (client_counts(self.verdict) if self.verdict is not None else None),
+                "client": (self.told.counts if self.told is not None else None)
+                or (client_counts(self.verdict) if self.verdict is not None else None),
                 "upstream": up,
             },
+            "finish": {
+                "client": self.told.finish if self.told is not None else None,
+                "gateway": self.said.finish if self.said is not None else None,
+            },
+            "response": {
+                "id": self.told.response_id if self.told is not None else None,
+                "model": self.told.response_model if self.told is not None else None,
+            },
+            "max_tokens": getattr(self.verdict, "cap", None),
+            "gateway": f"{self.server[0]}:{self.server[1]}" if self.server else None,
             "verdict": verdict_record(self.decision),
             "rules": rules_fired(self.repairer),
             "bytes": {"in": self.bytes_in, "out": self.bytes_out},
@@ -132,6 +145,9 @@ class Turn:
             "ttfb_ms": _ms(self.started, self.first_byte_at),
             "duration_ms": _ms(self.started, self.ended_at),
         }
+        call = upstream_call(self.resolver)
+        if call is not None:
+            rec["upstream_call"] = call
         if self.checker is not None:
             counts: dict[str, int] = {}
             for v in self.checker.violations:
@@ -164,13 +180,13 @@ def http_turn(flow: http.HTTPFlow, st: FlowState) -> Turn:
         failure=fault() if fault is not None else None,
         decision=decision,
     )
-    told = None
+    told = said = None
     bytes_in: int | None
     bytes_out: int | None
     if s is not None:
         transport, bytes_in, bytes_out, first = "sse", s.repair.bytes_in, s.repair.bytes_out, s.first_at
         events = getattr(s.repair, "events", None)
-        told = s.told.counts if s.told is not None else None
+        told, said = s.told, s.said
     else:
         transport = "json" if resp is None or "json" in resp.headers.get("content-type", "") else "sse"
         size = len(resp.raw_content) if resp is not None and resp.raw_content is not None else None
@@ -180,7 +196,8 @@ def http_turn(flow: http.HTTPFlow, st: FlowState) -> Turn:
             bytes_in = len(original)
         first, events = (resp.timestamp_start if resp is not None else None), None
         if size and resp is not None:
-            told = told_buffered(st.api, transport, resp.get_content(strict=False) or b"")
+            told = Told.whole(st.api, resp.get_content(strict=False) or b"", transport == "json")
+            said = st.said or told
     started = flow.request.timestamp_start or time.time()
     ended_at = (resp.timestamp_end if resp is not None and flow.error is None else None) or time.time()
     return Turn(
@@ -188,18 +205,9 @@ def http_turn(flow: http.HTTPFlow, st: FlowState) -> Turn:
         model=st.ctx.model, started=started, ended_at=ended_at, ended=ended, error=error, first_byte_at=first,
         status=resp.status_code if resp is not None else None, verdict=st.verdict, decision=decision,
         resolver=st.resolver, repairer=rep, bytes_in=bytes_in, bytes_out=bytes_out, events=events,
-        client_tokens=told, checker=getattr(st.stream, "checker", None) or st.checker,
+        told=told, said=said, server=(flow.request.host, flow.request.port), checker=getattr(st.stream, "checker", None) or st.checker,
         salvaged=s.salvaged if s is not None else None,
     )  # fmt: skip
-
-
-def told_buffered(api: str, transport: str, body: bytes) -> dict | None:
-    """The usage a buffered body tells the client."""
-    if transport == "json":
-        return usage_of(api, json_object(body))
-    r = UsageReader(api)
-    r.feed(body + b"\n\n")
-    return r.counts
 
 
 # --- the record's parts -------------------------------------------------------------------
@@ -241,6 +249,28 @@ def upstream_counts(verdict: Any, resolver: Any = None) -> dict[str, Any] | None
         }
     out = getattr(verdict, "upstream_output_tokens", None)
     return {"output_tokens": out, "source": "devin"} if out is not None else None
+
+
+def upstream_call(resolver: Any) -> dict[str, Any] | None:
+    """The provider's call the upstream leg linked to this turn (wire/correlate.py's
+    record): provider, flow, its finish as the provider wrote it, start and duration."""
+    rec = getattr(resolver, "record", None)
+    if rec is None or not hasattr(rec, "flow_id"):
+        return None
+    result = rec.result
+    finish = getattr(result, "finish", None)  # another provider's CallResult
+    if finish is None and hasattr(result, "stop_reason_name"):  # Devin's TapResult
+        finish = result.stop_reason_name if result.stop_reason else None
+    failed = bool(getattr(result, "errors", None)) or getattr(result, "ended", None) == "cut"
+    failed = failed or (hasattr(result, "stop_reason_name") and bool(result.failed))
+    return {
+        "provider": rec.provider,
+        "flow": rec.flow_id,
+        "finish": finish,
+        "failed": failed,
+        "started": iso_time(rec.started),
+        "duration_ms": _ms(rec.started, rec.finished),
+    }
 
 
 def client_counts(verdict: Any) -> dict[str, Any] | None:

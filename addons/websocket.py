@@ -49,6 +49,7 @@ from streamfix.wire.responses import ResponsesRepairer
 from streamfix.wire.rules import FlowContext
 from streamfix.wire.sse import SseParser
 from streamfix.wire.stream import StreamRepair
+from streamfix.wire.told import Told
 from streamfix.wire.verdict import Verdict
 
 from . import check as checkmode
@@ -78,8 +79,10 @@ class SocketTurn:
         "repair",
         "reported",
         "resolver",
+        "said",
         "started",
         "terminal",
+        "told",
         "verdict",
     )
 
@@ -102,6 +105,11 @@ class SocketTurn:
         self.first_at: float | None = None
         self.terminal: str | None = None
         """Check mode: the terminal event's type, once seen."""
+        on = shared.has_turn_sinks()
+        self.told = Told("responses") if on else None
+        """With a turn sink: what the client was told (wire/told.py)."""
+        self.said = Told("responses") if on else None
+        """With a turn sink: what the gateway said."""
 
     @property
     def finished(self) -> bool:
@@ -310,6 +318,7 @@ class WebSocketRepair:
             t.first_at = time.time()
         wrapped = b"data: " + content.replace(b"\n", b"\ndata: ") + b"\n\n"
         if t.repair is None:
+            _tell(t, wrapped, wrapped)
             self._check(flow, s, t, content, wrapped)
             return [content]
         try:
@@ -317,6 +326,7 @@ class WebSocketRepair:
         except Exception as e:  # noqa: BLE001 - StreamRepair fails open itself; a last resort
             t.repair.error = e
             out = wrapped
+        _tell(t, out if t.repair.error is None else wrapped, wrapped)
         if t.repair.error is not None:
             s.failed = True
             self._report(flow, s, t)
@@ -459,10 +469,23 @@ class WebSocketRepair:
                 bytes_out=t.repair.bytes_out if t.repair is not None else None,
                 events=t.repair.events if t.repair is not None else None,
                 checker=t.checker,
+                told=t.told,
+                said=t.said,
+                server=(flow.request.host, flow.request.port),
             )
             shared.turn_finished(turn.record())
         except Exception:
             logger.exception(f"streamfix: GET {_path(flow)}: building the WebSocket turn record failed")
+
+
+def _tell(t: SocketTurn, out: bytes, came: bytes) -> None:
+    """What the client is told (``out``) and what the gateway said (``came``), for the turn's record."""
+    if t.told is not None and t.said is not None:
+        try:
+            t.told.feed(out)
+            t.said.feed(came)
+        except Exception:  # noqa: BLE001 - the turn's record must never break the socket
+            t.told = t.said = None
 
 
 def _output_note(out: bytes, original: bytes) -> Any:

@@ -42,7 +42,7 @@ _PUBLIC = {
     "Violation": "contract",
     "check": "contract",
     # the usage a client was told
-    "UsageReader": "told",
+    "Told": "told",
 }
 """Public name -> the module that defines it."""
 
@@ -55,7 +55,7 @@ __all__ = [
     "SseParser",
     "StreamChecker",
     "StreamRepair",
-    "UsageReader",
+    "Told",
     "Verdict",
     "Violation",
     "api_for_path",
@@ -71,7 +71,7 @@ if TYPE_CHECKING:
     from .rules import FlowContext, Rules
     from .sse import Event, SseParser
     from .stream import EventRepairer, Reads, StreamRepair, repair_body
-    from .told import UsageReader
+    from .told import Told
     from .verdict import Verdict
 
 

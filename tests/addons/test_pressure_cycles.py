@@ -188,7 +188,7 @@ KEPT_ENDINGS = {
 
 PER_FLOW = (
     "FlowStream", "FlowState", "StreamRepair", "SseParser", "ResponsesRepairer", "Verdict", "FlowContext",
-    "StreamChecker", "CheckStream", "Items", "Resolver", "UsageReader",
+    "StreamChecker", "CheckStream", "Items", "Resolver", "Told",
 )  # fmt: skip
 """The types of what the client leg keeps per flow (repair and check mode)."""
 
