@@ -148,10 +148,10 @@ def value_checks() -> dict:
     with one line: what is wrong and the fix), the one the option's addon runs in
     ``configure``; run here on what users typed (``--set``, config.yaml) before anything is
     served, so that no value can fail later, in ``configure``, with a traceback."""
-    from . import drain, listeners, metrics, turnlog, upstream_hosts
+    from . import drain, listeners, metrics, traces, turnlog, upstream_hosts
 
     checks = {"streamfix_evidence": evidence_names}
-    for module in (metrics, drain, turnlog, listeners, upstream_hosts):
+    for module in (metrics, drain, turnlog, listeners, upstream_hosts, traces):
         checks.update(module.CHECKS)
     return checks
 

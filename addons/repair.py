@@ -44,6 +44,7 @@ from streamfix.addons.listeners import Listeners
 from streamfix.addons.metrics import Metrics
 from streamfix.addons.receipts import comment, receipt, where
 from streamfix.addons.salvage import Salvage
+from streamfix.addons.traces import Traces
 from streamfix.addons.turn import http_turn
 from streamfix.addons.websocket import WebSocketRepair
 from streamfix.addons.workers import Workers
@@ -376,6 +377,7 @@ addons = [
     Salvage(),
     redact_addon.Redact(),
     turnlog.TurnLog(),
+    Traces(),  # streamfix_traces / OTEL_EXPORTER_OTLP_ENDPOINT: a span per turn (no hooks while off)
     Gateway(),  # a gateway that does not answer: a 502 in the API's error shape
     Metrics(),  # streamfix_metrics: Prometheus and health (no hooks while off)
     Drain(),  # SIGTERM: stop accepting, let the streams in flight finish

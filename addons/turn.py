@@ -263,12 +263,14 @@ def upstream_call(resolver: Any) -> dict[str, Any] | None:
         finish = result.stop_reason_name if result.stop_reason else None
     failed = bool(getattr(result, "errors", None)) or getattr(result, "ended", None) == "cut"
     failed = failed or (hasattr(result, "stop_reason_name") and bool(result.failed))
+    clock = getattr(getattr(resolver, "correlator", None), "clock", time.time)
+    shift = time.time() - clock()  # the correlator's clock (monotonic in one process) -> the epoch
     return {
         "provider": rec.provider,
         "flow": rec.flow_id,
         "finish": finish,
         "failed": failed,
-        "started": iso_time(rec.started),
+        "started": iso_time(rec.started + shift),
         "duration_ms": _ms(rec.started, rec.finished),
     }
 

@@ -325,6 +325,14 @@ def test_each_turn_goes_to_the_turn_log(addons) -> None:
     assert [r["ended"] for r in records] == ["truncated", "complete", "upstream_error"]
     assert records[1]["model"] == "model-b"
     assert all(r["flow"] == f.id and r["api"] == "responses" for r in records)
+    # what the client read against what the gateway sent: the truncation told, a clean
+    # turn as it came, a turn the socket closed mid-way with no ending from either
+    assert [r["finish"] for r in records] == [
+        {"client": ["max_output_tokens"], "gateway": ["completed"]},
+        {"client": ["completed"], "gateway": ["completed"]},
+        {"client": None, "gateway": None},
+    ]
+    assert records[0]["response"]["model"] == "devin/swe-2" and records[0]["response"]["id"]
 
 
 def test_check_mode_reports_and_changes_nothing(addons) -> None:

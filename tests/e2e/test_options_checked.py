@@ -112,6 +112,7 @@ WRONG = {
     "ready window": (["streamfix_ready_window=-1"], "streamfix_ready_window=-1: give 0 or more"),
     "proxyauth": (["streamfix_upstream_proxyauth=nocolon"], "streamfix_upstream_proxyauth: give USER:PASS"),
     "int": (["streamfix_drain_timeout=soon"], "streamfix_drain_timeout: Failed to parse option"),
+    "traces": (["streamfix_traces=127.0.0.1:4318"], "streamfix_traces=127.0.0.1:4318: give the OTLP/HTTP traces "),
 }
 
 
