@@ -6,7 +6,8 @@ own (mitmweb's comment column shows the first line). Log lines name the method a
 never the query string, headers or content.
 
 A finished flow gets one log line: its receipt (the comment's lines joined by ``; ``) and
-the repairer's notes after it, or the notes alone when nothing was changed. Every line
+the repairer's notes after it, or the notes alone when nothing was changed; the comment
+has the same lines, one each, so mitmweb says why as the log does. Every line
 an addon logs costs mitmproxy a format, a write and an ``add_log`` hook through every
 addon (about 800,000 instructions each, measured: docs/benchmarks.md), so a flow's
 notes are not a line each.
@@ -85,6 +86,8 @@ def write(
             comment(flow, f"upstream flow {upstream}")
         if notes:
             logger.info(f"streamfix: {where(flow)}: {log_line([], notes)}")
+            for note in notes:
+                comment(flow, note)
         return False
     flow.marked = ":wrench:"
     # stream repairers keep their Decision; for a JSON body ask the verdict
@@ -98,7 +101,7 @@ def write(
         logger.warning(f"streamfix: {where(flow)}: {text}")
     else:
         logger.info(f"streamfix: {where(flow)}: {text}")
-    for line in lines:
+    for line in lines + notes:  # the comment says all the log line says, a line each
         comment(flow, line)
     return True
 
@@ -125,26 +128,31 @@ def why_ended(flow: http.HTTPFlow) -> str:
     return f"upstream reset ({msg})" if msg else "upstream reset"
 
 
-def log_undelivered(flow: http.HTTPFlow, s) -> None:
+def log_undelivered(flow: http.HTTPFlow, s) -> list[str]:
     """A streamed flow that failed (upstream reset or closed mid-body): mitmproxy 12.3.1
     sends the client the error without a last call of the stream callable
     (``proxy/layers/http/__init__.py`` ``HttpStream.handle_protocol_error``: the error hook,
     then ``SendHttp(ResponseProtocolError)``, which closes an HTTP/1 client connection).
     ``addons/salvage.py`` sends what the repairer still held first: say so; with
     ``streamfix_salvage=false`` say how much was not delivered, so it is not silent.
-    ``s`` is the flow's :class:`addons.flowstream.FlowStream`."""
+    ``s`` is the flow's :class:`addons.flowstream.FlowStream`. Returns those lines for the
+    flow's comment."""
+    lines: list[str] = []
     if s.salvaged:
         err = flow.error.msg if flow.error is not None else "flow failed"
-        logger.info(
-            f"streamfix: {where(flow)}: {err}; {s.salvaged} bytes the repair still held (held events, "
-            "repaired as far as a cut stream allows; an unfinished event, as it came) sent before "
-            "the connection closed"
+        said = (
+            f"{s.salvaged} bytes the repair still held (held events, repaired as far as a cut stream "
+            "allows; an unfinished event, as it came) sent before the connection closed"
         )
+        logger.info(f"streamfix: {where(flow)}: {err}; {said}")
+        lines.append(said)
     events, held, partial = s.repair.undelivered()
     if held or partial:
         err = flow.error.msg if flow.error is not None else "flow failed"
-        logger.warning(
-            f"streamfix: {where(flow)}: {err}; not delivered: {events} held event(s) ({held} bytes) "
-            f"and {partial} bytes of an unfinished event (mitmproxy ends a failed stream without "
-            "a last call to the stream callable)"
+        said = (
+            f"not delivered: {events} held event(s) ({held} bytes) and {partial} bytes of an unfinished "
+            "event (mitmproxy ends a failed stream without a last call to the stream callable)"
         )
+        logger.warning(f"streamfix: {where(flow)}: {err}; {said}")
+        lines.append(said)
+    return lines

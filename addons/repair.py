@@ -248,7 +248,7 @@ class Repair:
         s = st.stream
         if not isinstance(s, FlowStream) or flow.response is None:
             return  # not streamed, or check mode (addons/check.py reports its own flows)
-        receipts.log_undelivered(flow, s)
+        undelivered = receipts.log_undelivered(flow, s)
         rep = s.repair.repairer
         n = None
         if s.keep:
@@ -263,7 +263,8 @@ class Repair:
         if rep.changed:
             line += f"; fixed so far: {', '.join(f'{r} {c}' for r, c in rep.fired.most_common()) or rep.changed}"
         logger.warning(f"streamfix: {where(flow)}: {line}")
-        comment(flow, line)
+        for said in [line, *undelivered]:
+            comment(flow, said)
 
     def done(self) -> None:
         if self.checked:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import difflib
 import sys
+import textwrap
 from collections.abc import Iterator
 from difflib import SequenceMatcher
 from pathlib import Path
@@ -283,7 +284,7 @@ class StreamfixDiff(Contentview):
         original = f.metadata.get(ORIGINAL) if f is not None else None
         if original is None:
             return NO_ORIGINAL
-        return body_diff(original, data, _is_sse(metadata))
+        return _said(f) + body_diff(original, data, _is_sse(metadata))
 
     def render_priority(self, data: bytes, metadata: Metadata) -> float:
         f = metadata.flow
@@ -291,6 +292,21 @@ class StreamfixDiff(Contentview):
             return -1
         original = f.metadata.get(ORIGINAL)
         return 2.5 if original is not None and original != data else -1
+
+
+SAID_WIDTH = 72
+"""The comment's lines above a diff are wrapped to this: mitmweb's flow panel beside the
+list shows about 76 columns (tests/e2e/test_browser.py measures that nothing scrolls)."""
+
+
+def _said(f) -> str:
+    """The flow's comment (the receipt: verdict, why, notes; an early end) above its diff, so
+    the view says why beside what changed."""
+    text = (getattr(f, "comment", "") or "").strip()
+    if not text:
+        return ""
+    lines = [w for line in text.splitlines() for w in textwrap.wrap(line, SAID_WIDTH, subsequent_indent="  ") or [""]]
+    return "\n".join(lines) + "\n\n"
 
 
 contentviews.add(SseEvents)

@@ -253,6 +253,16 @@ class TestReceipts:
                 addon.response(f)
         return rec, f, out
 
+    def test_a_stream_cut_before_its_terminal_says_why_in_its_comment(self, caplog):
+        """The comment says what the log line says: the receipt first, then the repairer's
+        note on the missing terminal (mitmweb showed only the receipt)."""
+        _rec, f, out = self.run_recording("responses-eof-no-terminal", caplog)
+        assert b"response.failed" in out
+        line = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("streamfix: POST "))
+        lines = f.comment.split("\n")
+        assert line == "streamfix: POST /v1/responses: " + "; ".join(lines)
+        assert any(x.startswith("stream ended without a terminal event") for x in lines[1:]), lines
+
     def test_truncation_receipt_in_log_and_comment(self, caplog):
         rec, f, out = self.run_recording("chat-devin-truncated-toolcall", caplog)
         assert b'"finish_reason":"length"' in out
@@ -280,7 +290,8 @@ class TestReceipts:
     def test_one_log_line_per_flow_its_receipt_then_the_notes(self, caplog):
         """Every line costs mitmproxy an add_log hook through every addon (~800k
         instructions): a finished flow logs one, the receipt with the repairer's notes
-        after it; the comment stays the receipt."""
+        after it; the comment has the same lines, one each (mitmweb says why as the log
+        does), the receipt first (the flow list shows that one)."""
         _rec, f, _out = self.run_recording("responses-claude-text-then-tool", caplog)
         # read off the recording: message item 0 is still open when the call is added
         # (event 7), and its three done events come after the call's
@@ -293,12 +304,12 @@ class TestReceipts:
         ours = [r.getMessage() for r in caplog.records if r.getMessage().startswith("streamfix: POST /v1/responses: ")]
         assert len(ours) == 1, ours
         head = f.comment.split("\n")[0]
-        assert ours[0] == "streamfix: POST /v1/responses: " + "; ".join(f.comment.split("\n") + notes)
-        assert head.startswith("fixed ") and not any(n in f.comment for n in notes)
+        assert ours[0] == "streamfix: POST /v1/responses: " + "; ".join(f.comment.split("\n"))
+        assert head.startswith("fixed ") and f.comment.split("\n")[-len(notes) :] == notes
 
     def test_an_unchanged_flow_with_notes_logs_them_in_one_line(self, caplog):
         """Nothing repaired (a data line that is not JSON passes as it came, noted): one
-        line of notes, no receipt, no mark."""
+        line of notes, no receipt, no mark; the comment says the notes."""
         from streamfix.recordings import load
 
         rec = load("chat-openai-clean")
@@ -318,7 +329,8 @@ class TestReceipts:
             with caplog.at_level(logging.INFO, logger="streamfix"):
                 out = drive(f.response.stream, [body])
                 addon.response(f)
-        assert out == body and not f.marked and not f.comment
+        assert out == body and not f.marked
+        assert f.comment == "event data is not JSON (5 bytes), passed through\nevent data is not JSON (2 bytes), passed through"
         ours = [r.getMessage() for r in caplog.records if r.getMessage().startswith("streamfix: POST ")]
         assert ours == [
             (

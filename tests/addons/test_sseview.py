@@ -92,6 +92,21 @@ def test_stream_diff_of_equal_bodies():
     assert sseview.stream_diff(BODY, BODY) == "(no change: 3 events passed through as they came)\n"
 
 
+def test_diff_view_says_the_verdict_and_why_above_the_diff():
+    """The flow's comment (receipt, why, notes, an early end) heads the diff: the view says
+    why beside what changed (the flow list cuts the comment to its first words)."""
+    with taddons.context():
+        f, md = sse_flow(b'data: {"x":2}\n\n', b'data: {"x":1}\n\n')
+        f.comment = "verdict max_tokens; fixed truncation 1 (1 event, chat)\nwhy: usage: output tokens 9 >= max_tokens 9"
+        lines = sseview.StreamfixDiff().prettify(f.response.content, md).splitlines()
+        assert lines[:3] == [
+            "verdict max_tokens; fixed truncation 1 (1 event, chat)",
+            "why: usage: output tokens 9 >= max_tokens 9",
+            "",
+        ]
+        assert lines[3].startswith("streamfix: 1 of 1 events changed") and "~ #0 data: ~ x: 1 -> 2" in lines
+
+
 def test_diff_view_on_a_json_body():
     with taddons.context():
         f, md = sse_flow(b'{"a":1,"status":"completed"}', b'{"a":1}', "application/json")

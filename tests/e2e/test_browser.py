@@ -184,6 +184,8 @@ def test_truncation_diff_shows_the_changed_field_within_the_width(web: Web, page
     name, text = open_view(page, web.url(f["id"]))
     assert name == "streamfix diff"  # the automatic choice for a changed flow
     lines = text.splitlines()
+    head = lines[: lines.index(next(x for x in lines if x.startswith("streamfix: ")))]  # above the diff
+    assert head[0].startswith("verdict max_tokens; fixed") and any(x.startswith("why: tool_args") for x in head)
     assert "~ #9 response.completed -> response.incomplete" in lines
     assert any('+ response.incomplete_details = {"reason":"max_output_tokens"}' in x for x in lines)
     assert fits(page, "response.incomplete_details")
@@ -210,7 +212,9 @@ def test_aborted_stream_shows_its_partial_body_and_comment(web: Web, page, tmp_p
     assert f["comment"].startswith("ended early after 3 events, no terminal event; client aborted")
     name, text = open_view(page, web.url(f["id"]))
     assert name == "streamfix diff"
-    assert text.splitlines()[0].startswith("streamfix: 2 of 3 events changed")
+    lines = text.splitlines()
+    assert lines[0].startswith("ended early after 3 events, no terminal event; client aborted")  # why, on top
+    assert any(x.startswith("streamfix: 2 of 3 events changed") for x in lines)
     name, text = open_view(page, web.url(f["id"]), "SSE events")
     assert "response.created" in text and "response.reasoning_summary_text.delta" in text
     assert "Content is missing" not in page.content()
