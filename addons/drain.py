@@ -68,6 +68,26 @@ CHECKS = {"streamfix_drain_timeout": check_timeout}
 """This addon's value checks (addons/options.py runs them before anything listens)."""
 
 
+def _quiet_cancellations() -> None:
+    """At exit, the connections still open (CPA's idle keep-alive connection to the
+    upstream listener, a client's) have their handler tasks cancelled once mitmproxy's run
+    is over; CPython 3.12.1's ``asyncio.streams`` then reports each as ``Exception in
+    callback ... CancelledError`` with a traceback (its done callback asks a cancelled task
+    for its exception; later versions check first). A cancelled task is no error: a filter
+    on the ``asyncio`` logger, where the loop's default handler writes, drops those
+    records. mitmproxy's own handler is gone by then, so a loop exception handler installed
+    now would be too."""
+    log = logging.getLogger("asyncio")
+    if not any(isinstance(f, _DropCancelled) for f in log.filters):
+        log.addFilter(_DropCancelled())
+
+
+class _DropCancelled(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not isinstance(exc, asyncio.CancelledError)
+
+
 class Drain:
     """See the module docstring."""
 
@@ -82,6 +102,7 @@ class Drain:
         self._installed = False
 
     def load(self, loader) -> None:
+        _quiet_cancellations()
         loader.add_option(
             "streamfix_drain_timeout",
             int,

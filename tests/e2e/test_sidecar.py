@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 from pathlib import Path
 
 import pytest
@@ -114,6 +115,27 @@ def test_stops_cleanly(sidecar: Sidecar, how: str) -> None:
     assert not port_open(sidecar.port)
     assert rc == 0, sidecar.proc.tail()
     assert "Traceback" not in sidecar.proc.output, sidecar.proc.tail()
+
+
+@pytest.mark.parametrize("how", ["sigint", "sigterm"])
+def test_an_idle_keep_alive_connection_at_exit_ends_quietly(sidecar: Sidecar, how: str) -> None:
+    """A connection still open when the sidecar stops (a client's, or CPA's idle keep-alive
+    connection to the upstream listener) is cancelled at exit; on CPython 3.12.1 asyncio
+    printed ``Exception in callback ... CancelledError`` with a traceback for it."""
+    rec = next(r for r in all_recordings() if r.api == "chat" and not r.streaming)
+    with socket.create_connection(("127.0.0.1", sidecar.port), timeout=30) as s:
+        head = (f"POST {rec.request['path']} HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+                f"x-streamfix-recording: {rec.name}\r\ncontent-length: {len(rec.request_body)}\r\n\r\n")  # fmt: skip
+        s.sendall(head.encode() + rec.request_body)
+        got = b""
+        while b"\r\n\r\n" not in got:
+            got += s.recv(65536)
+        assert got.startswith(b"HTTP/1.1 200"), got[:200]
+        # the connection stays open (keep-alive), idle, while the sidecar stops
+        sidecar.proc.signal(signal.SIGINT if how == "sigint" else signal.SIGTERM)
+        rc = sidecar.proc.wait(STOP_TIMEOUT)
+    assert rc == 0, sidecar.proc.tail()
+    assert "Traceback" not in sidecar.proc.output and "CancelledError" not in sidecar.proc.output, sidecar.proc.tail()
 
 
 def test_sigterm_lets_a_stream_in_flight_finish(sidecar: Sidecar) -> None:

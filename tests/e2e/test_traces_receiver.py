@@ -169,6 +169,7 @@ def test_the_providers_call_is_the_turns_child(traced_chain, request):
         assert r.status_code == 200, r.text
     chain.mitm.wait_count(r"streamfix: upstream GetChatMessage", len(jobs), TIMEOUT)
     chain.mitm.stop()  # flushes the turn log and the spans
+    assert "Traceback" not in chain.mitm.output, chain.mitm.tail()  # idle connections end quietly
     records = {t["flow"]: t for t in map(orjson.loads, chain.turns.read_bytes().splitlines())}
     assert len(records) == len(jobs)
     spans = phoenix.wait_spans(2 * len(jobs))
