@@ -330,7 +330,10 @@ class TestReceipts:
                 out = drive(f.response.stream, [body])
                 addon.response(f)
         assert out == body and not f.marked
-        assert f.comment == "event data is not JSON (5 bytes), passed through\nevent data is not JSON (2 bytes), passed through"
+        assert (
+            f.comment
+            == "event data is not JSON (5 bytes), passed through\nevent data is not JSON (2 bytes), passed through"
+        )
         ours = [r.getMessage() for r in caplog.records if r.getMessage().startswith("streamfix: POST ")]
         assert ours == [
             (

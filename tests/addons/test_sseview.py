@@ -97,7 +97,9 @@ def test_diff_view_says_the_verdict_and_why_above_the_diff():
     why beside what changed (the flow list cuts the comment to its first words)."""
     with taddons.context():
         f, md = sse_flow(b'data: {"x":2}\n\n', b'data: {"x":1}\n\n')
-        f.comment = "verdict max_tokens; fixed truncation 1 (1 event, chat)\nwhy: usage: output tokens 9 >= max_tokens 9"
+        f.comment = (
+            "verdict max_tokens; fixed truncation 1 (1 event, chat)\nwhy: usage: output tokens 9 >= max_tokens 9"
+        )
         lines = sseview.StreamfixDiff().prettify(f.response.content, md).splitlines()
         assert lines[:3] == [
             "verdict max_tokens; fixed truncation 1 (1 event, chat)",
