@@ -21,16 +21,14 @@ the API says them and they are not zero, ``reasoning_tokens`` and ``cache_write_
   ``cachedContentTokenCount``.
 
 :class:`Told` follows a repaired stream (and, fed the gateway's bytes, what the gateway
-said). Besides the first event (which names the response), it parses only the events that
-carry ``"usage`` (the key of every API's usage object: ``"usage"``, ``"usageMetadata"``) or
-one of the API's marks of an ending (:data:`_ENDS`): a few ``bytes.find`` per chunk and one
-``endswith`` to see that the chunk ends on an event boundary, so a stream pays for the two
-or three events that carry them. Later usage reports win key by key (messages: input from
-``message_start``, output from ``message_delta``); the last ending wins.
+said): see its docstring for what it parses and holds. Later usage reports win key by
+key (messages: input from ``message_start``, output from ``message_delta``); the last
+ending wins.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any
 
 import orjson
@@ -98,14 +96,13 @@ _DETAILS = ("reasoning_tokens", "cache_write_tokens")
 _USAGE = b'"usage'
 """What marks an event that may carry usage (see the module docstring)."""
 
-_ENDS: dict[str, tuple[bytes, ...]] = {
-    "chat": (b'"finish_reason":"', b'"finish_reason": "', b'"error"'),
-    "messages": (b'"stop_reason":"', b'"stop_reason": "', b'"error"'),
-    "gemini": (b'"finishReason"', b'"error"'),
-    "responses": (b"response.completed", b"response.incomplete", b"response.failed", b'"error"'),
-}
-"""What marks an event that may say how the turn ended, per API (a stop value that is not
-null, a terminal event's type, an error object); :func:`finish_of` reads it."""
+HOLD_CHUNKS = 3
+"""Chunks without usage the reader keeps (the last ones) to read the ending from when it is
+asked: a turn's ending is in its last events (chat's finish chunk before its usage chunk
+and ``[DONE]``, an error event, Messages' ``message_delta``...)."""
+HOLD_BYTES = 16 << 10
+"""Of a held chunk, its last this many bytes (an ending's event is small; a Responses
+terminal, which holds the whole output, carries usage and is read as it passes)."""
 
 
 def finish_of(api: str, obj: Any) -> list[str] | None:
@@ -173,13 +170,18 @@ def names_of(api: str, obj: Any) -> tuple[str | None, str | None]:
 
 class Told:
     """Follows the bytes a client receives (or, fed the gateway's bytes, what the gateway
-    said) and keeps what they report: the usage (:attr:`counts`, None until some was
-    seen; see the module docstring), how the turn ended (:attr:`finish`, :func:`finish_of`;
-    the last event that says so wins) and the response's id and model (:attr:`response_id`,
-    :attr:`response_model`; the first event that names them). It parses the first event
-    and then only events that carry one of the API's marks (``"usage``, :data:`_ENDS`)."""
+    said) and keeps what they report: the usage (:attr:`counts`, None until some was seen;
+    see the module docstring), how the turn ended (:attr:`finish`, :func:`finish_of`; the
+    last event that says so wins) and the response's id and model (:attr:`response_id`,
+    :attr:`response_model`, from the first event).
 
-    __slots__ = ("_counts", "_first", "_tail", "api", "finish", "response_id", "response_model")
+    Per chunk it costs what the usage alone did: one ``bytes.find`` of ``"usage``. A chunk
+    that has it (and the first) is parsed as it passes; the last :data:`HOLD_CHUNKS` others
+    are kept (their last :data:`HOLD_BYTES`) and parsed for an ending only when
+    :attr:`finish` is asked, once the turn is over. Looking for every API's stop words in
+    every chunk cost five times as much (docs/benchmarks.md, "What the client was told")."""
+
+    __slots__ = ("_counts", "_finish", "_first", "_held", "_tail", "api", "response_id", "response_model")
 
     def __init__(self, api: str) -> None:
         self.api = api
@@ -189,7 +191,9 @@ class Told:
         except after a repairer failed open)."""
         self._first = True
         """No event was read yet: the first one is, whatever it carries (its names)."""
-        self.finish: list[str] | None = None
+        self._finish: list[str] | None = None
+        self._held: deque[bytes] = deque(maxlen=HOLD_CHUNKS)
+        """The last chunks without usage since the last ending read as it passed."""
         self.response_id: str | None = None
         self.response_model: str | None = None
 
@@ -215,16 +219,11 @@ class Told:
             out = out[:cut]
         if not out:
             return
-        marks = _ENDS.get(self.api, ())
-        if not self._first and out.find(_USAGE) < 0 and not any(out.find(m) >= 0 for m in marks):
-            return
-        p = SseParser()
-        for ev in p.feed(out) + p.close():
-            data = ev.data
-            if data is None:
-                continue
-            if self._first or data.find(_USAGE) >= 0 or any(data.find(m) >= 0 for m in marks):
+        if self._first or out.find(_USAGE) >= 0:
+            for data in _datas(out):
                 self.body(data)
+        else:
+            self._held.append(out if len(out) <= HOLD_BYTES else out[-HOLD_BYTES:])
 
     def body(self, data: bytes) -> None:
         """A JSON document (an event's data, a WebSocket message, or a whole JSON body)."""
@@ -240,7 +239,21 @@ class Told:
             self._counts.update(u)
         f = finish_of(self.api, obj)
         if f is not None:
-            self.finish = f
+            self._finish = f
+            self._held.clear()  # what came before says less than this
+
+    @property
+    def finish(self) -> list[str] | None:
+        """How the turn ended, as far as the bytes fed so far say (read when the turn is over)."""
+        while self._held:
+            for data in _datas(self._held.popleft()):
+                try:
+                    f = finish_of(self.api, orjson.loads(data))
+                except orjson.JSONDecodeError:  # bad JSON, or the cut start of a held tail
+                    continue
+                if f is not None:
+                    self._finish = f
+        return self._finish
 
     @property
     def counts(self) -> dict[str, int] | None:
@@ -250,3 +263,9 @@ class Told:
         if "total_tokens" not in c and ("input_tokens" in c or "output_tokens" in c):
             c["total_tokens"] = c.get("input_tokens", 0) + c.get("output_tokens", 0)
         return c
+
+
+def _datas(chunk: bytes) -> list[bytes]:
+    """The data of each event in ``chunk`` (whole events)."""
+    p = SseParser()
+    return [ev.data for ev in p.feed(chunk) + p.close() if ev.data is not None]

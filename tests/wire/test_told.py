@@ -72,10 +72,10 @@ def test_reader_bad_json_is_ignored():
     assert r.counts is None
 
 
-def test_reader_parses_the_first_event_and_then_only_events_that_name_a_usage_or_an_end(monkeypatch):
+def test_reader_parses_the_first_event_and_then_only_events_that_name_a_usage(monkeypatch):
     """The reader runs on every output chunk: after the first event (which names the
-    response), an event without a usage key or an ending's mark (a ``message`` item,
-    Anthropic's ``message_start`` type name in a text) is not parsed."""
+    response), an event without a usage key (a ``message`` item, Anthropic's
+    ``message_start`` type name in a text) is not parsed as it passes."""
     r = Told("responses")
     parsed = []
     real = Told.body
@@ -142,3 +142,32 @@ def test_reader_tells_the_last_ending_and_the_first_names_across_split_chunks():
     for i in range(0, len(body), 7):
         r.feed(body[i : i + 7])
     assert (r.response_id, r.response_model, r.finish) == ("c1", "m1", ["length"])
+
+
+def test_an_ending_without_usage_is_read_from_the_last_chunks_when_asked():
+    """chat: the finish chunk, then the usage chunk, then [DONE], a read each; an error
+    event after a finish wins (the last ending); the held chunks are bounded."""
+    from streamfix.wire import told
+
+    r = Told("chat")
+    r.feed(sse({"id": "c1", "model": "m", "choices": [{"index": 0, "delta": {"content": "x"}, "finish_reason": None}]}))
+    r.feed(sse({"id": "c1", "choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}))
+    r.feed(sse({"id": "c1", "choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 2}}))
+    r.feed(b"data: [DONE]\n\n")
+    assert r.finish == ["length"] and r.counts == {"input_tokens": 1, "output_tokens": 2, "total_tokens": 3}
+    r.feed(sse({"error": {"message": "overloaded", "type": "server_error"}}))
+    assert r.finish == ["error"]
+
+    m = Told("messages")  # an ending read as it passed (with usage) is not undone by older held chunks
+    m.feed(sse({"type": "message_start", "message": {"id": "msg", "usage": {"input_tokens": 3}}}))
+    m.feed(sse({"type": "content_block_delta", "delta": {"text": "stop_reason"}}))
+    m.feed(sse({"type": "message_delta", "delta": {"stop_reason": "max_tokens"}, "usage": {"output_tokens": 4}}))
+    m.feed(sse({"type": "message_stop"}))
+    assert m.finish == ["max_tokens"]
+
+    big = Told("chat")
+    big.feed(sse({"id": "c", "choices": []}))
+    for _ in range(told.HOLD_CHUNKS + 2):
+        big.feed(sse({"choices": [{"delta": {"content": "y" * (2 * told.HOLD_BYTES)}}]}))
+    assert len(big._held) == told.HOLD_CHUNKS and all(len(c) <= told.HOLD_BYTES for c in big._held)
+    assert big.finish is None  # a cut tail is skipped, not misread
