@@ -930,7 +930,7 @@ class ChatRepairer(HoldingRepairer):
 
     def _report_args(self) -> None:
         for call in self._order:
-            self.verdict.tool_args(call.args.text())
+            self.verdict.tool_args(call.args.text(), call.name)
 
     # --- the out queue -----------------------------------------------------------
     def _give_up_names(self, why: str) -> None:
@@ -1018,7 +1018,7 @@ def repair_chat_json(
             args = _text(fn.get("arguments")) if isinstance(fn, dict) else None
             if args is not None:
                 verdict.observe_args(args)
-                verdict.tool_args(args)
+                verdict.tool_args(args, fn.get("name") if isinstance(fn, dict) else None)
         if rules.tool_index and unique_ids(calls, "call_"):
             changed = ids_fixed = True
     changed |= mapped

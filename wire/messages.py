@@ -599,7 +599,7 @@ class MessagesRepairer(HoldingRepairer):
     def _report_args(self) -> None:
         for b in self._order:
             if b.type == "tool_use":
-                self.verdict.tool_args(b.args.text())
+                self.verdict.tool_args(b.args.text(), b.name)
 
     # --- the out queue -----------------------------------------------------------
     def _give_up_name(self, why: str) -> None:

@@ -195,7 +195,7 @@ class ResponsesCore(ApiRepairer):
                 out.append(self._synth(ev, ARGS_DONE, {"item_id": it.id, "output_index": idx, "arguments": args}))
             item["arguments"] = args
             item["status"] = "completed"
-            self.verdict.tool_args(args)
+            self.verdict.tool_args(args, item.get("name"))
         elif it.type == "reasoning":
             if "status" in item:
                 item["status"] = "completed"

@@ -59,7 +59,7 @@ def _repair_json(
                     hit.add("status")
                 if isinstance(item.get("arguments"), str):
                     verdict.observe_args(item["arguments"])
-                    verdict.tool_args(item["arguments"])
+                    verdict.tool_args(item["arguments"], item.get("name"))
             elif typ == "reasoning" and rules.reasoning_summary and not isinstance(item.get("summary"), list):
                 item["summary"] = []  # codex-acp #266, as on the stream's items
                 changed = True

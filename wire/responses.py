@@ -264,7 +264,7 @@ class ResponsesRepairer(Terminals):
             if not isinstance(args, str) and it is not None:
                 args = it.arguments()
             if isinstance(args, str):
-                self.verdict.tool_args(args)
+                self.verdict.tool_args(args, item.get("name"))
         summary = item.get("summary")
         if item.get("type") == "reasoning" and self.rules.reasoning_summary and not isinstance(summary, list):
             # codex-acp #266: a gateway that strips an empty summary strips it here too, and

@@ -250,6 +250,10 @@ class Verdict:
     :class:`UpstreamUsage`, usually from the resolver); the repairers fill the client
     leg's missing or zero usage from it once :meth:`decide` has run."""
     last_tool_args: str | None = None
+    last_tool_name: str | None = None
+    """The name of the call :attr:`last_tool_args` belongs to, where the repairer knows it."""
+    required: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Tool name -> the properties its declared schema requires (the request's ``tools``)."""
     _native: Evidence | None = None
     _upstream: Evidence | None = None
     notes: list[Evidence] = field(default_factory=list)
@@ -269,7 +273,11 @@ class Verdict:
     def request(self, body: Any) -> None:
         """Read the output cap from the client's request body (any API's spelling; any
         JSON value, only an object is read)."""
-        if not isinstance(body, dict) or not self._on("request_cap"):
+        if not isinstance(body, dict):
+            return
+        if self._on("tool_args"):
+            self.required = required_properties(body)
+        if not self._on("request_cap"):
             return
         for name in _CAP_FIELDS:
             v = _int(body.get(name))
@@ -324,10 +332,12 @@ class Verdict:
             return self.upstream_output_tokens, "upstream"
         return None, None  # 0 is what CPA writes when it has no usage: not evidence
 
-    def tool_args(self, arguments: str) -> None:
-        """The complete arguments string of a tool call, at its end (last call wins)."""
+    def tool_args(self, arguments: str, name: Any = None) -> None:
+        """The complete arguments string of a tool call, at its end (last call wins), and
+        the call's name where the repairer has it (its schema's required properties)."""
         if isinstance(arguments, str):
             self.last_tool_args = arguments
+            self.last_tool_name = name if isinstance(name, str) and name else None
 
     def observe_text(self, delta: str, utf8: bytes | None = None) -> None:
         """Generated text as the client sees it (message text, not reasoning), in order
@@ -410,6 +420,13 @@ class Verdict:
             return Decision(up.says, (up,))
         return self._heuristics()
 
+    def _missing(self, args: Any) -> list[str]:
+        """The required properties (of the last call's declared schema) its parsed arguments lack."""
+        want = self.required.get(self.last_tool_name or "")
+        if not want or not isinstance(args, dict):
+            return []
+        return [k for k in want if k not in args]
+
     def _heuristics(self) -> Decision:
         found: list[Evidence] = []
         if self._upstream is not None:  # said "unknown": keep it in the receipt
@@ -418,7 +435,7 @@ class Verdict:
         args_ok: bool | None = None
         args_last = False
         if self._on("tool_args") and self.last_tool_args is not None:
-            args_ok = _parses(self.last_tool_args)
+            args_ok, args = _parsed(self.last_tool_args)
             # without any observe_* calls, assume the call was the last output
             args_last = self.last_output in ("args", None)
             n = len(self.last_tool_args)
@@ -435,6 +452,16 @@ class Verdict:
                         "but text followed them: not cut by a budget",
                     )
                 )
+            elif args_last and (missing := self._missing(args)):
+                found.append(
+                    Evidence(
+                        "tool_args",
+                        "unknown",
+                        f"last tool call's arguments ({n} chars) parse but lack {', '.join(missing)}, "
+                        f"required by {self.last_tool_name}'s schema",
+                    )
+                )
+                args_ok = False  # parses, yet not the whole call its schema declares
             elif args_last:
                 found.append(
                     Evidence("tool_args", "complete", f"last tool call's arguments ({n} chars) are complete JSON")
@@ -466,9 +493,49 @@ _NOT_NORMAL: Final = frozenset({"max_tokens", "content_filter"})
 _DECISIVE: Final = frozenset({"max_tokens", "content_filter", "failed"})
 
 
-def _parses(text: str) -> bool:
+MAX_TOOLS = 512
+"""Tools read of a request's declarations (more are not looked at)."""
+
+
+def required_properties(body: dict[str, Any]) -> dict[str, tuple[str, ...]]:
+    """Tool name -> the properties its schema requires, from a request of any API: chat
+    ``tools[].function.parameters``, Responses ``tools[]`` (``type: function``)
+    ``.parameters``, Messages ``tools[].input_schema``, Gemini ``tools[].functionDeclarations[]``
+    ``.parameters`` (or ``parametersJsonSchema``). Only the top level's ``required``."""
+    tools = body.get("tools")
+    if not isinstance(tools, list):
+        return {}
+    decls: list[Any] = []
+    for t in tools[:MAX_TOOLS]:
+        if not isinstance(t, dict):
+            continue
+        fn = t.get("function")
+        if isinstance(fn, dict):
+            decls.append(fn)
+        for key in ("functionDeclarations", "function_declarations"):
+            more = t.get(key)
+            if isinstance(more, list):
+                decls += more[:MAX_TOOLS]
+        if isinstance(t.get("name"), str):
+            decls.append(t)
+    out: dict[str, tuple[str, ...]] = {}
+    for d in decls:
+        if not isinstance(d, dict) or not isinstance(d.get("name"), str):
+            continue
+        schema = next(
+            (d[k] for k in ("parameters", "input_schema", "parametersJsonSchema") if isinstance(d.get(k), dict)), None
+        )
+        req = schema.get("required") if schema is not None else None
+        if isinstance(req, list):
+            names = tuple(r for r in req if isinstance(r, str))
+            if names:
+                out[d["name"]] = names
+    return out
+
+
+def _parsed(text: str) -> tuple[bool, Any]:
+    """Does ``text`` parse as JSON, and to what."""
     try:
-        orjson.loads(text)
+        return True, orjson.loads(text)
     except orjson.JSONDecodeError:
-        return False
-    return True
+        return False, None

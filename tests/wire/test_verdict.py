@@ -1,7 +1,7 @@
 """wire/verdict.py: every evidence source alone, combined, switched off; the usage == cap rule."""
 
 import pytest
-from streamfix.wire.verdict import SOURCES, UpstreamUsage, Verdict
+from streamfix.wire.verdict import SOURCES, UpstreamUsage, Verdict, required_properties
 
 VALID = '{"path":"a.md","content":"hi"}'
 CUT = '{"path":"a.md","content":"h'
@@ -117,6 +117,69 @@ def test_usage_at_cap_with_last_call_whole_is_complete():
     assert d.outcome == "complete" and not d.truncated
     assert {e.source: e.says for e in d.evidence} == {"tool_args": "complete", "usage": "complete"}
     assert "nothing cut" in d.receipt()
+
+
+SCHEMA = {"type": "object", "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
+          "required": ["path", "content"]}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"tools": [{"type": "function", "function": {"name": "write_file", "parameters": SCHEMA}}]},  # chat
+        {"tools": [{"type": "function", "name": "write_file", "parameters": SCHEMA}]},  # Responses
+        {"tools": [{"name": "write_file", "input_schema": SCHEMA}]},  # Messages
+        {"tools": [{"functionDeclarations": [{"name": "write_file", "parameters": SCHEMA}]}]},  # Gemini
+        {"tools": [{"function_declarations": [{"name": "write_file", "parametersJsonSchema": SCHEMA}]}]},
+    ],
+)
+def test_required_properties_of_every_apis_tools(body):
+    assert required_properties(body) == {"write_file": ("path", "content")}
+
+
+def test_required_properties_of_odd_declarations():
+    assert required_properties({"tools": "x"}) == {}
+    assert required_properties({"tools": [None, {"name": 3}, {"name": "a", "parameters": {"required": "path"}},
+                                          {"name": "b", "parameters": {"required": [1, "x"]}}]}) == {"b": ("x",)}  # fmt: skip
+
+
+def test_usage_at_cap_with_a_call_that_lacks_a_required_property_is_max_tokens():
+    """Gemini MAX_TOKENS through CPA (v7.2.89, v7.2.140): output 400 of 400, the last call
+    ``{"path": "essay.md"}`` while write_file requires path and content: it parses, yet the
+    budget cut it; the gateway said completed / tool_use."""
+    ver = v()
+    ver.request({"max_output_tokens": 400, "tools": [{"type": "function", "name": "write_file", "parameters": SCHEMA}]})
+    ver.observe_args('{"path": "essay.md"}')
+    ver.tool_args('{"path": "essay.md"}', "write_file")
+    ver.usage(400)
+    d = ver.decide()
+    assert d.outcome == "max_tokens"
+    assert {e.source: e.says for e in d.evidence} == {"usage": "max_tokens", "tool_args": "unknown"}
+    assert "lack content, required by write_file's schema" in d.receipt()
+
+
+def test_a_call_that_lacks_a_required_property_below_the_cap_is_no_truncation():
+    ver = v()
+    ver.request({"max_output_tokens": 400, "tools": [{"type": "function", "name": "write_file", "parameters": SCHEMA}]})
+    ver.tool_args('{"path": "essay.md"}', "write_file")
+    ver.usage(120)
+    assert ver.decide().outcome == "complete"
+
+
+def test_a_whole_call_of_its_schema_at_the_cap_stays_complete():
+    for name, args in (("write_file", VALID), ("undeclared", '{"path": "a"}'), (None, '{"path": "a"}')):
+        ver = v()
+        ver.request({"max_output_tokens": 400, "tools": [{"type": "function", "name": "write_file",
+                                                          "parameters": SCHEMA}]})  # fmt: skip
+        ver.tool_args(args, name)
+        ver.usage(400)
+        assert ver.decide().outcome == "complete", name
+
+
+def test_the_schemas_are_not_read_with_tool_args_off():
+    ver = v("tool_args")
+    ver.request({"max_tokens": 400, "tools": [{"name": "write_file", "input_schema": SCHEMA}]})
+    assert ver.required == {}
 
 
 def test_usage_at_cap_with_text_after_a_whole_call_is_max_tokens():
