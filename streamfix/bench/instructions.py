@@ -75,6 +75,18 @@ def valgrind() -> tuple[str, str]:
     )
 
 
+def counted_run(module: str, args: list[str], out: Path) -> int:
+    """Instructions of one whole ``python -m module args`` under callgrind (its profile
+    written to ``out``): what the in-process benches (metrics, told) compare, N and 6N
+    times against a baseline in the same run."""
+    cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, "-m", module, *args]
+    r = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    m = re.search(r"Collected : (\d+)", r.stderr)
+    if m is None:
+        raise RuntimeError(f"callgrind gave no count:\n{r.stderr[-2000:]}")
+    return int(m.group(1))
+
+
 class Counted:
     """One mitmdump under callgrind: instrumentation off until :meth:`measure`."""
 

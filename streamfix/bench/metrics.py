@@ -13,9 +13,7 @@ divided by 5N is the cost of one.
 from __future__ import annotations
 
 import argparse
-import re
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -70,13 +68,9 @@ def _run(n: int, what: str) -> None:
 
 
 def _instructions(n: int, what: str, out: Path) -> int:
-    cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, "-m",
-           "streamfix.bench.metrics", "--child", what, str(n)]  # fmt: skip
-    r = subprocess.run(cmd, capture_output=True, text=True, check=True)
-    m = re.search(r"Collected : (\d+)", r.stderr)
-    if m is None:
-        raise RuntimeError(f"callgrind gave no count:\n{r.stderr[-2000:]}")
-    return int(m.group(1))
+    from .instructions import counted_run
+
+    return counted_run("streamfix.bench.metrics", ["--child", what, str(n)], out)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -99,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     for what, label in (("turn", "per turn (Registry.observe)"), ("flow", "per client flow (3 hooks)")):
         extra = (got[what, 6 * a.n] - got[what, a.n] - base) / (5 * a.n)
         print(f"{label}: {extra:,.0f} instructions")
-    print("per event: 0 (no per-event hook, on or off)")
+    print("per event: 0 of its own (no per-event hook); what any turn sink reads per event: python -m streamfix.bench.told")
     return 0
 
 

@@ -13,9 +13,7 @@ difference divided by 5N streams and their events is the cost of one event.
 from __future__ import annotations
 
 import argparse
-import re
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -52,13 +50,9 @@ def _run(api: str, n: int, readers: bool, n_events: int) -> None:
 
 
 def _instructions(api: str, n: int, readers: bool, n_events: int, out: Path) -> int:
-    cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, "-m", "streamfix.bench.told",
-           "--child", api, str(n), "1" if readers else "0", str(n_events)]  # fmt: skip
-    r = subprocess.run(cmd, capture_output=True, text=True, check=True)
-    m = re.search(r"Collected : (\d+)", r.stderr)
-    if m is None:
-        raise RuntimeError(f"callgrind gave no count:\n{r.stderr[-2000:]}")
-    return int(m.group(1))
+    from .instructions import counted_run
+
+    return counted_run("streamfix.bench.told", ["--child", api, str(n), "1" if readers else "0", str(n_events)], out)
 
 
 def main(argv: list[str] | None = None) -> int:
