@@ -93,7 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     for what, label in (("turn", "per turn (Registry.observe)"), ("flow", "per client flow (3 hooks)")):
         extra = (got[what, 6 * a.n] - got[what, a.n] - base) / (5 * a.n)
         print(f"{label}: {extra:,.0f} instructions")
-    print("per event: 0 of its own (no per-event hook); what any turn sink reads per event: python -m streamfix.bench.told")
+    print(
+        "per event: 0 of its own (no per-event hook); what any turn sink reads per event: python -m streamfix.bench.told"
+    )
     return 0
 
 
