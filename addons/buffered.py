@@ -69,6 +69,7 @@ def repair(flow: http.HTTPFlow, st: FlowState, rules: Rules, keep: bool) -> str:
                 return ""
             fired: Counter[str] = Counter()
             st.repairer = body = BodyRepair(fired)  # what the turn log reads of a repairer
+
             changed = json_repairer(st.api)(obj, rules, st.ctx, st.verdict, fired=fired)
             d = st.verdict.decide()
             if d.failed and not d.native and rules.upstream_failure:
@@ -85,6 +86,8 @@ def repair(flow: http.HTTPFlow, st: FlowState, rules: Rules, keep: bool) -> str:
                 body.changed = 1
                 if keep:
                     flow.metadata[ORIGINAL] = content
+                if fired["hidden_failure"] and isinstance(obj.get("error"), dict):
+                    resp.status_code = 502  # a success-shaped body for no answer became the error it was
                 resp.content = orjson.dumps(obj)
                 return "repaired" if receipts.write(flow, st, None, True, rules.truncation, fired) else ""
     except Exception as e:  # noqa: BLE001 - fail open: the body goes out as it came

@@ -62,6 +62,12 @@ class Recording:
         return int(self.meta.get("response", {}).get("status", 200))
 
     @property
+    def expected_status(self) -> int:
+        """The status the client gets after the repair (``expected_status``; the recorded one
+        unless a repair answers a hidden failure with an error status)."""
+        return int(self.meta.get("expected_status", self.status))
+
+    @property
     def headers(self) -> dict[str, str]:
         return dict(self.meta.get("response", {}).get("headers", {}))
 

@@ -33,7 +33,7 @@ from .skim import Layout, Skim, Skimmed
 from .sse import Event, format_event
 from .stream import Streamed
 from .toolcalls import forced_call, unique_ids, whole_calls
-from .upstream_terminal import chat_error
+from .upstream_terminal import chat_error, json_failure
 from .verdict import Outcome, Verdict
 
 __all__ = ["HOLD_LIMIT", "ChatRepairer", "repair_chat_json"]
@@ -981,10 +981,20 @@ def repair_chat_json(
     - ``tool_finish``: ``stop`` beside ``message.tool_calls`` whose arguments are all JSON
       objects becomes ``tool_calls`` (never against a truncation verdict).
 
+    - ``hidden_failure``: an empty completion with id, model and usage zeroed (CPA #2193,
+      :func:`wire.hidden.zeroed_completion`) becomes the OpenAI error object, in place; the
+      addon answers it with HTTP 502 (:func:`is_error_body`).
+
     ``fired`` (if given) counts each rule that changed the body once.
     """
     if verdict.cap is None and ctx.request:
         verdict.request(ctx.request)
+    if rules.hidden_failure and hidden.zeroed_completion(obj):
+        obj.clear()
+        obj.update(json_failure("chat", hidden.ZEROED_COMPLETION)[1])
+        if fired is not None:
+            fired["hidden_failure"] += 1
+        return True
     choices = obj.get("choices")
     if not isinstance(choices, list):
         return False

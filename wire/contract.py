@@ -32,7 +32,7 @@ import orjson
 
 from . import stops, usage_math
 from .foreign import foreign, vendor
-from .hidden import start_input, synthetic_completion, synthetic_delta
+from .hidden import ZEROED_COMPLETION, start_input, synthetic_completion, synthetic_delta, zeroed_completion
 from .replay import HOLD, PHRASE, REPEATED, START, WHOLE, pure_content, step
 from .sse import Event, SseParser, cr_cut, glued_at
 from .toolcalls import forced_call, whole_calls
@@ -68,7 +68,8 @@ RULES: dict[str, str] = {
     # every API
     "terminal.hidden_failure": "no success end for a turn that did not finish: Responses response.completed without "
     "usage from CPA's Gemini-family translator (its synthetic STOP), chat [DONE] with no finish_reason, messages "
-    "message_delta end_turn with usage 0/0 after a message_start that counted the input (CPA's Antigravity end)",
+    "message_delta end_turn with usage 0/0 after a message_start that counted the input (CPA's Antigravity end), "
+    "a chat.completion body with id, model and usage zeroed and no content (HTTP 200 for no answer)",
     "stop.reason": "a stop reason of the API's own vocabulary (chat finish_reason, messages stop_reason, Gemini "
     "finishReason, Responses incomplete_details.reason), and a chat finish_reason its native_finish_reason agrees with",
     "usage.sums": "usage adds up: output counts the reasoning tokens its total counts, input the cached ones, no count "
@@ -1045,6 +1046,9 @@ def _json_chat(body: dict[str, Any], bad, ev: _Evidence) -> None:
     choices = body.get("choices")
     if not isinstance(choices, list):
         bad("sse.nonstandard", "chat.completion without choices")
+        return
+    if zeroed_completion(body):
+        bad("terminal.hidden_failure", ZEROED_COMPLETION)
         return
     u = body.get("usage")
     for why in usage_math.problems("chat", u):

@@ -28,6 +28,12 @@ it had finished:
   zeroes the input its start counted (:func:`synthetic_delta`). Told as an ``error`` event
   in the delta's place, its ``message_stop`` dropped (both dropped when CPA's own ``error``
   event follows).
+- ``/v1/chat/completions``, a JSON body (CPA v6.8.55 in front of Claude, intermittent:
+  router-for-me/CLIProxyAPI#2193, #2190): HTTP 200 with an empty ``chat.completion``: ``id``
+  and ``model`` ``""``, ``created`` 0, every usage count 0, content ``""``, no tool call,
+  ``finish_reason: "stop"`` (:func:`zeroed_completion`). No completion ever has an empty id
+  and model: told as HTTP 502 with the OpenAI error object, so clients raise (and
+  openai-python's and the AI SDK's retries take it).
 
 Each failure event here says what was seen, never content.
 """
@@ -44,10 +50,12 @@ __all__ = [
     "MESSAGES_ERROR",
     "STOP_WITHOUT_DELTA",
     "SYNTHETIC_DELTA",
+    "ZEROED_COMPLETION",
     "failed_response",
     "start_input",
     "synthetic_completion",
     "synthetic_delta",
+    "zeroed_completion",
 ]
 
 _ITEM_ID: Final = re.compile(r"(?:msg|rs)_(.+)_\d+")
@@ -65,6 +73,12 @@ STOP_WITHOUT_DELTA: Final = (
 SYNTHETIC_DELTA: Final = (
     "message_delta end_turn with usage 0/0 after a message_start that counted the input (CPA's Antigravity "
     "translator's own end): the upstream stream ended without a finish"
+)
+
+
+ZEROED_COMPLETION: Final = (
+    "HTTP 200 with an empty chat.completion (id and model empty, created 0, usage all zero, no content or tool "
+    "call): the gateway answered without a completion"
 )
 
 
@@ -104,6 +118,35 @@ def synthetic_completion(resp: Any, item_ids: list[Any]) -> bool:
     for iid in item_ids:
         m = _ITEM_ID.fullmatch(iid) if isinstance(iid, str) else None
         if m is None or m.group(1) != rid:
+            return False
+    return True
+
+
+def zeroed_completion(body: Any) -> bool:
+    """Is this ``chat.completion`` body the empty one of the module docstring? ``id`` and
+    ``model`` exactly ``""``, ``created`` 0 (or absent), each usage count 0 (or no usage),
+    and no choice with content, reasoning, a refusal or a tool call."""
+    if not isinstance(body, dict) or body.get("id") != "" or body.get("model") != "":
+        return False
+    created = body.get("created")
+    if created is not None and not _zero(created):
+        return False
+    usage = body.get("usage")
+    if usage is not None:
+        if not isinstance(usage, dict):
+            return False
+        if not all(_zero(usage.get(k, 0)) for k in ("prompt_tokens", "completion_tokens", "total_tokens")):
+            return False
+    choices = body.get("choices")
+    if not isinstance(choices, list):
+        return False
+    for ch in choices:
+        msg = ch.get("message") if isinstance(ch, dict) else None
+        if not isinstance(msg, dict):
+            return False
+        if msg.get("content") not in (None, "") or msg.get("tool_calls") or msg.get("refusal"):
+            return False
+        if msg.get("reasoning_content") or msg.get("function_call"):
             return False
     return True
 

@@ -281,11 +281,17 @@ class Rules:
         "Every API: end a failure the gateway reported as a success as the API's failure: Responses "
         "response.completed without usage from CPA's Gemini-family translator -> response.failed; chat [DONE] with "
         "no finish_reason -> an error chunk before it; Messages message_stop without message_delta, or CPA's "
-        "Antigravity message_delta that zeroes the usage its start counted -> an error event.",
+        "Antigravity message_delta that zeroes the usage its start counted -> an error event; a chat JSON body with id, "
+        "model and usage zeroed and no content (CPA #2193: HTTP 200 for no answer) -> HTTP 502 with the error object.",
         # (responses-gemini-completed-no-usage shows it too, but with the rule off rule usage
         # fills the missing usage, after which the contract cannot tell the completion was
         # synthetic: tests/wire/test_matrix_rules.py holds it on and off)
-        recordings=("chat-gemini-done-no-finish", "messages-gemini-stop-no-delta", "messages-antigravity-zeroed-delta"),
+        recordings=(
+            "chat-gemini-done-no-finish",
+            "messages-gemini-stop-no-delta",
+            "messages-antigravity-zeroed-delta",
+            "chat-cpa-zeroed-nonstream",
+        ),
         contract=("terminal.hidden_failure", "messages.stop"),
         fast=NO_DELTA + "the terminal, [DONE], message_delta and message_stop (wire/hidden.py)",
     )

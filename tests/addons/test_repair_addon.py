@@ -253,6 +253,24 @@ class TestReceipts:
                 addon.response(f)
         return rec, f, out
 
+    def test_an_empty_completion_answered_200_reaches_the_client_as_502(self, caplog):
+        """CPA #2193: HTTP 200 with id, model and usage zeroed and no content; the client gets
+        the OpenAI error object with HTTP 502 (rule hidden_failure), the receipt says so."""
+        from streamfix.recordings import load
+
+        rec = load("chat-cpa-zeroed-nonstream")
+        addon = mod.Repair()
+        with taddons.context(addon):
+            req = http.Request.make("POST", "http://127.0.0.1:8317" + rec.request["path"], rec.request_body,
+                                    {"content-type": "application/json"})  # fmt: skip
+            f = tflow.tflow(req=req, resp=http.Response.make(rec.status, rec.body, rec.headers))
+            hooks(addon, f)
+            with caplog.at_level(logging.INFO, logger="streamfix"):
+                addon.response(f)
+        assert f.response.status_code == 502 == rec.expected_status
+        assert f.response.content == rec.expected
+        assert f.comment.startswith("fixed hidden_failure (body, chat)")
+
     def test_a_stream_cut_before_its_terminal_says_why_in_its_comment(self, caplog):
         """The comment says what the log line says: the receipt first, then the repairer's
         note on the missing terminal (mitmweb showed only the receipt)."""

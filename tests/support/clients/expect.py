@@ -231,7 +231,11 @@ def _chat(events: list[dict[str, Any]]) -> Expected:
 
 
 def _json(api: str, obj: dict[str, Any]) -> Expected:
-    """A non-streamed body; the Responses ``status`` stands for its terminal event."""
+    """A non-streamed body; the Responses ``status`` stands for its terminal event. An error
+    object (the body a failure is answered with, HTTP 502 when streamfix told a hidden one)
+    is a failure."""
+    if "error" in obj and not any(k in obj for k in ("output", "choices")):
+        return Expected(api, (), "response.failed" if api == "responses" else "error", None, "", stream=False)
     if api == "responses":
         out = obj.get("output") or []
         calls = tuple(Call(i.get("name", ""), i.get("arguments", "")) for i in out if i.get("type") == "function_call")
