@@ -9,6 +9,7 @@ from collections import Counter
 
 import orjson
 from mitmproxy import http
+from mitmproxy.net.http import status_codes
 from streamfix.wire.apis import json_repairer, stream_repairer
 from streamfix.wire.rules import Rules
 from streamfix.wire.stream import StreamRepair
@@ -79,7 +80,7 @@ def repair(flow: http.HTTPFlow, st: FlowState, rules: Rules, keep: bool) -> str:
                 body.changed = 1
                 if keep:
                     flow.metadata[ORIGINAL] = content
-                resp.status_code = status
+                _set_status(resp, status)
                 resp.content = orjson.dumps(err)
                 return "repaired" if receipts.write(flow, st, None, True, rules.truncation, fired) else ""
             if changed:
@@ -87,7 +88,7 @@ def repair(flow: http.HTTPFlow, st: FlowState, rules: Rules, keep: bool) -> str:
                 if keep:
                     flow.metadata[ORIGINAL] = content
                 if fired["hidden_failure"] and isinstance(obj.get("error"), dict):
-                    resp.status_code = 502  # a success-shaped body for no answer became the error it was
+                    _set_status(resp, 502)  # a success-shaped body for no answer became the error it was
                 resp.content = orjson.dumps(obj)
                 return "repaired" if receipts.write(flow, st, None, True, rules.truncation, fired) else ""
     except Exception as e:  # noqa: BLE001 - fail open: the body goes out as it came
@@ -119,3 +120,9 @@ def check(flow: http.HTTPFlow, st: FlowState) -> bool | None:
         return None
     st.checker = c
     return checkmode.report(flow, st.api, c) > 0
+
+
+def _set_status(resp: http.Response, status: int) -> None:
+    """A new status with its own reason phrase (HTTP/1 would say ``502 OK`` otherwise)."""
+    resp.status_code = status
+    resp.reason = status_codes.RESPONSES.get(status, "")

@@ -267,7 +267,7 @@ class TestReceipts:
             hooks(addon, f)
             with caplog.at_level(logging.INFO, logger="streamfix"):
                 addon.response(f)
-        assert f.response.status_code == 502 == rec.expected_status
+        assert f.response.status_code == 502 == rec.expected_status and f.response.reason == "Bad Gateway"
         assert f.response.content == rec.expected
         assert f.comment.startswith("fixed hidden_failure (body, chat)")
 

@@ -122,7 +122,7 @@ def test_an_idle_keep_alive_connection_at_exit_ends_quietly(sidecar: Sidecar, ho
     """A connection still open when the sidecar stops (a client's, or CPA's idle keep-alive
     connection to the upstream listener) is cancelled at exit; on CPython 3.12.1 asyncio
     printed ``Exception in callback ... CancelledError`` with a traceback for it."""
-    rec = next(r for r in all_recordings() if r.api == "chat" and not r.streaming)
+    rec = next(r for r in all_recordings() if r.name == "chat-devin-nonstream")
     with socket.create_connection(("127.0.0.1", sidecar.port), timeout=30) as s:
         head = (f"POST {rec.request['path']} HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-type: application/json\r\n"
                 f"x-streamfix-recording: {rec.name}\r\ncontent-length: {len(rec.request_body)}\r\n\r\n")  # fmt: skip
