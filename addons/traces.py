@@ -33,7 +33,7 @@ import logging
 import os
 import threading
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 from mitmproxy import ctx, exceptions
@@ -255,10 +255,10 @@ class Traces:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
         from opentelemetry.sdk.resources import SERVICE_NAME, Resource
         from opentelemetry.sdk.trace import TracerProvider
-        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
         resource = Resource.create({})
-        if resource.attributes.get(SERVICE_NAME, "").startswith("unknown_service"):
+        if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
             resource = resource.merge(Resource({SERVICE_NAME: "streamfix"}))
         inner = OTLPSpanExporter(endpoint=endpoint)
         self.where = getattr(inner, "_endpoint", endpoint or "")
@@ -267,7 +267,9 @@ class Traces:
         logging.getLogger("opentelemetry.exporter").setLevel(logging.CRITICAL)
         self.exporter = _Exporter(inner, self.where)
         self.provider = TracerProvider(resource=resource)
-        self.provider.add_span_processor(BatchSpanProcessor(self.exporter))
+        # _Exporter has SpanExporter's three methods; subclassing it would import the SDK
+        # whenever the addon loads, traces on or off
+        self.provider.add_span_processor(BatchSpanProcessor(cast(SpanExporter, self.exporter)))
         self.tracer = self.provider.get_tracer("streamfix", _version())
         shared.add_turn_sink(self.export)
         protocol = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
