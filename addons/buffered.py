@@ -52,8 +52,9 @@ def repair(flow: http.HTTPFlow, st: FlowState, rules: Rules, keep: bool) -> str:
     if content is None:
         return ""
     try:
-        if shared.has_turn_sinks() and (ctype.startswith(SSE) or "json" in ctype):
-            st.said = Told.whole(st.api, content, not ctype.startswith(SSE))
+        told = shared.has_turn_sinks()
+        if told and ctype.startswith(SSE):
+            st.said = Told.whole(st.api, content, False)
         if ctype.startswith(SSE):
             s = StreamRepair(stream_repairer(st.api, rules, st.ctx, st.verdict))
             st.repairer = s.repairer
@@ -68,6 +69,9 @@ def repair(flow: http.HTTPFlow, st: FlowState, rules: Rules, keep: bool) -> str:
             obj = json_object(content)
             if obj is None:
                 return ""
+            if told:  # what the gateway said, read before the repair changes the object
+                st.said = Told(st.api)
+                st.said.read(obj)
             fired: Counter[str] = Counter()
             st.repairer = body = BodyRepair(fired)  # what the turn log reads of a repairer
 

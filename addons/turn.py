@@ -261,8 +261,8 @@ def upstream_call(resolver: Any) -> dict[str, Any] | None:
     finish = getattr(result, "finish", None)  # another provider's CallResult
     if finish is None and hasattr(result, "stop_reason_name"):  # Devin's TapResult
         finish = result.stop_reason_name if result.stop_reason else None
-    failed = bool(getattr(result, "errors", None)) or getattr(result, "ended", None) == "cut"
-    failed = failed or (hasattr(result, "stop_reason_name") and bool(result.failed))
+    # each result's own word for a failed call: CallResult.outcome, Devin's TapResult.failed
+    failed = result.outcome == "failed" if hasattr(result, "outcome") else bool(getattr(result, "failed", False))
     clock = getattr(getattr(resolver, "correlator", None), "clock", time.time)
     shift = time.time() - clock()  # the correlator's clock (monotonic in one process) -> the epoch
     return {

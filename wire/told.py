@@ -231,6 +231,10 @@ class Told:
             obj = orjson.loads(data)
         except orjson.JSONDecodeError:
             return
+        self.read(obj)
+
+    def read(self, obj: Any) -> None:
+        """A parsed JSON document (a body the caller parsed already): read, never changed."""
         if self._first:
             self._first = False
             self.response_id, self.response_model = names_of(self.api, obj)
